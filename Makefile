@@ -1,0 +1,21 @@
+# The two commands of README.md: `make demo` and `make test`.
+.PHONY: setup demo test lint p4 bench clean
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	.venv/bin/cassini schedule --topology cassini-testbed --trace snapshot
+
+test: setup
+	.venv/bin/python -m pytest -q -rs
+
+lint:
+	.venv/bin/ruff check .
+	.venv/bin/mypy topologies scheduler
+
+p4:
+	bash scripts/build_p4.sh
+
+clean:
+	.venv/bin/cassini clean

@@ -1,0 +1,5 @@
+import sys
+
+from emulation.cli import main
+
+sys.exit(main())

@@ -1,0 +1,45 @@
+"""The `cassini` command: subcommands parse arguments and call library functions.
+
+Each area owns one module here with a `register(subparsers)` function; heavy
+imports (grpc, scapy, matplotlib) happen inside the handlers so `cassini topo
+show` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from topologies.errors import UserInputError
+
+from . import controlplane_cmds, schedule_cmds, simulate_cmds, switch_cmds, topo_cmds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cassini",
+        description="Network-aware scheduling of ML training jobs on programmable switches.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (topo_cmds, schedule_cmds, simulate_cmds, controlplane_cmds, switch_cmds):
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = args.handler(args)
+    except UserInputError as err:
+        print(f"cassini: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("cassini: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
