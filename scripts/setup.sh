@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for tool in ip:iproute2 ethtool:ethtool ping:iputils-ping mnexec:mininet tcpdump:tcpdump; do
+for tool in ip:iproute2 ethtool:ethtool ping:iputils-ping; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
 done
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)

@@ -1,0 +1,5 @@
+"""The cluster as data: model, generators, files, validation, routing, chip mapping.
+
+Entry points: `library.load_topology(spec)`, `routing.Router(topo)`,
+`chip_mapping.map_to_chip(topo)` and `chip_mapping.forwarding_entries(...)`.
+"""

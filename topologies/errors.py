@@ -17,8 +17,8 @@ class UserInputError(ValueError):
 def did_you_mean(name: str, known: Iterable[str], what: str = "name") -> str:
     """Message for an unknown name that offers the closest known ones.
 
-    >>> did_you_mean("vgg61", ["vgg16", "vgg19", "bert"], "model")
-    "no model named 'vgg61'. Did you mean 'vgg16'? (known: bert, vgg16, vgg19)"
+    >>> did_you_mean("resnet", ["resnet50", "bert"], "model")
+    "no model named 'resnet'. Did you mean 'resnet50'? (known: bert, resnet50)"
     """
     known_sorted = sorted(set(known))
     close = difflib.get_close_matches(name, known_sorted, n=1, cutoff=0.5)

@@ -55,12 +55,21 @@ class Topology:
     switches: tuple[Switch, ...]
     links: tuple[Link, ...]
     description: str = ""
+    # Optional explicit chip dev_ports (e.g. a Tofino's front panel), in the
+    # order `chip_mapping.map_to_chip` hands them out; empty = number 1, 2, ...
+    chip_ports: tuple[int, ...] = ()
 
     def node_names(self) -> list[str]:
         return [s.name for s in self.servers] + [s.name for s in self.switches]
 
     def server(self, name: str) -> Server:
         for s in self.servers:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def switch(self, name: str) -> Switch:
+        for s in self.switches:
             if s.name == name:
                 return s
         raise KeyError(name)

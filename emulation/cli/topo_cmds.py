@@ -1,9 +1,268 @@
-"""Placeholder until its owner lands the subcommands."""
+"""`cassini topo ...`: look at, list and export cluster topologies."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from topologies.errors import UserInputError
+
+TOPOLOGY_HELP = (
+    "built-in name (cassini-testbed, cassini-testbed-2gpu), generator "
+    "(leaf-spine:LEAVES:SPINES:SERVERS_PER_LEAF, fat-tree:K) or a .json/.yaml file"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this area's subcommands."""
+    """Add `topo show`, `topo list` and `topo export`."""
+    topo = sub.add_parser("topo", help="inspect and export cluster topologies")
+    topo_sub = topo.add_subparsers(dest="topo_command", required=True, metavar="ACTION")
+
+    show = topo_sub.add_parser("show", help="switches, links, oversubscription, chip ports")
+    show.add_argument("--topology", "-t", default="cassini-testbed", help=TOPOLOGY_HELP)
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    show.add_argument("--links", action="store_true", help="list every link")
+    show.set_defaults(handler=_show)
+
+    listing = topo_sub.add_parser("list", help="built-in topologies and generators")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(handler=_list)
+
+    export = topo_sub.add_parser("export", help="write a topology as an editable JSON/YAML file")
+    export.add_argument("--topology", "-t", default="cassini-testbed", help=TOPOLOGY_HELP)
+    export.add_argument("--out", "-o", required=True, help="output file (.json, .yaml or .yml)")
+    export.add_argument("--force", action="store_true", help="overwrite an existing file")
+    export.set_defaults(handler=_export)
+
+
+def describe(spec: str) -> dict[str, Any]:
+    """Everything `topo show` prints, as plain data."""
+    from topologies.chip_mapping import map_to_chip
+    from topologies.library import load_topology
+    from topologies.tiers import node_ranks, oversubscription
+
+    topo = load_topology(spec)
+    ranks = node_ranks(topo)
+    tier_of = {s.name: s.tier for s in topo.switches}
+    try:
+        chip = map_to_chip(topo)
+        chip_error = ""
+    except UserInputError as err:
+        chip, chip_error = None, str(err)
+
+    degree: dict[str, list[str]] = {s.name: [] for s in topo.switches}
+    tor_of: dict[str, str] = {}
+    for link in topo.links:
+        for here, there in link.directions():
+            if here in degree:
+                degree[here].append(there)
+            if ranks[here] == 0:
+                tor_of[here] = there
+
+    def link_ports(a: str, b: str) -> list[int]:
+        if chip is None:
+            return []
+        if ranks[a] == 0:
+            return [chip.server_port[a]]
+        if ranks[b] == 0:
+            return [chip.server_port[b]]
+        return [chip.link_ports[(a, b)], chip.link_ports[(b, a)]]
+
+    servers = [
+        {
+            "name": s.name,
+            "gpus": s.gpus,
+            "nic_gbps": s.nic_gbps,
+            "mac": s.mac,
+            "ip": s.ip,
+            "switch": tor_of[s.name],
+            "chip_port": chip.server_port[s.name] if chip else None,
+        }
+        for s in topo.servers
+    ]
+    switches = []
+    for sw in topo.switches:
+        up = [n for n in degree[sw.name] if ranks[n] > ranks[sw.name]]
+        down = [n for n in degree[sw.name] if ranks[n] < ranks[sw.name]]
+        switches.append(
+            {
+                "name": sw.name,
+                "tier": sw.tier,
+                "port_count": len(degree[sw.name]),
+                "downlinks": len(down),
+                "uplinks": len(up),
+                "chip_ports": list(chip.ports_of_switch(sw.name)) if chip else [],
+            }
+        )
+    links = [
+        {
+            "a": ln.a,
+            "b": ln.b,
+            "gbps": ln.gbps,
+            "delay_us": ln.delay_us,
+            "kind": f"{_tier(ln.a, tier_of)}-{_tier(ln.b, tier_of)}",
+            "chip_ports": link_ports(ln.a, ln.b),
+        }
+        for ln in topo.links
+    ]
+    loopbacks = [list(p) for p in chip.loopback_pairs] if chip else []
+    return {
+        "name": topo.name,
+        "description": topo.description,
+        "counts": {
+            "servers": len(topo.servers),
+            "gpus": topo.total_gpus(),
+            "switches": len(topo.switches),
+            "links": len(topo.links),
+            "chip_ports": len(chip.ports()) if chip else None,
+            "loopback_pairs": len(loopbacks) if chip else None,
+        },
+        "oversubscription": oversubscription(topo),
+        "servers": servers,
+        "switches": switches,
+        "links": links,
+        "chip": {"ports": list(chip.ports()) if chip else [], "loopback_pairs": loopbacks}
+        if chip
+        else {"error": chip_error},
+    }
+
+
+def _show(args: argparse.Namespace) -> int:
+    info = describe(args.topology)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print("\n".join(_render(info, all_links=args.links)))
+    return 0
+
+
+def _render(info: dict[str, Any], all_links: bool) -> list[str]:
+    c = info["counts"]
+    out = [
+        f"topology {info['name']}: {c['servers']} servers ({c['gpus']} GPUs), "
+        f"{c['switches']} switches, {c['links']} links",
+    ]
+    if info["description"]:
+        out.append(f"  {info['description']}")
+    ratios = ", ".join(f"{t} {r:g}:1" for t, r in info["oversubscription"].items())
+    out.append(f"oversubscription (down:up capacity): {ratios or 'none'}")
+    out.append("")
+    rows: list[tuple[str, ...]] = [("switch", "tier", "ports", "down", "up", "chip ports")]
+    rows += [
+        (
+            s["name"],
+            s["tier"],
+            str(s["port_count"]),
+            str(s["downlinks"]),
+            str(s["uplinks"]),
+            _ranges(s["chip_ports"]),
+        )
+        for s in info["switches"]
+    ]
+    out += _table(rows)
+    out.append("")
+    groups: dict[tuple[str, float, float], int] = {}
+    for ln in info["links"]:
+        key = (ln["kind"], ln["gbps"], ln["delay_us"])
+        groups[key] = groups.get(key, 0) + 1
+    out.append("links:")
+    out += [
+        f"  {n:4d} x {kind:<10s} {gbps:g} Gbps, {delay:g} us"
+        for (kind, gbps, delay), n in groups.items()
+    ]
+    if all_links:
+        link_rows: list[tuple[str, ...]] = [("a", "b", "gbps", "delay_us", "chip ports")]
+        link_rows += [
+            (
+                str(ln["a"]),
+                ln["b"],
+                f"{ln['gbps']:g}",
+                f"{ln['delay_us']:g}",
+                "<->".join(map(str, ln["chip_ports"])),
+            )
+            for ln in info["links"]
+        ]
+        out += ["  " + line for line in _table(link_rows)]
+    out.append("")
+    chip = info["chip"]
+    if "error" in chip:
+        out.append(f"chip: does not fit one chip: {chip['error']}")
+    else:
+        out.append(
+            f"chip: {c['chip_ports']} ports ({_ranges(chip['ports'])}), "
+            f"{c['loopback_pairs']} loopback pairs:"
+        )
+        pairs = [f"{a}<->{b}" for a, b in chip["loopback_pairs"]]
+        for i in range(0, len(pairs), 8):
+            out.append("  " + "  ".join(f"{p:<9s}" for p in pairs[i : i + 8]).rstrip())
+    return out
+
+
+def _list(args: argparse.Namespace) -> int:
+    from topologies.library import builtin_names, load_topology
+
+    rows = []
+    for name in builtin_names():
+        topo = load_topology(name)
+        rows.append(
+            {
+                "name": name,
+                "servers": len(topo.servers),
+                "gpus": topo.total_gpus(),
+                "switches": len(topo.switches),
+                "links": len(topo.links),
+            }
+        )
+    generators = ["leaf-spine:LEAVES:SPINES:SERVERS_PER_LEAF", "fat-tree:K"]
+    if args.json:
+        print(json.dumps({"builtin": rows, "generators": generators}, indent=2))
+        return 0
+    table: list[tuple[str, ...]] = [("name", "servers", "gpus", "switches", "links")]
+    table += [
+        (str(r["name"]), str(r["servers"]), str(r["gpus"]), str(r["switches"]), str(r["links"]))
+        for r in rows
+    ]
+    print("\n".join(_table(table)))
+    print("generators: " + ", ".join(generators) + "; or a .json/.yaml file")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from topologies.io import save_topology_file
+    from topologies.library import load_topology
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise UserInputError(f"{out}: already exists; pass --force to overwrite")
+    topo = load_topology(args.topology)
+    save_topology_file(topo, out)
+    print(
+        f"wrote {out}: {topo.name}, {len(topo.servers)} servers, "
+        f"{len(topo.switches)} switches, {len(topo.links)} links"
+    )
+    return 0
+
+
+def _tier(node: str, tier_of: dict[str, str]) -> str:
+    return tier_of.get(node, "server")
+
+
+def _ranges(ports: Iterable[int]) -> str:
+    """1,2,3,5 -> '1-3,5': chip port lists stay one short line."""
+    spans: list[list[int]] = []
+    for p in sorted(ports):
+        if spans and p == spans[-1][1] + 1:
+            spans[-1][1] = p
+        else:
+            spans.append([p, p])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in spans) or "-"
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
