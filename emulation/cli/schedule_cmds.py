@@ -1,9 +1,296 @@
-"""Placeholder until its owner lands the subcommands."""
+"""`cassini profiles | compat | schedule`: model profiles, one link's compatibility, Algorithm 2."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import time
+from dataclasses import replace
+from typing import Any
+
+from topologies.errors import UserInputError
+
+SNAPSHOT_JOBS: tuple[tuple[str, int], ...] = (
+    # (model, workers): 24 GPUs on the default testbed, so some jobs must span
+    # racks and share uplinks.
+    ("vgg16", 3),
+    ("resnet50", 3),
+    ("bert", 3),
+    ("gpt2", 3),
+    ("wideresnet101", 3),
+    ("vgg19", 3),
+    ("dlrm", 2),
+    ("roberta", 2),
+    ("xlm", 2),
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this area's subcommands."""
+    """Add `profiles`, `compat` and `schedule`."""
+    prof = sub.add_parser("profiles", help="communication profiles of the built-in models")
+    prof.add_argument("--workers", type=int, default=4, help="workers per job (default 4)")
+    prof.add_argument("--nic-gbps", type=float, default=50.0, help="NIC line rate (default 50)")
+    prof.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    prof.add_argument("--json", action="store_true", help="machine-readable output")
+    prof.set_defaults(handler=_profiles)
+
+    compat = sub.add_parser(
+        "compat", help="compatibility score and time-shifts of jobs sharing one link"
+    )
+    source = compat.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--jobs", help="comma-separated models, optionally MODEL:WORKERS (vgg16,resnet50:2)"
+    )
+    source.add_argument(
+        "--jobs-file", metavar="FILE", help="profiles JSON (the `cassini profiles --json` schema)"
+    )
+    compat.add_argument(
+        "--workers", type=int, default=4, help="workers per job for --jobs (default 4)"
+    )
+    compat.add_argument(
+        "--capacity-gbps", type=float, default=50.0, help="link capacity (default 50)"
+    )
+    compat.add_argument("--precision-deg", type=float, default=5.0, help="angle grid (default 5)")
+    compat.add_argument("--solver", default="auto", help="exact, fast or auto (default)")
+    compat.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    compat.add_argument("--json", action="store_true", help="machine-readable output")
+    compat.set_defaults(handler=_compat)
+
+    sched = sub.add_parser("schedule", help="choose a placement and time-shifts (Algorithm 2)")
+    sched.add_argument(
+        "--topology", "-t", default="cassini-testbed", help="built-in name, generator or file"
+    )
+    sched.add_argument(
+        "--trace", default="snapshot", help="trace file (CSV/JSON) or 'snapshot' (default)"
+    )
+    sched.add_argument(
+        "--candidates", type=int, default=10, help="placements to choose among (default 10)"
+    )
+    sched.add_argument("--precision-deg", type=float, default=5.0, help="angle grid (default 5)")
+    sched.add_argument("--solver", default="auto", help="exact, fast or auto (default)")
+    sched.add_argument(
+        "--aggregate", default="mean", help="candidate score: mean (default), min or p10"
+    )
+    sched.add_argument(
+        "--cycles",
+        default="consistent",
+        help="affinity-graph cycles: 'consistent' keeps cycles whose shifts agree (default), 'paper' discards any",
+    )
+    sched.add_argument("--seed", type=int, default=0, help="seed of the candidate generator")
+    sched.add_argument(
+        "--processes", type=int, default=1, help="evaluate candidates in N processes"
+    )
+    sched.add_argument("--json", action="store_true", help="machine-readable output")
+    sched.set_defaults(handler=_schedule)
+
+
+def _positive(value: float, flag: str) -> None:
+    if not value > 0:
+        raise UserInputError(f"{flag} must be > 0, got {value}")
+
+
+def _profiles(args: argparse.Namespace) -> int:
+    from scheduler.profiles import build_profile, load_models, profile_to_dict
+
+    _positive(args.workers, "--workers")
+    models = load_models(args.models)
+    profiles = [
+        build_profile(m, args.workers, nic_gbps=args.nic_gbps, models=models)
+        for m in sorted(models)
+    ]
+    if args.json:
+        print(json.dumps([profile_to_dict(p) for p in profiles], indent=2))
+        return 0
+    print(
+        f"{'model':<15}{'parallelism':<12}{'workers':>8}{'batch':>7}{'iter_ms':>10}{'up_frac':>9}{'peak_gbps':>11}{'phases':>8}"
+    )
+    for p in profiles:
+        peak = max(ph.gbps for ph in p.phases)
+        print(
+            f"{p.name:<15}{p.parallelism:<12}{p.workers:>8}{p.batch_size:>7}{p.iteration_ms:>10.1f}{p.up_fraction():>9.2f}{peak:>11.1f}{len(p.phases):>8}"
+        )
+    return 0
+
+
+def _jobs_from_list(spec: str, workers: int, models_file: str | None) -> list[Any]:
+    from scheduler.profiles import build_profile, load_models
+
+    models = load_models(models_file)
+    profiles = []
+    seen: dict[str, int] = {}
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        model, _, count = item.partition(":")
+        try:
+            n = int(count) if count else workers
+        except ValueError:
+            raise UserInputError(
+                f"--jobs entry '{item}': workers after ':' must be an integer"
+            ) from None
+        prof = build_profile(model, n, models=models)
+        seen[prof.name] = seen.get(prof.name, 0) + 1
+        name = prof.name if seen[prof.name] == 1 else f"{prof.name}#{seen[prof.name]}"
+        profiles.append(replace(prof, name=name))
+    if not profiles:
+        raise UserInputError("--jobs names no model")
+    return profiles
+
+
+def _compat(args: argparse.Namespace) -> int:
+    from scheduler.compatibility import compatibility
+    from scheduler.profiles import load_profiles_file
+
+    _positive(args.workers, "--workers")
+    _positive(args.capacity_gbps, "--capacity-gbps")
+    if args.jobs_file:
+        profiles = list(load_profiles_file(args.jobs_file).values())
+    else:
+        profiles = _jobs_from_list(args.jobs, args.workers, args.models)
+    sol = compatibility(profiles, args.capacity_gbps, args.precision_deg, args.solver)
+    out = {
+        "score": round(sol.score, 6),
+        "perimeter_ms": round(sol.perimeter_ms, 6),
+        "rotations_deg": {k: round(v, 6) for k, v in sol.rotations_deg.items()},
+        "shifts_ms": {k: round(v, 3) for k, v in sol.shifts_ms.items()},
+        "solver": sol.solver,
+        "approximated": sol.approximated,
+        "elapsed_ms": round(sol.elapsed_ms, 3),
+    }
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    approx = " (approximated: iteration times rounded to fit)" if sol.approximated else ""
+    print(
+        f"compatibility score {sol.score:.4f} on a {args.capacity_gbps:g} Gbps link, solver {sol.solver}, {sol.elapsed_ms:.1f} ms"
+    )
+    print(f"unified circle {sol.perimeter_ms:g} ms{approx}, precision {args.precision_deg:g} deg")
+    print(f"{'job':<18}{'iter_ms':>10}{'rotation_deg':>14}{'shift_ms':>10}")
+    for p in profiles:
+        print(
+            f"{p.name:<18}{p.iteration_ms:>10.1f}{sol.rotations_deg[p.name]:>14.1f}{sol.shifts_ms[p.name]:>10.1f}"
+        )
+    return 0
+
+
+def _snapshot_jobs() -> list[tuple[str, str, int, int | None]]:
+    return [
+        (f"{model}-{i}", model, workers, None) for i, (model, workers) in enumerate(SNAPSHOT_JOBS)
+    ]
+
+
+def _trace_jobs(spec: str) -> list[tuple[str, str, int, int | None]]:
+    if spec == "snapshot":
+        return _snapshot_jobs()
+    from scheduler.traces import load_trace
+
+    return [(j.name, j.model, j.workers, j.batch_size) for j in load_trace(spec)]
+
+
+def _schedule(args: argparse.Namespace) -> int:
+    from scheduler.candidates import locality_candidates
+    from scheduler.cassini import choose
+    from scheduler.profiles import build_profile, load_models
+    from scheduler.types import Job
+    from topologies.library import load_topology
+    from topologies.routing import Router
+
+    if args.candidates < 1:
+        raise UserInputError(f"--candidates must be >= 1, got {args.candidates}")
+    started = time.perf_counter()
+    topo = load_topology(args.topology)
+    models = load_models()
+    capacity = topo.total_gpus()
+    jobs: list[Job] = []
+    skipped: list[str] = []
+    used = 0
+    # A trace is placed as if every job were present; jobs that no longer fit
+    # (in arrival order) are reported, not placed. Time is the simulator's job.
+    for name, model, workers, batch in _trace_jobs(args.trace):
+        if used + workers > capacity:
+            skipped.append(name)
+            continue
+        nic = min(s.nic_gbps for s in topo.servers)
+        jobs.append(
+            Job(
+                name,
+                build_profile(model, workers, batch_size=batch, nic_gbps=nic, models=models),
+                workers,
+            )
+        )
+        used += workers
+    if not jobs:
+        raise UserInputError(f"no job of trace '{args.trace}' fits topology '{topo.name}'")
+    candidates = locality_candidates(topo, jobs, args.candidates, args.seed)
+    profiles = {j.name: replace(j.profile, name=j.name) for j in jobs}
+    decision = choose(
+        candidates,
+        profiles,
+        Router(topo),
+        topo.capacity_gbps(),
+        precision_deg=args.precision_deg,
+        solver=args.solver,
+        aggregate=args.aggregate,
+        workers=args.processes,
+        cycles=args.cycles,
+    )
+    elapsed = (time.perf_counter() - started) * 1e3
+    best = decision.best
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "topology": topo.name,
+                    "chosen": best.index,
+                    "score": round(best.score, 6),
+                    "rule": best.rule,
+                    "fallback": decision.fallback,
+                    "placement": {j: list(s) for j, s in best.placement.items()},
+                    "shifts_ms": {j: round(v, 3) for j, v in best.shifts_ms.items()},
+                    "link_scores": {k: round(v, 6) for k, v in best.link_scores.items()},
+                    "skipped_jobs": skipped,
+                    "candidates": [
+                        {
+                            "index": c.index,
+                            "score": round(c.score, 6),
+                            "shared_links": len(c.link_scores),
+                            "rule": c.rule,
+                            "discarded": c.discarded,
+                        }
+                        for c in decision.candidates
+                    ],
+                    "elapsed_ms": round(elapsed, 3),
+                },
+                indent=2,
+            )
+        )
+        return 0
+    print(
+        f"topology {topo.name}: {len(jobs)} jobs on {used} of {capacity} GPUs, {len(candidates)} candidates, {elapsed:.1f} ms"
+    )
+    if skipped:
+        print(f"not placed (cluster full): {', '.join(skipped)}")
+    fallback = (
+        "  (every candidate was discarded; best score used anyway)" if decision.fallback else ""
+    )
+    print(
+        f"chosen: candidate {best.index}, score {best.score:.4f}, shift rule {best.rule}{fallback}"
+    )
+    print(f"\n{'job':<18}{'model':<15}{'workers':>8}  {'shift_ms':>9}  servers")
+    for j in jobs:
+        servers = ",".join(best.placement[j.name])
+        print(
+            f"{j.name:<18}{j.profile.model:<15}{j.workers:>8}  {best.shifts_ms[j.name]:>9.1f}  {servers}"
+        )
+    print("\nshared links of the chosen placement:" + ("" if best.link_scores else " none"))
+    for link, score in best.link_scores.items():
+        print(f"  {link:<16} {score:.4f}")
+    print(f"\n{'candidate':>9}  {'score':>7}  {'shared':>6}  {'rule':<19} status")
+    for c in decision.candidates:
+        status = (
+            f"discarded: {c.discarded}"
+            if c.discarded
+            else ("chosen" if c.index == best.index else "ok")
+        )
+        print(f"{c.index:>9}  {c.score:>7.4f}  {len(c.link_scores):>6}  {c.rule:<19} {status}")
+    return 0

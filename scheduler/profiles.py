@@ -1,0 +1,399 @@
+"""Communication profiles of training jobs: model data in, `Profile` out.
+
+A profile is the demand of one worker's traffic over one iteration, as
+`(duration_ms, gbps)` phases. Model figures are data (`data/models.yaml`);
+this module only derives phases from them, so users can replace the figures
+(`load_models(path)` merges a user file over the built-in one) or skip the
+derivation entirely with measured profiles (`load_profiles_file`).
+
+Derivation (documented estimates, not measurements):
+
+- Data parallel (VGG, ResNet, BERT family): gradients are S = params x 4 bytes
+  (fp32). Ring AllReduce over N workers sends 2(N-1)/N x S bytes per worker,
+  at the NIC line rate, so
+
+      Up   = 2(N-1)/N x S x 8 / nic_gbps   at nic_gbps
+      Down = compute_ms                    at 0 Gbps
+
+  The forward pass and backprop are one Down phase before the AllReduce (the
+  spec's "forward ~0 Gbps, then backprop + AllReduce"). With one worker there
+  is no communication.
+- Pipeline / tensor / hybrid: the model's `structures` list the steps of one
+  iteration (compute fraction, then a transfer of `send_mb` with a collective
+  and a rate); see the header of `data/models.yaml`. Model-parallel compute is
+  split across workers: compute_ms x ref_workers / N.
+- Batch size: compute scales linearly with batch_size / reference batch size;
+  activation volumes scale the same way, gradient volumes do not.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.types import Phase, Profile
+from topologies.errors import UserInputError, did_you_mean
+
+PARALLELISMS = ("data", "pipeline", "tensor", "hybrid")
+COLLECTIVES = ("allreduce", "alltoall", "p2p")
+BYTES_PER_PARAM = 4  # fp32 gradients
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a model-parallel iteration: compute, then (maybe) a transfer."""
+
+    compute: float
+    send_mb: float = 0.0
+    collective: str = "p2p"
+    kind: str = "activations"
+    rate: float = 1.0
+    overlap: bool = False
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The figures a profile is derived from (one entry of models.yaml)."""
+
+    key: str
+    display: str
+    params_m: float
+    parallelism: str
+    batch_size: int
+    compute_ms: float
+    ref_workers: int = 1
+    structures: Mapping[str, tuple[Step, ...]] | None = None
+
+
+def normalize_model_name(name: str) -> str:
+    """'GPT-2', 'gpt_2' and 'gpt2' are the same model to a user."""
+    return name.strip().lower().replace("-", "").replace("_", "")
+
+
+def _field(entry: Mapping[str, Any], key: str, field_name: str, kind: type, where: str) -> Any:
+    if field_name not in entry:
+        raise UserInputError(f"{where}: model '{key}' is missing field '{field_name}'")
+    value = entry[field_name]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise UserInputError(
+            f"{where}: model '{key}' field '{field_name}' must be {kind.__name__}, got {value!r}"
+        )
+    return value
+
+
+def _parse_step(raw: Any, key: str, par: str, index: int, where: str) -> Step:
+    ctx = f"{where}: model '{key}' structure '{par}' step {index}"
+    if not isinstance(raw, Mapping):
+        raise UserInputError(f"{ctx} must be a mapping, got {raw!r}")
+    unknown = set(raw) - {"compute", "send_mb", "collective", "kind", "rate", "overlap"}
+    if unknown:
+        raise UserInputError(f"{ctx} has unknown field(s): {', '.join(sorted(unknown))}")
+    try:
+        step = Step(
+            compute=float(raw.get("compute", 0.0)),
+            send_mb=float(raw.get("send_mb", 0.0)),
+            collective=str(raw.get("collective", "p2p")),
+            kind=str(raw.get("kind", "activations")),
+            rate=float(raw.get("rate", 1.0)),
+            overlap=bool(raw.get("overlap", False)),
+        )
+    except (TypeError, ValueError) as err:
+        raise UserInputError(f"{ctx}: {err}") from None
+    if step.collective not in COLLECTIVES:
+        raise UserInputError(
+            f"{ctx} field 'collective': " + did_you_mean(step.collective, COLLECTIVES, "collective")
+        )
+    if step.kind not in ("activations", "gradients"):
+        raise UserInputError(f"{ctx} field 'kind' must be 'activations' or 'gradients'")
+    if step.compute < 0 or step.send_mb < 0 or not 0 < step.rate <= 1:
+        raise UserInputError(f"{ctx}: compute and send_mb must be >= 0, rate in (0, 1]")
+    return step
+
+
+def _parse_model(key: str, entry: Any, where: str) -> ModelSpec:
+    if not isinstance(entry, Mapping):
+        raise UserInputError(f"{where}: model '{key}' must be a mapping")
+    parallelism = _field(entry, key, "parallelism", str, where)
+    if parallelism not in PARALLELISMS:
+        raise UserInputError(
+            f"{where}: model '{key}' field 'parallelism': "
+            + did_you_mean(parallelism, PARALLELISMS, "parallelism")
+        )
+    structures: dict[str, tuple[Step, ...]] = {}
+    for par, steps in (entry.get("structures") or {}).items():
+        if par not in PARALLELISMS:
+            raise UserInputError(
+                f"{where}: model '{key}' structures: "
+                + did_you_mean(str(par), PARALLELISMS, "parallelism")
+            )
+        if not isinstance(steps, list) or not steps:
+            raise UserInputError(
+                f"{where}: model '{key}' structure '{par}' must be a non-empty list"
+            )
+        parsed = tuple(_parse_step(s, key, par, i, where) for i, s in enumerate(steps))
+        total = sum(s.compute for s in parsed)
+        if abs(total - 1.0) > 0.02:
+            raise UserInputError(
+                f"{where}: model '{key}' structure '{par}': compute fractions sum to {total:.3f}, expected 1"
+            )
+        structures[par] = parsed
+    if parallelism != "data" and parallelism not in structures:
+        raise UserInputError(
+            f"{where}: model '{key}' has parallelism '{parallelism}' but no structures.{parallelism} steps"
+        )
+    spec = ModelSpec(
+        key=key,
+        display=str(entry.get("display", key)),
+        params_m=_field(entry, key, "params_m", float, where),
+        parallelism=parallelism,
+        batch_size=_field(entry, key, "batch_size", int, where),
+        compute_ms=_field(entry, key, "compute_ms", float, where),
+        ref_workers=int(entry.get("ref_workers", 1)),
+        structures=structures or None,
+    )
+    if spec.params_m <= 0 or spec.batch_size <= 0 or spec.compute_ms <= 0 or spec.ref_workers <= 0:
+        raise UserInputError(
+            f"{where}: model '{key}': params_m, batch_size, compute_ms, ref_workers must be > 0"
+        )
+    return spec
+
+
+def _read_models_yaml(text: str, where: str) -> dict[str, ModelSpec]:
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise UserInputError(f"{where}: not valid YAML: {err}") from None
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("models"), Mapping):
+        raise UserInputError(f"{where}: expected a top-level 'models:' mapping")
+    return {
+        normalize_model_name(str(k)): _parse_model(normalize_model_name(str(k)), v, where)
+        for k, v in doc["models"].items()
+    }
+
+
+def load_models(path: str | Path | None = None) -> dict[str, ModelSpec]:
+    """The built-in models, with a user file's entries added or replacing them."""
+    builtin = resources.files("scheduler").joinpath("data/models.yaml").read_text()
+    models = _read_models_yaml(builtin, "models.yaml")
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise UserInputError(f"models file '{p}' does not exist")
+        models.update(_read_models_yaml(p.read_text(), str(p)))
+    return models
+
+
+def model_names(models: Mapping[str, ModelSpec] | None = None) -> list[str]:
+    return sorted(models if models is not None else load_models())
+
+
+def allreduce_bytes_per_worker(params: float, workers: int) -> float:
+    """Ring AllReduce: every worker sends 2(N-1)/N x S bytes, S = params x 4 (fp32)."""
+    return 2.0 * (workers - 1) / workers * params * BYTES_PER_PARAM
+
+
+def _collective_factor(collective: str, workers: int) -> float:
+    if collective == "allreduce":
+        return 2.0 * (workers - 1) / workers
+    if collective == "alltoall":
+        return (workers - 1) / workers
+    return 1.0
+
+
+def _transfer_ms(num_bytes: float, gbps: float) -> float:
+    return num_bytes * 8.0 / (gbps * 1e9) * 1e3
+
+
+def _merge(phases: list[Phase]) -> tuple[Phase, ...]:
+    """Drop empty phases and join neighbours of equal demand, so phases are canonical."""
+    out: list[Phase] = []
+    for ph in phases:
+        if ph.duration_ms <= 1e-9:
+            continue
+        if out and math.isclose(out[-1].gbps, ph.gbps, rel_tol=1e-9, abs_tol=1e-12):
+            out[-1] = Phase(out[-1].duration_ms + ph.duration_ms, out[-1].gbps)
+        else:
+            out.append(ph)
+    return tuple(out)
+
+
+def _model_parallel_phases(
+    spec: ModelSpec, steps: Sequence[Step], workers: int, batch_ratio: float, nic_gbps: float
+) -> list[Phase]:
+    compute = spec.compute_ms * batch_ratio * spec.ref_workers / workers
+    phases: list[Phase] = []
+    for step in steps:
+        step_compute = step.compute * compute
+        volume = step.send_mb * 1e6 * _collective_factor(step.collective, workers)
+        if step.kind == "activations":
+            volume *= batch_ratio
+        if volume <= 0:
+            phases.append(Phase(step_compute, 0.0))
+            continue
+        rate = step.rate * nic_gbps
+        transfer = _transfer_ms(volume, rate)
+        if step.overlap:
+            duration = max(step_compute, transfer)
+            phases.append(Phase(duration, volume * 8.0 / (duration * 1e-3) / 1e9))
+        else:
+            phases.append(Phase(step_compute, 0.0))
+            phases.append(Phase(transfer, rate))
+    return phases
+
+
+def build_profile(
+    model: str,
+    workers: int,
+    parallelism: str | None = None,
+    batch_size: int | None = None,
+    nic_gbps: float = 50.0,
+    models: Mapping[str, ModelSpec] | None = None,
+) -> Profile:
+    """Derive a model's profile for `workers` workers (see the module docstring).
+
+    >>> p = build_profile("vgg16", 4)
+    >>> [(round(ph.duration_ms, 1), ph.gbps) for ph in p.phases]
+    [(100.0, 0.0), (132.9, 50.0)]
+    """
+    known = models if models is not None else load_models()
+    key = normalize_model_name(model)
+    if key not in known:
+        raise UserInputError(did_you_mean(model, known, "model"))
+    spec = known[key]
+    if workers < 1:
+        raise UserInputError(f"model '{model}': workers must be >= 1, got {workers}")
+    if nic_gbps <= 0:
+        raise UserInputError(f"NIC rate must be > 0 Gbps, got {nic_gbps}")
+    par = parallelism or spec.parallelism
+    available = ["data", *(spec.structures or {})]
+    if par not in available:
+        raise UserInputError(
+            f"model '{key}' has no {par!r} structure; "
+            + did_you_mean(par, available, "parallelism")
+        )
+    batch = batch_size if batch_size is not None else spec.batch_size
+    if batch < 1:
+        raise UserInputError(f"model '{model}': batch size must be >= 1, got {batch}")
+    ratio = batch / spec.batch_size
+    if workers == 1:
+        compute = spec.compute_ms * ratio * (spec.ref_workers if par != "data" else 1)
+        phases = [Phase(compute, 0.0)]
+    elif par == "data":
+        up = _transfer_ms(allreduce_bytes_per_worker(spec.params_m * 1e6, workers), nic_gbps)
+        phases = [Phase(spec.compute_ms * ratio, 0.0), Phase(up, nic_gbps)]
+    else:
+        assert spec.structures is not None
+        phases = _model_parallel_phases(spec, spec.structures[par], workers, ratio, nic_gbps)
+    merged = _merge(phases)
+    return Profile(
+        name=key,
+        model=key,
+        parallelism=par,
+        workers=workers,
+        iteration_ms=sum(p.duration_ms for p in merged),
+        phases=merged,
+        batch_size=batch,
+    )
+
+
+def profile_to_dict(profile: Profile) -> dict[str, Any]:
+    """The JSON form shared by `cassini profiles --json` and `load_profiles_file`."""
+    return {
+        "name": profile.name,
+        "model": profile.model,
+        "parallelism": profile.parallelism,
+        "workers": profile.workers,
+        "iteration_ms": round(profile.iteration_ms, 6),
+        "batch_size": profile.batch_size,
+        "phases": [[round(p.duration_ms, 6), round(p.gbps, 6)] for p in profile.phases],
+    }
+
+
+def _profile_from_dict(raw: Any, index: int, where: str) -> Profile:
+    ctx = f"{where}: entry {index}"
+    if not isinstance(raw, Mapping):
+        raise UserInputError(f"{ctx} must be an object, got {type(raw).__name__}")
+    for required in ("name", "phases"):
+        if required not in raw:
+            raise UserInputError(f"{ctx} is missing field '{required}'")
+    name = raw["name"]
+    if not isinstance(name, str) or not name:
+        raise UserInputError(f"{ctx} field 'name' must be a non-empty string")
+    phases_raw = raw["phases"]
+    if not isinstance(phases_raw, list) or not phases_raw:
+        raise UserInputError(
+            f"{ctx} ('{name}') field 'phases' must be a non-empty list of [duration_ms, gbps]"
+        )
+    phases = []
+    for k, ph in enumerate(phases_raw):
+        ok = (
+            isinstance(ph, list | tuple)
+            and len(ph) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in ph)
+        )
+        if not ok or ph[0] < 0 or ph[1] < 0:
+            raise UserInputError(
+                f"{ctx} ('{name}') field 'phases[{k}]' must be [duration_ms >= 0, gbps >= 0], got {ph!r}"
+            )
+        phases.append(Phase(float(ph[0]), float(ph[1])))
+    total = sum(p.duration_ms for p in phases)
+    if total <= 0:
+        raise UserInputError(f"{ctx} ('{name}') field 'phases' has zero total duration")
+    iteration = raw.get("iteration_ms", total)
+    if (
+        not isinstance(iteration, int | float)
+        or isinstance(iteration, bool)
+        or not math.isclose(iteration, total, rel_tol=1e-3, abs_tol=1e-3)
+    ):
+        raise UserInputError(
+            f"{ctx} ('{name}') field 'iteration_ms' is {iteration!r} but the phases sum to {total:g} ms"
+        )
+    parallelism = raw.get("parallelism", "data")
+    if parallelism not in PARALLELISMS:
+        raise UserInputError(
+            f"{ctx} ('{name}') field 'parallelism': "
+            + did_you_mean(str(parallelism), PARALLELISMS, "parallelism")
+        )
+    workers = raw.get("workers", 1)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise UserInputError(
+            f"{ctx} ('{name}') field 'workers' must be an integer >= 1, got {workers!r}"
+        )
+    return Profile(
+        name=name,
+        model=str(raw.get("model", name)),
+        parallelism=parallelism,
+        workers=workers,
+        iteration_ms=total,
+        phases=tuple(phases),
+        batch_size=int(raw.get("batch_size", 0) or 0),
+    )
+
+
+def load_profiles_file(path: str | Path) -> dict[str, Profile]:
+    """Measured or hand-written profiles, in the `cassini profiles --json` schema."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserInputError(f"profiles file '{p}' does not exist")
+    try:
+        doc = json.loads(p.read_text())
+    except json.JSONDecodeError as err:
+        raise UserInputError(f"{p}: not valid JSON (line {err.lineno}): {err.msg}") from None
+    if not isinstance(doc, list) or not doc:
+        raise UserInputError(f"{p}: expected a non-empty JSON list of profiles")
+    out: dict[str, Profile] = {}
+    for i, raw in enumerate(doc):
+        prof = _profile_from_dict(raw, i, str(p))
+        if prof.name in out:
+            raise UserInputError(f"{p}: entry {i} field 'name': duplicate name '{prof.name}'")
+        out[prof.name] = prof
+    return out

@@ -1,0 +1,238 @@
+"""Algorithm 2 end to end: candidates, evaluation, choice, and the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
+
+from emulation.cli import main
+from scheduler.candidates import locality_candidates
+from scheduler.cassini import choose, evaluate_candidate
+from scheduler.profiles import build_profile
+from scheduler.types import Job, Phase, Profile
+from topologies.errors import UserInputError
+from topologies.library import load_topology
+from topologies.model import DirectedLink
+from topologies.routing import Router
+
+
+def half(name: str) -> Profile:
+    return Profile(name, "m", "data", 2, 200.0, (Phase(100.0, 50.0), Phase(100.0, 0.0)))
+
+
+class TableRouter:
+    """Routing given as a table: candidate server tuples -> links (a test double for Router)."""
+
+    def __init__(self, table: dict[tuple[str, ...], frozenset[DirectedLink]]) -> None:
+        self.table = table
+
+    def job_links(
+        self, servers: Sequence[str], parallelism: str, job_name: str = ""
+    ) -> frozenset[DirectedLink]:
+        return self.table[tuple(servers)]
+
+
+def test_inconsistent_candidate_is_discarded_and_consistent_one_chosen() -> None:
+    up, down = ("t1", "agg"), ("agg", "t2")
+    router = TableRouter(
+        {
+            ("s1",): frozenset({up, down}),
+            ("s2",): frozenset({up, down}),
+            ("s3",): frozenset({up}),
+            ("s4",): frozenset({up}),
+        }
+    )
+    # On the 50 Gbps uplink b must sit half an iteration from a; on the 100 Gbps
+    # downlink both fit unshifted (trivial, shift 0): no single shift does both.
+    caps = {up: 50.0, down: 100.0}
+    profiles = {"a": half("a"), "b": half("b")}
+    cycle = {"a": ("s1",), "b": ("s2",)}
+    tree = {"a": ("s3",), "b": ("s4",)}
+    decision = choose([cycle, tree], profiles, router, caps)  # type: ignore[arg-type]
+    first, second = decision.candidates
+    assert first.discarded is not None and "inconsistent cycle" in first.discarded
+    assert first.rule == "inconsistent-cycle"
+    assert second.discarded is None and second.rule == "acyclic"
+    assert decision.best.index == 1 and not decision.fallback
+    assert decision.schedule.shifts_ms == {"a": 0.0, "b": 100.0}
+    assert decision.schedule.link_scores == {"t1->agg": 1.0}
+
+
+def test_ties_go_to_the_lower_index_and_scores_order_candidates() -> None:
+    link = ("t1", "agg")
+    router = TableRouter(
+        {("s1",): frozenset({link}), ("s2",): frozenset({link}), ("s3",): frozenset()}
+    )
+    caps = {link: 50.0}
+    hog = Profile("h", "m", "data", 2, 200.0, (Phase(150.0, 50.0), Phase(50.0, 0.0)))
+    profiles = {"a": hog, "b": replace(hog, name="b")}
+    shared = {"a": ("s1",), "b": ("s2",)}
+    apart = {"a": ("s1",), "b": ("s3",)}
+    decision = choose([shared, apart, apart], profiles, router, caps, precision_deg=10.0)  # type: ignore[arg-type]
+    scores = [c.score for c in decision.candidates]
+    assert scores[0] == pytest.approx(0.5) and scores[1:] == [1.0, 1.0]
+    assert decision.best.index == 1
+
+
+@pytest.fixture(scope="module")
+def testbed_jobs() -> tuple:
+    topo = load_topology("cassini-testbed")
+    spec = [
+        ("vgg16", 3),
+        ("resnet50", 3),
+        ("bert", 3),
+        ("gpt2", 3),
+        ("wideresnet101", 3),
+        ("vgg19", 3),
+        ("dlrm", 2),
+        ("roberta", 2),
+        ("xlm", 2),
+    ]
+    jobs = [
+        Job(f"{m}-{i}", replace(build_profile(m, w), name=f"{m}-{i}"), w)
+        for i, (m, w) in enumerate(spec)
+    ]
+    return topo, jobs
+
+
+def test_locality_candidates_are_distinct_and_respect_counts(testbed_jobs: tuple) -> None:
+    topo, jobs = testbed_jobs
+    cands = locality_candidates(topo, jobs, n=10, seed=3)
+    assert len(cands) == 10
+    keys = {tuple(sorted((j, tuple(sorted(s))) for j, s in c.items())) for c in cands}
+    assert len(keys) == 10
+    gpus = {s.name: s.gpus for s in topo.servers}
+    for c in cands:
+        assert {j.name: len(c[j.name]) for j in jobs} == {j.name: j.workers for j in jobs}
+        assert all(
+            n <= gpus[s] for s, n in Counter(s for servers in c.values() for s in servers).items()
+        )
+    with pytest.raises(UserInputError, match="need 25 GPUs"):
+        locality_candidates(topo, [*jobs, Job("extra", jobs[0].profile, 1)])
+
+
+def test_two_gpu_servers_hold_two_workers() -> None:
+    topo = load_topology("cassini-testbed-2gpu")
+    prof = build_profile("vgg16", 4)
+    jobs = [Job(f"j{i}", prof, 4) for i in range(3)]
+    for c in locality_candidates(topo, jobs, n=5):
+        counts = Counter(s for servers in c.values() for s in servers)
+        assert max(counts.values()) <= 2 and sum(counts.values()) == 12
+
+
+def test_testbed_choice_is_deterministic_and_parallel_matches_serial(testbed_jobs: tuple) -> None:
+    topo, jobs = testbed_jobs
+    cands = locality_candidates(topo, jobs, n=10, seed=0)
+    profiles = {j.name: j.profile for j in jobs}
+    router, caps = Router(topo), topo.capacity_gbps()
+    serial = choose(cands, profiles, router, caps)
+    parallel = choose(cands, profiles, router, caps, workers=2)
+    assert serial == parallel
+    assert any(c.link_scores for c in serial.candidates)  # the snapshot does share links
+    valid = [c for c in serial.candidates if c.discarded is None]
+    assert serial.best.score == max(c.score for c in valid)
+    for c in serial.candidates:
+        assert 0.0 <= c.score <= 1.0
+        assert all(0.0 <= s <= 1.0 for s in c.link_scores.values())
+        assert all("->" in link for link in c.link_scores)
+
+
+def test_identical_links_are_solved_once(testbed_jobs: tuple) -> None:
+    topo, jobs = testbed_jobs
+    router = Router(topo)
+    a, b = jobs[0], jobs[5]  # vgg16 and vgg19, 3 workers each, across two racks
+    placement = {a.name: ("s01", "s02", "s05"), b.name: ("s03", "s06", "s07")}
+    cache: dict = {}
+    res = evaluate_candidate(
+        placement, {a.name: a.profile, b.name: b.profile}, router, topo.capacity_gbps(), cache=cache
+    )
+    assert len(res.link_scores) >= 2
+    assert len(cache) == 1  # every shared link carries the same pair at 50 Gbps
+    assert res.rule == "consistent-cycle"
+    assert res.shifts_ms[a.name] == 0.0
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_compat_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "compat", "--jobs", "vgg16,vgg16,resnet50", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert {"score", "perimeter_ms", "rotations_deg", "shifts_ms", "solver", "elapsed_ms"} <= set(
+        doc
+    )
+    assert 0.0 <= doc["score"] <= 1.0
+    assert set(doc["shifts_ms"]) == {"vgg16", "vgg16#2", "resnet50"}
+    assert doc["rotations_deg"]["vgg16"] == 0.0
+
+
+def test_cli_compat_bad_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "compat", "--jobs", "vgg16,resnet50", "--solver", "exakt")
+    assert code == 2 and err.count("\n") == 1 and "Did you mean 'exact'" in err
+
+
+def test_cli_profiles_json_loads_back(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    code, out, _ = run_cli(capsys, "profiles", "--workers", "2", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert len(doc) == 13 and all(d["workers"] == 2 for d in doc)
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(doc[:2]))
+    code, out, _ = run_cli(capsys, "compat", "--jobs-file", str(f), "--json")
+    assert code == 0 and set(json.loads(out)["shifts_ms"]) == {doc[0]["name"], doc[1]["name"]}
+
+
+def test_cli_schedule_json_on_default_testbed(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "schedule", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    topo = load_topology("cassini-testbed")
+    servers = set(topo.server_names())
+    from emulation.cli.schedule_cmds import SNAPSHOT_JOBS
+
+    assert len(doc["placement"]) == len(SNAPSHOT_JOBS)
+    for (model, workers), (job, placed) in zip(
+        SNAPSHOT_JOBS, doc["placement"].items(), strict=True
+    ):
+        assert job.startswith(model) and len(placed) == workers and set(placed) <= servers
+    used = Counter(s for placed in doc["placement"].values() for s in placed)
+    assert max(used.values()) == 1
+    assert set(doc["shifts_ms"]) == set(doc["placement"])
+    assert len(doc["candidates"]) == 10
+    assert doc["score"] == max(c["score"] for c in doc["candidates"] if c["discarded"] is None)
+
+
+def test_cli_schedule_reads_a_trace_file(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    f = tmp_path / "trace.csv"
+    f.write_text("arrival_s,model,workers,iterations\n0,vgg16,3,500\n1,vgg19,3,500\n2,bert,4,300\n")
+    code, out, _ = run_cli(capsys, "schedule", "--trace", str(f), "--candidates", "4", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert sorted(len(v) for v in doc["placement"].values()) == [3, 3, 4]
+
+
+def test_paper_cycle_rule_discards_even_consistent_cycles(testbed_jobs: tuple) -> None:
+    topo, jobs = testbed_jobs
+    a, b = jobs[0], jobs[5]
+    profiles = {a.name: a.profile, b.name: b.profile}
+    cycle = {a.name: ("s01", "s02", "s05"), b.name: ("s03", "s06", "s07")}
+    apart = {a.name: ("s01", "s02", "s03"), b.name: ("s05", "s06", "s07")}
+    router, caps = Router(topo), topo.capacity_gbps()
+    kept = choose([cycle, apart], profiles, router, caps)
+    assert kept.candidates[0].discarded is None and kept.candidates[0].rule == "consistent-cycle"
+    strict = choose([cycle, apart], profiles, router, caps, cycles="paper")
+    assert (
+        strict.candidates[0].discarded is not None
+        and "paper rule" in strict.candidates[0].discarded
+    )
+    assert strict.best.index == 1
+    with pytest.raises(UserInputError, match="cycle rule"):
+        choose([cycle], profiles, router, caps, cycles="strict")
