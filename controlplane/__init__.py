@@ -1,0 +1,12 @@
+"""The P4Runtime control plane: one question per module.
+
+- p4info: which P4 objects exist (names, ids, widths) and how values are encoded
+- entries: a table entry / counter sample as a frozen value
+- settings: which thresholds to program (WRED, PFC, queues), from one config
+- compile: which entries a topology and its chip map need
+- reconcile: what must change on a device (pure diff) and writing it
+- session: talking to one device (arbitration, pipeline, batched writes, reads)
+- program: bringing a device to the desired state (push pipeline, reconcile)
+- telemetry: per-port and per-link ECN/traffic time series from counters
+- tofino / bmv2: what each target needs beyond P4Runtime
+"""

@@ -1,0 +1,418 @@
+"""How does the control plane talk to one P4Runtime device?
+
+One `P4RuntimeSession` per device: its own gRPC channel, its own StreamChannel
+with arbitration (a background thread reads the stream and keeps
+`is_primary` current), pipeline push/pull, batched writes whose per-update
+errors come back as one `WriteError`, and wildcard reads. There is no module
+state, so two sessions to two devices work in one process (p4runtime-shell's
+client is module-global, which is why it is not used here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import grpc
+from google.rpc import code_pb2, status_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from .entries import CounterSample, TableEntry, Update
+from .p4info import P4InfoIndex, index_p4info, load_p4info
+
+DEFAULT_TIMEOUT_S = 5.0
+
+
+class ConnectionFailed(RuntimeError):
+    """The device could not be reached or refused the session; the message names the address."""
+
+
+class NotPrimaryError(RuntimeError):
+    """A write was attempted by a backup controller (a higher election id holds the device)."""
+
+
+@dataclass(frozen=True)
+class UpdateError:
+    """Why one update of a batched Write failed (P4Runtime spec 12.3)."""
+
+    index: int  # position in the sequence passed to `write`
+    code: str  # google.rpc.Code name, e.g. "ALREADY_EXISTS"
+    message: str
+    update: Update
+
+    def __str__(self) -> str:
+        e = self.update.entry
+        return (
+            f"#{self.index} {self.update.type.name} {e.table} {dict(e.match)} -> "
+            f"{e.action}{dict(e.params)}: {self.code}: {self.message}"
+        )
+
+
+class WriteError(RuntimeError):
+    """Some updates of a Write failed; `details` lists each one."""
+
+    def __init__(self, details: Sequence[UpdateError], rpc_message: str = "") -> None:
+        self.details = tuple(details)
+        lines = [
+            f"{len(self.details)} update(s) failed" + (f" ({rpc_message})" if rpc_message else "")
+        ]
+        lines += [f"  {d}" for d in self.details[:20]]
+        if len(self.details) > 20:
+            lines.append(f"  ... and {len(self.details) - 20} more")
+        super().__init__("\n".join(lines))
+
+
+def _code_name(code: int) -> str:
+    try:
+        return str(code_pb2.Code.Name(code))
+    except ValueError:
+        return str(code)
+
+
+def pipeline_cookie(index: P4InfoIndex, device_config: bytes = b"") -> int:
+    """A 64-bit fingerprint of a pipeline, so a later session can tell whether it is ours."""
+    digest = hashlib.sha256(index.p4info.SerializeToString(deterministic=True) + device_config)
+    return int.from_bytes(digest.digest()[:8], "big")
+
+
+class P4RuntimeSession:
+    """A controller's session with one device. Use `P4RuntimeSession.connect(...)`."""
+
+    def __init__(
+        self,
+        address: str,
+        device_id: int,
+        election_id: tuple[int, int] | None = (0, 1),
+        role: str | None = None,
+        p4info: P4InfoIndex | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.address = address
+        self.device_id = device_id
+        self.election_id = election_id
+        self.role = role or ""
+        self.timeout = timeout
+        self.p4info: P4InfoIndex = p4info if p4info is not None else load_p4info()
+        self._channel: grpc.Channel | None = None
+        self._stub: Any = None
+        self._requests: queue.Queue[Any] = queue.Queue()
+        self._stream: Any = None
+        self._reader: threading.Thread | None = None
+        self._state_lock = threading.Condition()
+        self._arbitrated = False
+        self._is_primary = False
+        self._primary_election_id: tuple[int, int] | None = None
+        self._stream_error: str | None = None
+        self._closed = False
+
+    # --- lifecycle -----------------------------------------------------------
+
+    @classmethod
+    def connect(
+        cls,
+        address: str,
+        device_id: int,
+        election_id: tuple[int, int] | None = (0, 1),
+        role: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        p4info: P4InfoIndex | None = None,
+    ) -> P4RuntimeSession:
+        """Open the channel and the StreamChannel, and wait for the arbitration answer.
+
+        election_id=None opens a read-only session: no StreamChannel, no
+        arbitration (P4Runtime lets any client Read), so a monitor never
+        competes with the controller for an election id.
+        """
+        session = cls(address, device_id, election_id, role, p4info, timeout)
+        try:
+            session._open()
+        except BaseException:
+            session.close()
+            raise
+        return session
+
+    def _open(self) -> None:
+        self._channel = grpc.insecure_channel(self.address)
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=self.timeout)
+        except grpc.FutureTimeoutError:
+            raise ConnectionFailed(
+                f"cannot reach a P4Runtime server at {self.address} within {self.timeout:g} s"
+            ) from None
+        self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        if self.election_id is None:
+            return
+        self._stream = self._stub.StreamChannel(self._request_iterator())
+        self._reader = threading.Thread(
+            target=self._read_stream,
+            name=f"p4rt-stream-{self.address}-{self.device_id}",
+            daemon=True,
+        )
+        self._reader.start()
+        self._send_arbitration()
+        with self._state_lock:
+            if not self._state_lock.wait_for(
+                lambda: self._arbitrated or self._stream_error is not None, timeout=self.timeout
+            ):
+                raise ConnectionFailed(
+                    f"P4Runtime server at {self.address} sent no arbitration answer "
+                    f"for device {self.device_id} within {self.timeout:g} s"
+                )
+            if self._stream_error is not None:
+                raise ConnectionFailed(
+                    f"P4Runtime server at {self.address} (device {self.device_id}): "
+                    f"{self._stream_error}"
+                )
+
+    def _election_proto(self) -> Any:
+        if self.election_id is None:
+            raise NotPrimaryError(
+                f"session to device {self.device_id} at {self.address} is read-only "
+                "(connected without an election id)"
+            )
+        high, low = self.election_id
+        return p4runtime_pb2.Uint128(high=high, low=low)
+
+    def _send_arbitration(self) -> None:
+        request = p4runtime_pb2.StreamMessageRequest()
+        request.arbitration.device_id = self.device_id
+        request.arbitration.election_id.CopyFrom(self._election_proto())
+        if self.role:
+            request.arbitration.role.name = self.role
+        self._requests.put(request)
+
+    def _request_iterator(self) -> Iterator[Any]:
+        while True:
+            item = self._requests.get()
+            if item is None:
+                return
+            yield item
+
+    def _read_stream(self) -> None:
+        try:
+            for response in self._stream:
+                if response.HasField("arbitration"):
+                    arb = response.arbitration
+                    with self._state_lock:
+                        self._arbitrated = True
+                        self._is_primary = arb.status.code == code_pb2.OK
+                        if arb.HasField("election_id"):
+                            self._primary_election_id = (arb.election_id.high, arb.election_id.low)
+                        self._state_lock.notify_all()
+                elif response.HasField("error"):
+                    # Stream errors concern packet-outs, which this controller does not send.
+                    continue
+        except grpc.RpcError as err:
+            with self._state_lock:
+                if not self._closed:
+                    self._stream_error = f"{err.code().name}: {err.details()}"
+                self._is_primary = False
+                self._state_lock.notify_all()
+
+    @property
+    def is_primary(self) -> bool:
+        """True while this session holds the highest election id for the device (and role)."""
+        with self._state_lock:
+            return self._is_primary
+
+    @property
+    def primary_election_id(self) -> tuple[int, int] | None:
+        """The primary's election id as last announced by the device."""
+        with self._state_lock:
+            return self._primary_election_id
+
+    def wait_for_primary(self, primary: bool = True, timeout: float | None = None) -> bool:
+        """Block until is_primary equals `primary` (e.g. after another controller leaves)."""
+        with self._state_lock:
+            return self._state_lock.wait_for(
+                lambda: self._is_primary == primary, timeout=timeout or self.timeout
+            )
+
+    def close(self) -> None:
+        """End the stream and the channel; idempotent."""
+        with self._state_lock:
+            self._closed = True
+        self._requests.put(None)
+        if self._stream is not None:
+            self._stream.cancel()
+        if self._reader is not None:
+            self._reader.join(timeout=self.timeout)
+        if self._channel is not None:
+            self._channel.close()
+        self._channel = None
+
+    def __enter__(self) -> P4RuntimeSession:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- RPC helpers -----------------------------------------------------------
+
+    def _rpc_failed(self, what: str, err: grpc.RpcError) -> ConnectionFailed:
+        return ConnectionFailed(
+            f"P4Runtime server at {self.address} (device {self.device_id}): {what} failed: "
+            f"{err.code().name}: {err.details()}"
+        )
+
+    # --- pipeline --------------------------------------------------------------
+
+    def set_pipeline(self, p4info: P4InfoIndex, device_config: bytes = b"") -> None:
+        """Push a pipeline (VERIFY_AND_COMMIT); later encodings use its P4Info."""
+        request = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            role=self.role,
+            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+        )
+        request.election_id.CopyFrom(self._election_proto())
+        request.config.p4info.CopyFrom(p4info.p4info)
+        request.config.p4_device_config = device_config
+        request.config.cookie.cookie = pipeline_cookie(p4info, device_config)
+        try:
+            self._stub.SetForwardingPipelineConfig(request, timeout=self.timeout)
+        except grpc.RpcError as err:
+            if err.code() == grpc.StatusCode.PERMISSION_DENIED:
+                raise NotPrimaryError(
+                    f"device {self.device_id} at {self.address} refused the pipeline: "
+                    f"this session is not primary ({err.details()})"
+                ) from None
+            raise self._rpc_failed("SetForwardingPipelineConfig", err) from None
+        self.p4info = p4info
+
+    def get_pipeline(self) -> P4InfoIndex | None:
+        """The device's P4Info, or None when it has no pipeline yet."""
+        request = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE,
+        )
+        try:
+            response = self._stub.GetForwardingPipelineConfig(request, timeout=self.timeout)
+        except grpc.RpcError as err:
+            if err.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                return None  # spec: no pipeline config set
+            raise self._rpc_failed("GetForwardingPipelineConfig", err) from None
+        if not response.config.HasField("p4info") or not (
+            response.config.p4info.tables or response.config.p4info.actions
+        ):
+            return None
+        return index_p4info(response.config.p4info)
+
+    def has_pipeline(self, p4info: P4InfoIndex) -> bool:
+        """Whether the device already runs a pipeline with this P4Info."""
+        current = self.get_pipeline()
+        return current is not None and current.p4info == p4info.p4info
+
+    # --- write -----------------------------------------------------------------
+
+    def write(self, updates: Sequence[Update], batch_size: int = 500) -> None:
+        """Send updates in batches of `batch_size`; raise WriteError listing every failed one.
+
+        Batches after a failing one are still sent (CONTINUE_ON_ERROR semantics
+        across the whole sequence), so one bad entry does not hide others.
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        failures: list[UpdateError] = []
+        messages: list[str] = []
+        for start in range(0, len(updates), batch_size):
+            batch = updates[start : start + batch_size]
+            request = p4runtime_pb2.WriteRequest(
+                device_id=self.device_id,
+                role=self.role,
+                atomicity=p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR,
+            )
+            request.election_id.CopyFrom(self._election_proto())
+            for update in batch:
+                request.updates.append(update.to_proto(self.p4info))
+            try:
+                self._stub.Write(request, timeout=self.timeout)
+            except grpc.RpcError as err:
+                if err.code() == grpc.StatusCode.PERMISSION_DENIED:
+                    raise NotPrimaryError(
+                        f"device {self.device_id} at {self.address} refused the write: "
+                        f"this session is not primary ({err.details()})"
+                    ) from None
+                if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise self._rpc_failed("Write", err) from None
+                failures.extend(_update_errors(err, batch, start))
+                messages.append(f"{err.code().name}: {err.details()}")
+        if failures:
+            raise WriteError(failures, "; ".join(sorted(set(messages))))
+
+    # --- read ------------------------------------------------------------------
+
+    def _read(self, entities: Sequence[Any]) -> Iterator[Any]:
+        request = p4runtime_pb2.ReadRequest(device_id=self.device_id, role=self.role)
+        request.entities.extend(entities)
+        try:
+            for response in self._stub.Read(request, timeout=self.timeout):
+                yield from response.entities
+        except grpc.RpcError as err:
+            raise self._rpc_failed("Read", err) from None
+
+    def read_table(self, table: str | None = None) -> list[TableEntry]:
+        """Every entry of one table, or of all tables (wildcard read)."""
+        entity = p4runtime_pb2.Entity()
+        entity.table_entry.table_id = self.p4info.table(table).id if table else 0
+        return [
+            TableEntry.from_proto(self.p4info, e.table_entry)
+            for e in self._read([entity])
+            if e.HasField("table_entry")
+        ]
+
+    def read_counters(
+        self, counter: str | None = None, index: int | None = None
+    ) -> list[CounterSample]:
+        """Counter cells: one counter or all (wildcard), one index or all."""
+        entity = p4runtime_pb2.Entity()
+        entity.counter_entry.counter_id = self.p4info.counter(counter).id if counter else 0
+        if index is not None:
+            entity.counter_entry.index.index = index
+        samples = []
+        for e in self._read([entity]):
+            if not e.HasField("counter_entry"):
+                continue
+            ce = e.counter_entry
+            samples.append(
+                CounterSample(
+                    counter=self.p4info.counter_by_id(ce.counter_id).name,
+                    index=ce.index.index,
+                    packets=ce.data.packet_count,
+                    bytes=ce.data.byte_count,
+                )
+            )
+        return samples
+
+
+def _update_errors(err: grpc.RpcError, batch: Sequence[Update], offset: int) -> list[UpdateError]:
+    """Per-update errors from a failed Write's grpc-status-details-bin trailer (spec 12.3)."""
+    details: list[UpdateError] = []
+    status = None
+    for key, value in err.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(value)
+    if status is not None and len(status.details) == len(batch):
+        for i, (any_msg, update) in enumerate(zip(status.details, batch, strict=True)):
+            error = p4runtime_pb2.Error()
+            if not any_msg.Unpack(error) or error.canonical_code == code_pb2.OK:
+                continue
+            details.append(
+                UpdateError(offset + i, _code_name(error.canonical_code), error.message, update)
+            )
+        if details:
+            return details
+    # No per-update details: attribute the RPC status to every update of the batch.
+    return [
+        UpdateError(offset + i, err.code().name, err.details() or "", update)
+        for i, update in enumerate(batch)
+    ]

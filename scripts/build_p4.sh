@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Compile the Cassini data plane.
+#   cassini.p4      (v1model) with p4c            -> p4src/build/p4c-out/bmv2/
+#   cassini_tna.p4  (TNA)     with bf-p4c         -> p4src/build/p4c-out/tofino/
+# Usage: scripts/build_p4.sh [bmv2|tofino|all]   (default: all)
+# Each compiler also writes its own P4Info; tests/test_p4c.py compares p4c's
+# with p4src/build/cassini.p4info.txtpb, the one the control plane loads.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+src="$root/p4src"
+out="$src/build/p4c-out"
+what="${1:-all}"
+
+case "$what" in
+  bmv2|tofino|all) ;;
+  *) echo "usage: $0 [bmv2|tofino|all]" >&2; exit 2 ;;
+esac
+
+built=0
+missing=()
+
+if [[ "$what" == bmv2 || "$what" == all ]]; then
+  mkdir -p "$out/bmv2"
+  if command -v p4c >/dev/null 2>&1; then
+    p4c --target bmv2 --arch v1model --std p4-16 \
+      -I "$src" -o "$out/bmv2" \
+      --p4runtime-files "$out/bmv2/cassini.p4info.txt" \
+      "$src/cassini.p4"
+    echo "built $out/bmv2/cassini.json and cassini.p4info.txt (p4c)"
+    built=1
+  elif command -v p4c-bm2-ss >/dev/null 2>&1; then
+    p4c-bm2-ss --arch v1model --std p4-16 \
+      -I "$src" -o "$out/bmv2/cassini.json" \
+      --p4runtime-files "$out/bmv2/cassini.p4info.txt" \
+      "$src/cassini.p4"
+    echo "built $out/bmv2/cassini.json and cassini.p4info.txt (p4c-bm2-ss)"
+    built=1
+  else
+    missing+=("p4c (or p4c-bm2-ss) for cassini.p4: install p4c (packaged as p4lang-p4c)")
+  fi
+fi
+
+if [[ "$what" == tofino || "$what" == all ]]; then
+  mkdir -p "$out/tofino"
+  if command -v bf-p4c >/dev/null 2>&1; then
+    bf-p4c --target tofino --arch tna --std p4-16 \
+      -I "$src" -o "$out/tofino" \
+      --p4runtime-files "$out/tofino/cassini_tna.p4info.txt" \
+      --bf-rt-schema "$out/tofino/bfrt.json" \
+      "$src/cassini_tna.p4"
+    echo "built $out/tofino (bf-p4c)"
+    built=1
+  else
+    missing+=("bf-p4c for cassini_tna.p4: it ships with the Intel Tofino SDE (set SDE_INSTALL and add \$SDE_INSTALL/bin to PATH)")
+  fi
+fi
+
+for m in "${missing[@]+"${missing[@]}"}"; do
+  echo "build_p4: not found: $m" >&2
+done
+if [[ "$built" == 0 ]]; then
+  echo "build_p4: no P4 compiler found; nothing was built. The control plane and the software target use p4src/build/cassini.p4info.txtpb and need no compiler." >&2
+  exit 1
+fi

@@ -1,0 +1,160 @@
+"""`cassini program`, `cassini ecn watch`, `cassini tofino artifacts`, `cassini bmv2 queues`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import threading
+import time
+
+import pytest
+
+from emulation.cli import main
+from emulation.target.p4runtime_service import serve
+from topologies.chip_mapping import forwarding_entries, map_to_chip
+from topologies.library import load_topology
+
+
+@pytest.fixture
+def device():
+    server = serve(device_id=3)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_program_pushes_then_reconciles_idempotently(device, capsys):
+    topo = load_topology("cassini-testbed")
+    n_fwd = len(forwarding_entries(topo, map_to_chip(topo)))
+    argv = [
+        "program",
+        "--topology",
+        "cassini-testbed",
+        "--grpc",
+        device.address,
+        "--device-id",
+        "3",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "pushed the Cassini pipeline" in out
+    assert f"CassiniIngress.logical_forward: changed +{n_fwd} inserted" in out
+    assert "CassiniEgress.wred_profile: changed +72 inserted" in out
+    assert (
+        "+ logical_forward ingress_port=1 dst_mac=02:00:00:00:00:02 -> set_egress_port(port=" in out
+    )
+    assert len(device.state.forward) == n_fwd and len(device.state.wred) == 72
+
+    assert main(argv) == 0
+    assert "nothing to change" in capsys.readouterr().out
+
+    assert (
+        main([*argv, "--wred-min", "300", "--wred-max", "600", "--wred-prob", "10", "--json"]) == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert report["changes"] == {
+        "CassiniEgress.wred_profile": {"insert": 0, "modify": 72, "delete": 0}
+    }
+    assert report["pipeline_pushed"] is False and report["installed_before"] == n_fwd + 72
+    assert {(w.min_cells, w.max_cells, w.max_prob_percent) for w in device.state.wred.values()} == {
+        (300, 600, 10)
+    }
+
+
+def test_program_dry_run_writes_nothing(device, capsys):
+    argv = ["program", "--grpc", device.address, "--device-id", "3", "--dry-run", "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["device"]["reached"] is True and report["dry_run"] is True
+    assert report["changes"]["CassiniEgress.wred_profile"]["insert"] == 72
+    assert device.state.forward == {} and device.state.wred == {}
+
+
+def test_program_bmv2_thresholds_in_packets(device, capsys):
+    argv = ["program", "--grpc", device.address, "--device-id", "3", "--bmv2"]
+    assert main(argv) == 0
+    assert "WRED min=54 max=107 packets" in capsys.readouterr().out
+    assert {w.min_cells for w in device.state.wred.values()} == {54}
+
+
+def test_unreachable_device_is_one_line(capsys):
+    code = main(["program", "--grpc", "127.0.0.1:1", "--device-id", "1", "--timeout", "0.3"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip().count("\n") == 0 and "127.0.0.1:1" in err and "Traceback" not in err
+    # A dry run needs no device.
+    assert main(["program", "--grpc", "127.0.0.1:1", "--dry-run", "--timeout", "0.3"]) == 0
+    assert "not reachable; plan against an empty device" in capsys.readouterr().out
+
+
+def test_bad_input_is_named(capsys):
+    assert main(["program", "--topology", "cassini-testbd", "--dry-run"]) == 2
+    assert "Did you mean 'cassini-testbed'" in capsys.readouterr().err
+    assert main(["program", "--dry-run", "--wred-min", "3000", "--wred-max", "2000"]) == 2
+    assert "wred.max_cells: 2000 must be between min_cells (3000)" in capsys.readouterr().err
+    assert main(["ecn", "watch", "--interval", "fast"]) == 2
+    assert "--interval: 'fast' is not a duration" in capsys.readouterr().err
+
+
+def test_ecn_watch_records_marks_per_port_and_link(device, tmp_path, capsys):
+    topo = load_topology("cassini-testbed")
+    chip = map_to_chip(topo)
+    port = chip.link_ports[("tor2", "agg1")]
+    assert main(["program", "--grpc", device.address, "--device-id", "3"]) == 0
+    capsys.readouterr()
+
+    def traffic():
+        # Start once the watch holds the device (its first snapshot follows at once).
+        deadline = time.monotonic() + 10
+        while device.device.primary_election_id() != 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        for _ in range(6):
+            time.sleep(0.1)
+            device.state.counter("CassiniEgress.ecn_marked")[port] += (5, 7500)
+            device.state.counter("CassiniEgress.port_tx")[port] += (50, 75000)
+
+    feeder = threading.Thread(target=traffic)
+    feeder.start()
+    out_file = tmp_path / "ecn.csv"
+    code = main(
+        [
+            "ecn",
+            "watch",
+            "--grpc",
+            device.address,
+            "--device-id",
+            "3",
+            "--election-id",
+            "2",
+            "--interval",
+            "200ms",
+            "--duration",
+            "1.6s",
+            "--topology",
+            "cassini-testbed",
+            "--out",
+            str(out_file),
+        ]
+    )
+    feeder.join()
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "tor2->agg1" in printed
+    with out_file.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert sum(int(r["ecn_marked_packets"]) for r in rows if r["port"] == str(port)) == 30
+    with (tmp_path / "ecn-links.csv").open() as fh:
+        links = list(csv.DictReader(fh))
+    assert {r["link"] for r in links} == {"tor2->agg1"}
+
+
+def test_tofino_artifacts_and_bmv2_queue_commands(tmp_path, capsys):
+    assert main(["tofino", "artifacts", "--out", str(tmp_path), "--wred-max", "2500"]) == 0
+    assert "bfshell -b cassini_tm.py" in capsys.readouterr().out
+    assert (tmp_path / "chassis_config.pb.txt").read_text().count("singleton_ports {") == 72
+    assert "WRED_MAX_CELLS = 2500" in (tmp_path / "cassini_tm.py").read_text()
+    assert main(["bmv2", "queues", "--print", "--rate-scale", "0.01"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 144 and lines[0].startswith("set_queue_depth 1067 ")

@@ -1,0 +1,99 @@
+"""Compile the programs with the real P4 compilers when they are installed and compare
+their P4Info with p4src/build/cassini.p4info.txtpb (names, ids, widths, scopes)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from controlplane.p4info import P4InfoIndex, load_p4info
+
+ROOT = Path(__file__).resolve().parent.parent
+P4SRC = ROOT / "p4src"
+
+pytestmark = pytest.mark.needs_tool
+
+
+def _summary(index: P4InfoIndex) -> dict:
+    """Everything the control plane relies on, keyed by name."""
+    return {
+        "tables": {
+            t.name: (
+                t.id,
+                [(m.id, m.name, m.bitwidth, m.match_type) for m in t.match_fields],
+                sorted(
+                    (index.action_by_id(a).name, a in t.default_only_action_ids)
+                    for a in t.action_ids
+                ),
+                index.action_by_id(t.const_default_action_id).name
+                if t.const_default_action_id
+                else None,
+                t.size,
+            )
+            for t in index.tables
+        },
+        "actions": {
+            a.name: (a.id, [(p.id, p.name, p.bitwidth) for p in a.params]) for a in index.actions
+        },
+        "counters": {c.name: (c.id, c.unit, c.size) for c in index.counters},
+    }
+
+
+def _compile(cmd: list[str], out: Path) -> P4InfoIndex:
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}"
+    return load_p4info(out)
+
+
+@pytest.mark.skipif(shutil.which("p4c") is None, reason="p4c is not installed on this machine")
+def test_p4c_v1model_p4info_matches_ours(tmp_path):
+    p4info = tmp_path / "cassini.p4info.txt"
+    compiled = _compile(
+        [
+            "p4c",
+            "--target",
+            "bmv2",
+            "--arch",
+            "v1model",
+            "--std",
+            "p4-16",
+            "-I",
+            str(P4SRC),
+            "-o",
+            str(tmp_path),
+            "--p4runtime-files",
+            str(p4info),
+            str(P4SRC / "cassini.p4"),
+        ],
+        p4info,
+    )
+    assert (tmp_path / "cassini.json").exists()
+    assert _summary(compiled) == _summary(load_p4info())
+
+
+@pytest.mark.skipif(shutil.which("bf-p4c") is None, reason="bf-p4c (Tofino SDE) is not installed")
+def test_bf_p4c_tna_p4info_matches_ours(tmp_path):
+    p4info = tmp_path / "cassini_tna.p4info.txt"
+    compiled = _compile(
+        [
+            "bf-p4c",
+            "--target",
+            "tofino",
+            "--arch",
+            "tna",
+            "--std",
+            "p4-16",
+            "-I",
+            str(P4SRC),
+            "-o",
+            str(tmp_path),
+            "--p4runtime-files",
+            str(p4info),
+            str(P4SRC / "cassini_tna.p4"),
+        ],
+        p4info,
+    )
+    assert _summary(compiled) == _summary(load_p4info())
