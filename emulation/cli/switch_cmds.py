@@ -1,9 +1,141 @@
-"""Placeholder until its owner lands the subcommands."""
+"""`cassini switch serve` (the software P4Runtime target) and `cassini clean`.
+
+`switch serve` takes simple_switch_grpc's flags (`--device-id`, `-i
+PORT@IFACE`, `--grpc-server-addr`) so scripts written for bmv2 carry over.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import signal
+import threading
+from types import FrameType
+
+from topologies.errors import UserInputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this area's subcommands."""
+    switch = sub.add_parser("switch", help="run the software P4Runtime switch")
+    switch_sub = switch.add_subparsers(dest="switch_command", required=True, metavar="COMMAND")
+    serve = switch_sub.add_parser(
+        "serve",
+        help="forward frames between interfaces under P4Runtime control",
+        description="Software P4Runtime target: flags follow simple_switch_grpc.",
+    )
+    serve.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
+    serve.add_argument(
+        "-i",
+        "--interface",
+        action="append",
+        default=[],
+        metavar="PORT@IFACE",
+        help="attach a switch port to an interface, e.g. -i 1@veth1 (repeatable)",
+    )
+    serve.add_argument(
+        "--grpc-server-addr",
+        default="127.0.0.1:9559",
+        help="address the P4Runtime gRPC service listens on (default 127.0.0.1:9559)",
+    )
+    serve.add_argument(
+        "--tm-config", metavar="FILE", help="traffic-manager settings (YAML or JSON)"
+    )
+    serve.add_argument("--seed", type=int, default=0, help="seed of the WRED marking RNG")
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log verbosity (default info)",
+    )
+    serve.set_defaults(handler=_serve)
+
+    clean = sub.add_parser(
+        "clean",
+        help="remove namespaces, interfaces and switch processes a run left behind",
+    )
+    clean.add_argument(
+        "--prefix",
+        action="append",
+        metavar="PREFIX",
+        help="name prefix to remove (repeatable; default: the project's prefixes)",
+    )
+    clean.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    clean.set_defaults(handler=_clean)
+
+
+def parse_interfaces(specs: list[str]) -> dict[int, str]:
+    """{port: ifname} of `-i PORT@IFACE` flags; errors name the bad flag."""
+    ports: dict[int, str] = {}
+    for spec in specs:
+        port_text, sep, ifname = spec.partition("@")
+        if not sep or not ifname:
+            raise UserInputError(f"-i {spec}: expected PORT@IFACE, e.g. 1@veth1")
+        try:
+            port = int(port_text)
+        except ValueError as err:
+            raise UserInputError(f"-i {spec}: port '{port_text}' is not an integer") from err
+        if not 0 <= port <= 511:
+            raise UserInputError(f"-i {spec}: port {port} must be 0..511")
+        if port in ports:
+            raise UserInputError(f"-i {spec}: port {port} is already attached to {ports[port]}")
+        if ifname in ports.values():
+            raise UserInputError(f"-i {spec}: interface {ifname} is attached twice")
+        ports[port] = ifname
+    return ports
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from emulation.target.switch import SoftwareSwitch
+    from emulation.target.tm_config import TmConfig, load_tm_config
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    log = logging.getLogger("cassini.switch")
+    ports = parse_interfaces(args.interface)
+    tm = load_tm_config(args.tm_config) if args.tm_config else TmConfig()
+    if not ports and not tm.loopback_cables:
+        raise UserInputError("no ports: attach at least one with -i PORT@IFACE")
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    switch = SoftwareSwitch(args.device_id, ports, args.grpc_server_addr, tm, seed=args.seed)
+    try:
+        switch.start()
+        log.info("ready: device %d, P4Runtime on %s", args.device_id, switch.grpc_address)
+        while not stop.wait(0.5):
+            pass
+        log.info("stopping")
+    finally:
+        pipeline = switch.pipeline
+        switch.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if pipeline is not None:
+        for name, per_port in pipeline.stats().items():
+            if per_port:
+                log.info("%s: %s", name, per_port)
+    return 0
+
+
+def _clean(args: argparse.Namespace) -> int:
+    from emulation.netns import PROJECT_PREFIXES, cleanup_all, leftovers
+
+    prefixes = tuple(args.prefix) if args.prefix else PROJECT_PREFIXES
+    if args.dry_run:
+        found = leftovers(prefixes)
+        for item in found:
+            print(f"would remove {item}")
+        print(f"{len(found)} item(s) under prefixes {', '.join(prefixes)}")
+        return 0
+    removed = cleanup_all(prefixes)
+    for item in removed:
+        print(f"removed {item}")
+    print(f"{len(removed)} item(s) removed under prefixes {', '.join(prefixes)}")
+    return 0

@@ -1,0 +1,345 @@
+"""Which namespaces, veths and processes did we create, and how do they go away?
+
+`NetnsLab` is a small, context-managed builder for test and emulation hosts:
+network namespaces and veth pairs under one name prefix, with addresses,
+MACs and offloads set, and processes started inside them. Leaving the
+`with` block - normally, by an exception, Ctrl-C or SIGTERM - kills the
+processes and deletes what was created. `cleanup_all(prefix)` removes
+whatever a crashed run left behind, by prefix (`cassini clean`).
+
+Example:
+
+    with NetnsLab() as lab:
+        h1 = lab.namespace("h1")
+        host_if, switch_if = lab.veth("h1", "s1", ns_a=h1, ip_a="10.0.0.1/24")
+        lab.run(h1, ["ping", "-c1", "10.0.0.2"])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+# Prefixes of everything this project creates: "cas" for emulation runs,
+# "cst" for tests (a random suffix keeps parallel runs apart).
+PROJECT_PREFIXES = ("cas", "cst")
+IFNAMSIZ = 15
+OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
+CLONE_NEWNET = 0x40000000
+ETH_P_ALL = 0x0003
+
+
+def new_prefix(base: str = "cst") -> str:
+    """A short unique prefix, e.g. 'cst3fa1', leaving room in 15-char interface names."""
+    return base + secrets.token_hex(2)
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], check=check, capture_output=True, text=True)
+
+
+class NetnsLab:
+    """Namespaces, veth pairs and processes under one prefix, removed on exit."""
+
+    def __init__(self, prefix: str | None = None) -> None:
+        self.prefix = prefix or new_prefix()
+        self.namespaces: list[str] = []
+        self.root_links: list[str] = []
+        self.processes: list[subprocess.Popen[Any]] = []
+        self._previous_sigterm: Any = None
+
+    # --- building -----------------------------------------------------------
+
+    def namespace(self, name: str) -> str:
+        """Create namespace prefix+name with loopback up; returns its full name."""
+        full = self.prefix + name
+        _ip("netns", "add", full)
+        self.namespaces.append(full)
+        _ip("-n", full, "link", "set", "lo", "up")
+        return full
+
+    def veth(
+        self,
+        name_a: str,
+        name_b: str,
+        ns_a: str | None = None,
+        ns_b: str | None = None,
+        mac_a: str | None = None,
+        mac_b: str | None = None,
+        ip_a: str | None = None,
+        ip_b: str | None = None,
+        mtu: int | None = None,
+    ) -> tuple[str, str]:
+        """A veth pair prefix+name_a <-> prefix+name_b, each end in a namespace or the root.
+
+        Both ends come up with checksum/segmentation offloads off, so a
+        user-space switch sees real frames with real checksums.
+        """
+        if_a, if_b = self.prefix + name_a, self.prefix + name_b
+        for name in (if_a, if_b):
+            if len(name) > IFNAMSIZ:
+                raise ValueError(f"interface name '{name}' is longer than {IFNAMSIZ} characters")
+        _ip("link", "add", if_a, "type", "veth", "peer", "name", if_b)
+        self.root_links += [if_a, if_b]
+        for ifname, ns, mac, address in ((if_a, ns_a, mac_a, ip_a), (if_b, ns_b, mac_b, ip_b)):
+            if ns is not None:
+                _ip("link", "set", ifname, "netns", ns)
+            where = ["-n", ns] if ns is not None else []
+            if mac is not None:
+                _ip(*where, "link", "set", ifname, "address", mac)
+            if mtu is not None:
+                _ip(*where, "link", "set", ifname, "mtu", str(mtu))
+            if address is not None:
+                _ip(*where, "addr", "add", address, "dev", ifname)
+            if ns is not None:
+                # IPv6 router solicitations would add frames nobody asked for.
+                self.run(ns, ["sysctl", "-qw", f"net.ipv6.conf.{ifname}.disable_ipv6=1"])
+            else:
+                with contextlib.suppress(OSError):  # IPv6 may be off altogether
+                    Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1")
+            _ip(*where, "link", "set", ifname, "up")
+            ethtool = ["ethtool", "-K", ifname]
+            for offload in OFFLOADS:
+                ethtool += [offload, "off"]
+            if ns is not None:
+                self.run(ns, ethtool)
+            else:
+                subprocess.run(ethtool, check=True, capture_output=True)
+        return if_a, if_b
+
+    def run(
+        self, ns: str, argv: Sequence[str], check: bool = True, timeout: float = 30.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a command inside a namespace to completion."""
+        return subprocess.run(
+            ["ip", "netns", "exec", ns, *argv],
+            check=check,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def popen(self, ns: str | None, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start a process (in a namespace, or the root one); it is killed on exit."""
+        full = ["ip", "netns", "exec", ns, *argv] if ns is not None else list(argv)
+        process = subprocess.Popen(full, **kwargs)
+        self.processes.append(process)
+        return process
+
+    def packet_socket(self, ns: str, ifname: str) -> socket.socket:
+        """An AF_PACKET socket on an interface inside a namespace (see open_packet_socket)."""
+        return open_packet_socket(ns, ifname)
+
+    # --- tearing down -------------------------------------------------------
+
+    def close(self) -> None:
+        """Kill our processes, delete our namespaces and links (idempotent)."""
+        for process in self.processes:
+            _stop_process(process)
+        self.processes.clear()
+        for ns in self.namespaces:
+            _kill_namespace_pids(ns)
+        # Links first: deleting a veth end removes the pair at once, while a
+        # deleted namespace's veths vanish only when the kernel gets round to it.
+        existing = set(_root_links())
+        for link in self.root_links:
+            if link in existing:
+                _ip("link", "delete", link, check=False)
+        self.root_links.clear()
+        for ns in self.namespaces:
+            _ip("netns", "delete", ns, check=False)
+        self.namespaces.clear()
+        _wait_until_gone(self.prefix)
+
+    def __enter__(self) -> NetnsLab:
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM becomes an exception so the with-block's exit still cleans up.
+            self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_system_exit)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            # A second Ctrl-C during cleanup must not leave half the lab behind.
+            with _signals_deferred():
+                self.close()
+        finally:
+            if self._previous_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+                self._previous_sigterm = None
+
+
+def open_packet_socket(ns: str, ifname: str, rcvbuf: int = 8 << 20) -> socket.socket:
+    """An AF_PACKET/ETH_P_ALL socket bound to `ifname` in namespace `ns`.
+
+    A socket keeps the namespace it was created in, so a short-lived thread
+    enters the namespace (setns only moves the calling thread), opens the
+    socket and exits: tests can then send and sniff from their own process
+    without starting a Python per namespace.
+    """
+    result: list[socket.socket | BaseException] = []
+
+    def enter_and_open() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            with open(f"/run/netns/{ns}") as ns_file:
+                if libc.setns(ns_file.fileno(), CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"setns into {ns}: {os.strerror(err)}")
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            sock.setsockopt(socket.SOL_SOCKET, 33, rcvbuf)  # SO_RCVBUFFORCE
+            sock.bind((ifname, ETH_P_ALL))
+            result.append(sock)
+        except BaseException as err:  # handed to the caller's thread
+            result.append(err)
+
+    thread = threading.Thread(target=enter_and_open, name=f"setns-{ns}")
+    thread.start()
+    thread.join()
+    outcome = result[0]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def _raise_system_exit(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Any:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop_process(process: subprocess.Popen[Any], grace: float = 2.0) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(grace)
+
+
+def _kill_namespace_pids(ns: str) -> list[int]:
+    result = _ip("netns", "pids", ns, check=False)
+    pids = [int(p) for p in result.stdout.split() if p.isdigit()]
+    _terminate(pids)
+    return pids
+
+
+def _terminate(pids: list[int]) -> None:
+    """SIGTERM, up to 2 s to exit, then SIGKILL."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 2.0
+    for pid in pids:
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie child of ours counts as gone.
+    with contextlib.suppress(OSError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    return False
+
+
+def _wait_until_gone(prefix: str, timeout: float = 3.0) -> None:
+    """Namespace teardown is asynchronous in the kernel; wait for its links to go."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and any(n.startswith(prefix) for n in _root_links()):
+        time.sleep(0.01)
+
+
+def _root_links() -> list[str]:
+    return [name for name in os.listdir("/sys/class/net")]
+
+
+def _namespaces() -> list[str]:
+    result = _ip("netns", "list", check=False)
+    return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+
+
+def _switch_processes(prefixes: Iterable[str]) -> list[int]:
+    """`cassini switch serve` processes bound to interfaces with one of the prefixes."""
+    found = []
+    prefixes = tuple(prefixes)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv]
+        if "switch" not in args or "serve" not in args:
+            continue
+        interfaces = [a.split("@", 1)[1] for a in args if "@" in a]
+        if any(ifname.startswith(prefixes) for ifname in interfaces):
+            found.append(int(entry))
+    return found
+
+
+def leftovers(prefixes: str | Iterable[str]) -> list[str]:
+    """What exists under the prefixes: 'netns NAME', 'link NAME', 'process PID'."""
+    prefix_tuple = (prefixes,) if isinstance(prefixes, str) else tuple(prefixes)
+    found = [f"netns {ns}" for ns in _namespaces() if ns.startswith(prefix_tuple)]
+    found += [f"link {name}" for name in _root_links() if name.startswith(prefix_tuple)]
+    found += [f"process {pid}" for pid in _switch_processes(prefix_tuple)]
+    return found
+
+
+def cleanup_all(prefixes: str | Iterable[str] = PROJECT_PREFIXES) -> list[str]:
+    """Remove every namespace, root link and switch process under the prefixes.
+
+    Returns what was removed, in the words of `leftovers`.
+    """
+    prefix_tuple = (prefixes,) if isinstance(prefixes, str) else tuple(prefixes)
+    removed = []
+    switches = _switch_processes(prefix_tuple)
+    _terminate(switches)
+    removed += [f"process {pid}" for pid in switches]
+    for ns in _namespaces():
+        if ns.startswith(prefix_tuple):
+            for pid in _kill_namespace_pids(ns):
+                removed.append(f"process {pid} (in {ns})")
+            _ip("netns", "delete", ns, check=False)
+            removed.append(f"netns {ns}")
+    for name in _root_links():
+        if name.startswith(prefix_tuple) and Path("/sys/class/net", name).exists():
+            _ip("link", "delete", name, check=False)
+            removed.append(f"link {name}")
+    return removed

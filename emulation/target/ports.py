@@ -1,0 +1,188 @@
+"""How does the software target send and receive frames on a Linux interface?
+
+One AF_PACKET socket per switch port, bound to the interface with ETH_P_ALL,
+non-blocking, in promiscuous mode (the switch forwards frames addressed to
+other MACs). The kernel is asked not to hand back our own transmissions
+(PACKET_IGNORE_OUTGOING); on kernels without it, the receive path filters
+PACKET_OUTGOING frames by their address instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import socket
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from topologies.errors import UserInputError, did_you_mean
+
+log = logging.getLogger(__name__)
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_ADD_MEMBERSHIP = 1
+PACKET_MR_PROMISC = 1
+PACKET_IGNORE_OUTGOING = 23  # Linux >= 4.20
+PACKET_OUTGOING = 4
+SO_SNDBUFFORCE = 32  # not exported by Python's socket module
+SO_RCVBUFFORCE = 33
+SOCKET_BUFFER_BYTES = 8 * 1024 * 1024
+PACKET_RX_RING = 5
+PACKET_VERSION = 10
+TPACKET_V2 = 1
+TP_STATUS_USER = 1
+# (our choice) ~7 ms of backlog at 300 kpps; the kernel pins RING_FRAMES x slot
+# bytes per port (4 MiB at a 1500-byte MTU).
+RING_FRAMES = 2048
+RING_BLOCK_BYTES = 1 << 17
+# tpacket2_hdr: tp_status, tp_len, tp_snaplen, tp_mac (offset of the frame in the slot)
+_TPACKET2 = struct.Struct("=4xIIH")
+# Largest frame we read: a 9000-byte jumbo MTU plus Ethernet and one VLAN tag.
+MAX_FRAME_BYTES = 9000 + 18
+
+
+@dataclass
+class PortSocket:
+    """One switch port's open socket (the edge that owns a file descriptor)."""
+
+    port: int
+    ifname: str
+    sock: socket.socket
+    mac: bytes
+    # False when the kernel still returns our own sends; the reader must filter them.
+    ignores_outgoing: bool
+    # The mmap'ed receive ring, when the kernel gave us one (no recv() per frame).
+    rx_ring: RxRing | None = None
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def close(self) -> None:
+        if self.rx_ring is not None:
+            self.rx_ring.close()
+        self.sock.close()
+
+
+class RxRing:
+    """A PACKET_MMAP (TPACKET_V2) receive ring: the kernel writes frames into
+    shared memory and we copy them out, saving one system call per frame,
+    the largest cost of a Python forwarder."""
+
+    def __init__(self, sock: socket.socket, mtu: int) -> None:
+        # A slot holds the tpacket2 header, sockaddr_ll and the frame (+VLAN tag).
+        slot = 1 << (mtu + 18 + 96 - 1).bit_length()
+        self.slot_bytes = slot
+        self.slots = RING_FRAMES
+        block = max(RING_BLOCK_BYTES, slot)
+        blocks = self.slots * slot // block
+        sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
+        sock.setsockopt(
+            SOL_PACKET, PACKET_RX_RING, struct.pack("IIII", block, blocks, slot, self.slots)
+        )
+        self.memory = mmap.mmap(
+            sock.fileno(), block * blocks, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+        )
+        self.next_slot = 0
+        self.truncated = 0
+
+    def receive(self, limit: int) -> list[bytes]:
+        """Up to `limit` frames the kernel has handed over, oldest first."""
+        memory = self.memory
+        unpack = _TPACKET2.unpack_from
+        slot_bytes = self.slot_bytes
+        slots = self.slots
+        index = self.next_slot
+        frames = []
+        for _ in range(limit):
+            offset = index * slot_bytes
+            if not memory[offset] & TP_STATUS_USER:
+                break
+            length, snaplen, mac = unpack(memory, offset)
+            start = offset + mac
+            frames.append(memory[start : start + snaplen])
+            if snaplen != length:
+                self.truncated += 1
+            memory[offset : offset + 4] = b"\0\0\0\0"  # back to the kernel
+            index += 1
+            if index == slots:
+                index = 0
+        self.next_slot = index
+        return frames
+
+    def close(self) -> None:
+        self.memory.close()
+
+
+def interface_names() -> list[str]:
+    return [name for _index, name in socket.if_nameindex()]
+
+
+def check_interfaces(ports: Mapping[int, str]) -> None:
+    """Fail with one clear line if a port's interface does not exist."""
+    known = interface_names()
+    for port, ifname in sorted(ports.items()):
+        if ifname not in known:
+            raise UserInputError(f"port {port}: " + did_you_mean(ifname, known, "interface"))
+
+
+def interface_mac(ifname: str) -> bytes:
+    text = Path("/sys/class/net", ifname, "address").read_text().strip()
+    return bytes.fromhex(text.replace(":", ""))
+
+
+def open_port(port: int, ifname: str, use_ring: bool = True) -> PortSocket:
+    """Open and configure the socket of one port (with an mmap receive ring if possible)."""
+    try:
+        index = socket.if_nametoindex(ifname)
+    except OSError as err:
+        raise UserInputError(
+            f"port {port}: " + did_you_mean(ifname, interface_names(), "interface")
+        ) from err
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    try:
+        for option, name in ((SO_RCVBUFFORCE, "rcv"), (SO_SNDBUFFORCE, "snd")):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER_BYTES)
+            except OSError:  # not root: the kernel caps the plain option instead
+                fallback = socket.SO_RCVBUF if name == "rcv" else socket.SO_SNDBUF
+                sock.setsockopt(socket.SOL_SOCKET, fallback, SOCKET_BUFFER_BYTES)
+        try:
+            sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            ignores_outgoing = True
+        except OSError:
+            ignores_outgoing = False
+        sock.bind((ifname, ETH_P_ALL))
+        membership = struct.pack("iHH8s", index, PACKET_MR_PROMISC, 0, b"")
+        sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, membership)
+        sock.setblocking(False)
+        mac = interface_mac(ifname)
+        rx_ring = None
+        if use_ring and ignores_outgoing:
+            mtu = int(Path("/sys/class/net", ifname, "mtu").read_text())
+            try:
+                rx_ring = RxRing(sock, mtu)
+            except OSError as err:
+                log.warning("port %d: no PACKET_MMAP ring (%s); using recv()", port, err)
+    except OSError as err:
+        sock.close()
+        raise UserInputError(f"port {port}: cannot open interface '{ifname}': {err}") from err
+    if Path("/sys/class/net", ifname, "operstate").read_text().strip() not in ("up", "unknown"):
+        log.warning("port %d: interface %s is not up; frames will not flow", port, ifname)
+    return PortSocket(port, ifname, sock, mac, ignores_outgoing, rx_ring)
+
+
+def open_ports(ports: Mapping[int, str], use_ring: bool = True) -> list[PortSocket]:
+    """Open every port or none (sockets already opened are closed on failure)."""
+    check_interfaces(ports)
+    opened: list[PortSocket] = []
+    try:
+        for port, ifname in sorted(ports.items()):
+            opened.append(open_port(port, ifname, use_ring))
+    except BaseException:
+        for port_socket in opened:
+            port_socket.close()
+        raise
+    return opened

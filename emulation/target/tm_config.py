@@ -1,0 +1,282 @@
+"""How is the software target's traffic manager configured?
+
+The settings a Tofino keeps in its traffic manager (reached through BfRt, not
+P4Runtime): cell size, shared buffer, per-port rate and queue limit, PFC
+thresholds, and the loopback cables that join two ports of the chip. The
+emulation scales rates down (0.05-1 Gbps) so one CPU core keeps up; the
+thresholds stay in cells as on the chip.
+
+File format (YAML or JSON), every key optional:
+
+    cell_bytes: 80                 # Tofino1
+    buffer_cells: 280000           # shared by all queues
+    default_rate_gbps: 1.0
+    default_queue_cells: 20000
+    wire_overhead_bytes: 24        # preamble+SFD 8, FCS 4, inter-frame gap 12
+    ports:
+      3: {rate_gbps: 0.05, queue_cells: 5000}
+    pfc: {enabled: true, xoff_cells: 4000, xon_cells: 3000, pause_quanta: 65535, priority: 3}
+    loopback_cables:
+      - {port_a: 10, port_b: 11, delay_us: 1}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from topologies.errors import UserInputError, did_you_mean
+
+# Tofino1 facts (testbed.md): 80-byte cells, 280K cells of shared buffer.
+TOFINO1_CELL_BYTES = 80
+TOFINO1_BUFFER_CELLS = 280_000
+# The paper's PFC skid threshold per logical switch.
+PAPER_XOFF_CELLS = 4000
+MAX_PORT = 511  # bit<9> ports
+
+
+@dataclass(frozen=True)
+class PortSettings:
+    """Overrides for one port; None means the default."""
+
+    rate_gbps: float | None = None
+    queue_cells: int | None = None
+
+
+@dataclass(frozen=True)
+class PfcConfig:
+    """IEEE 802.1Qbb settings, shared by every ingress port."""
+
+    enabled: bool = True
+    xoff_cells: int = PAPER_XOFF_CELLS
+    # (our choice) 75 % of XOFF: hysteresis so a port does not flap at the threshold.
+    xon_cells: int = 3000
+    pause_quanta: int = 0xFFFF
+    # (our choice) RoCE traffic conventionally rides priority 3; the target has one
+    # queue per port, so this is only the class its own pause frames name.
+    priority: int = 3
+
+
+@dataclass(frozen=True)
+class LoopbackCable:
+    """Two ports joined by a cable: what leaves one enters the other after delay_us."""
+
+    port_a: int
+    port_b: int
+    delay_us: float = 1.0
+
+
+@dataclass(frozen=True)
+class TmConfig:
+    """Traffic-manager settings of one software switch."""
+
+    cell_bytes: int = TOFINO1_CELL_BYTES
+    buffer_cells: int = TOFINO1_BUFFER_CELLS
+    default_rate_gbps: float = 1.0
+    default_queue_cells: int = 20_000
+    wire_overhead_bytes: int = 24
+    ports: Mapping[int, PortSettings] = field(default_factory=dict)
+    pfc: PfcConfig = field(default_factory=PfcConfig)
+    loopback_cables: tuple[LoopbackCable, ...] = ()
+
+    def rate_gbps(self, port: int) -> float:
+        settings = self.ports.get(port)
+        if settings is not None and settings.rate_gbps is not None:
+            return settings.rate_gbps
+        return self.default_rate_gbps
+
+    def queue_cells(self, port: int) -> int:
+        settings = self.ports.get(port)
+        if settings is not None and settings.queue_cells is not None:
+            return settings.queue_cells
+        return self.default_queue_cells
+
+    def cable_peers(self) -> dict[int, tuple[int, float]]:
+        """port -> (peer port, delay in seconds), both directions."""
+        peers: dict[int, tuple[int, float]] = {}
+        for cable in self.loopback_cables:
+            delay = cable.delay_us * 1e-6
+            peers[cable.port_a] = (cable.port_b, delay)
+            peers[cable.port_b] = (cable.port_a, delay)
+        return peers
+
+    def describe(self, ports: Mapping[int, str] | None = None) -> str:
+        """Multi-line summary for the start-up log, so every run records its profile."""
+        lines = [
+            f"cells {self.cell_bytes} B, shared buffer {self.buffer_cells} cells "
+            f"({self.buffer_cells * self.cell_bytes / 1e6:.1f} MB), "
+            f"wire overhead {self.wire_overhead_bytes} B/frame",
+            f"default port rate {self.default_rate_gbps:g} Gbps, "
+            f"queue limit {self.default_queue_cells} cells",
+            (
+                f"PFC on: XOFF {self.pfc.xoff_cells} cells, XON {self.pfc.xon_cells} cells, "
+                f"pause quanta {self.pfc.pause_quanta}, priority {self.pfc.priority}"
+                if self.pfc.enabled
+                else "PFC off"
+            ),
+        ]
+        for port in sorted(set(self.ports) | set(ports or {})):
+            where = f" ({ports[port]})" if ports and port in ports else ""
+            lines.append(
+                f"port {port}{where}: {self.rate_gbps(port):g} Gbps, "
+                f"queue {self.queue_cells(port)} cells"
+            )
+        for cable in self.loopback_cables:
+            lines.append(f"loopback cable {cable.port_a} <-> {cable.port_b}, {cable.delay_us:g} us")
+        return "\n".join(lines)
+
+
+_TOP_KEYS = (
+    "cell_bytes",
+    "buffer_cells",
+    "default_rate_gbps",
+    "default_queue_cells",
+    "wire_overhead_bytes",
+    "ports",
+    "pfc",
+    "loopback_cables",
+)
+_PORT_KEYS = ("rate_gbps", "queue_cells")
+_PFC_KEYS = ("enabled", "xoff_cells", "xon_cells", "pause_quanta", "priority")
+_CABLE_KEYS = ("port_a", "port_b", "delay_us")
+
+
+def load_tm_config(path: str | Path) -> TmConfig:
+    """Read a TmConfig from a YAML or JSON file; errors name the file and field."""
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as err:
+        raise UserInputError(f"cannot read TM config {file}: {err.strerror}") from err
+    try:
+        data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise UserInputError(
+            f"{file}: not valid {file.suffix.lstrip('.') or 'YAML'}: {err}"
+        ) from err
+    return tm_config_from_dict(data if data is not None else {}, source=str(file))
+
+
+def tm_config_from_dict(data: Any, source: str = "TM config") -> TmConfig:
+    """Validate plain data (as read from a file) into a TmConfig."""
+    _check_mapping(data, source, _TOP_KEYS)
+    defaults = TmConfig()
+    pfc_defaults = PfcConfig()
+    cell_bytes = _int(data, "cell_bytes", source, defaults.cell_bytes, minimum=1)
+    buffer_cells = _int(data, "buffer_cells", source, defaults.buffer_cells, minimum=1)
+    default_rate = _rate(data, "default_rate_gbps", source, defaults.default_rate_gbps)
+    default_queue = _int(
+        data, "default_queue_cells", source, defaults.default_queue_cells, minimum=1
+    )
+    overhead = _int(data, "wire_overhead_bytes", source, defaults.wire_overhead_bytes, minimum=0)
+
+    ports: dict[int, PortSettings] = {}
+    raw_ports = data.get("ports") or {}
+    if not isinstance(raw_ports, Mapping):
+        raise UserInputError(f"{source}: field 'ports' must be a mapping of port -> settings")
+    for raw_port, raw_settings in raw_ports.items():
+        port = _port(raw_port, f"{source}: ports")
+        where = f"{source}: ports.{port}"
+        _check_mapping(raw_settings, where, _PORT_KEYS)
+        ports[port] = PortSettings(
+            rate_gbps=_rate(raw_settings, "rate_gbps", where, None),
+            queue_cells=_int(raw_settings, "queue_cells", where, None, minimum=1),
+        )
+
+    raw_pfc = data.get("pfc") or {}
+    _check_mapping(raw_pfc, f"{source}: pfc", _PFC_KEYS)
+    where = f"{source}: pfc"
+    enabled = raw_pfc.get("enabled", pfc_defaults.enabled)
+    if not isinstance(enabled, bool):
+        raise UserInputError(f"{where}.enabled must be true or false, got {enabled!r}")
+    xoff = _int(raw_pfc, "xoff_cells", where, pfc_defaults.xoff_cells, minimum=1)
+    # Default XON follows a user's XOFF (75 %) unless given.
+    xon = _int(raw_pfc, "xon_cells", where, xoff * 3 // 4, minimum=0)
+    if xon >= xoff:
+        raise UserInputError(f"{where}.xon_cells ({xon}) must be below xoff_cells ({xoff})")
+    quanta = _int(raw_pfc, "pause_quanta", where, pfc_defaults.pause_quanta, minimum=1)
+    if quanta > 0xFFFF:
+        raise UserInputError(f"{where}.pause_quanta ({quanta}) must fit 16 bits (<= 65535)")
+    priority = _int(raw_pfc, "priority", where, pfc_defaults.priority, minimum=0)
+    if priority > 7:
+        raise UserInputError(f"{where}.priority ({priority}) must be 0..7")
+
+    cables: list[LoopbackCable] = []
+    raw_cables = data.get("loopback_cables") or []
+    if not isinstance(raw_cables, list):
+        raise UserInputError(f"{source}: field 'loopback_cables' must be a list")
+    cabled: dict[int, int] = {}
+    for index, raw_cable in enumerate(raw_cables):
+        where = f"{source}: loopback_cables[{index}]"
+        _check_mapping(raw_cable, where, _CABLE_KEYS)
+        for key in ("port_a", "port_b"):
+            if key not in raw_cable:
+                raise UserInputError(f"{where}: missing field '{key}'")
+        a = _port(raw_cable["port_a"], f"{where}.port_a")
+        b = _port(raw_cable["port_b"], f"{where}.port_b")
+        if a == b:
+            raise UserInputError(f"{where}: a cable cannot join port {a} to itself")
+        for port in (a, b):
+            if port in cabled:
+                raise UserInputError(
+                    f"{where}: port {port} is already cabled in loopback_cables[{cabled[port]}]"
+                )
+            cabled[port] = index
+        delay = raw_cable.get("delay_us", 1.0)
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
+            raise UserInputError(f"{where}.delay_us must be a number >= 0, got {delay!r}")
+        cables.append(LoopbackCable(a, b, float(delay)))
+
+    return TmConfig(
+        cell_bytes=cell_bytes,
+        buffer_cells=buffer_cells,
+        default_rate_gbps=default_rate if default_rate is not None else defaults.default_rate_gbps,
+        default_queue_cells=default_queue
+        if default_queue is not None
+        else defaults.default_queue_cells,
+        wire_overhead_bytes=overhead if overhead is not None else defaults.wire_overhead_bytes,
+        ports=ports,
+        pfc=PfcConfig(enabled, xoff or 1, xon or 0, quanta or 1, priority or 0),
+        loopback_cables=tuple(cables),
+    )
+
+
+def _check_mapping(data: Any, where: str, known: tuple[str, ...]) -> None:
+    if not isinstance(data, Mapping):
+        raise UserInputError(f"{where}: expected a mapping, got {type(data).__name__}")
+    for key in data:
+        if key not in known:
+            raise UserInputError(f"{where}: " + did_you_mean(str(key), known, "field"))
+
+
+def _int(data: Mapping[str, Any], key: str, where: str, default: Any, minimum: int) -> Any:
+    value = data.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UserInputError(f"{where}.{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _rate(data: Mapping[str, Any], key: str, where: str, default: Any) -> Any:
+    value = data.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise UserInputError(f"{where}.{key} must be a rate in Gbps > 0, got {value!r}")
+    return float(value)
+
+
+def _port(value: Any, where: str) -> int:
+    try:
+        port = int(value)
+    except (TypeError, ValueError) as err:
+        raise UserInputError(f"{where}: port {value!r} is not an integer") from err
+    if isinstance(value, bool) or not 0 <= port <= MAX_PORT:
+        raise UserInputError(f"{where}: port {value!r} must be 0..{MAX_PORT}")
+    return port

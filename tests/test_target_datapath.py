@@ -1,0 +1,334 @@
+"""The software target forwarding real frames between network namespaces.
+
+Hosts are namespaces with one veth each; the switch side of every veth is in
+the root namespace. scapy builds and parses the frames; raw sockets opened
+inside the host namespaces send and sniff them. Every test checks that no
+namespace, interface or switch process with its prefix is left afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from scapy.contrib.mac_control import MACControlClassBasedFlowControl
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from controlplane.entries import TableEntry, Update, UpdateType
+from controlplane.p4info import load_p4info
+from controlplane.session import P4RuntimeSession
+from emulation.netns import NetnsLab, leftovers, new_prefix
+from emulation.target.datapath import ECN_MARKED, PORT_RX, PORT_TX
+from emulation.target.packet import build_pfc_frame
+from emulation.target.state import WredProfile
+from emulation.target.switch import SoftwareSwitch
+from emulation.target.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
+
+pytestmark = pytest.mark.root
+PACKET_OUTGOING = 4
+CASSINI = str(Path(sys.executable).parent / "cassini")
+
+
+@dataclass
+class Host:
+    ns: str
+    ifname: str  # host end
+    switch_ifname: str  # switch end, root namespace
+    mac: bytes
+    sock: socket.socket
+
+    def send(self, frame: bytes) -> None:
+        self.sock.send(frame)
+
+    def received(self, quiet: float = 0.15, deadline: float = 3.0) -> list[bytes]:
+        """Frames that arrived (not our own), until the link is quiet for `quiet` s."""
+        frames: list[bytes] = []
+        self.sock.settimeout(quiet)
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            try:
+                frame, address = self.sock.recvfrom(65535)
+            except TimeoutError:
+                break
+            if address[2] != PACKET_OUTGOING:
+                frames.append(frame)
+        return frames
+
+
+def mac_of(i: int) -> bytes:
+    return bytes.fromhex(f"0200000000{i:02x}")
+
+
+def udp(src: Host, dst_mac: bytes, size: int = 200, tos: int = 0, seq: int = 0) -> bytes:
+    head = (
+        Ether(dst=dst_mac.hex(":"), src=src.mac.hex(":"))
+        / IP(src="10.0.0.1", dst="10.0.0.2", tos=tos)
+        / UDP(sport=5000, dport=6000)
+    )
+    payload = seq.to_bytes(4, "big")
+    return bytes(head / (payload + b"\x00" * (size - len(head) - 4)))
+
+
+@pytest.fixture
+def lab() -> Iterator[NetnsLab]:
+    lab = NetnsLab(new_prefix())
+    try:
+        yield lab
+    finally:
+        lab.close()
+        assert leftovers(lab.prefix) == []
+
+
+def make_hosts(lab: NetnsLab, count: int) -> list[Host]:
+    hosts = []
+    for i in range(1, count + 1):
+        ns = lab.namespace(f"h{i}")
+        host_if, switch_if = lab.veth(f"h{i}", f"s{i}", ns_a=ns, mac_a=mac_of(i).hex(":"))
+        hosts.append(Host(ns, host_if, switch_if, mac_of(i), lab.packet_socket(ns, host_if)))
+    return hosts
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 3.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+@pytest.mark.parametrize("rx_ring", [True, False], ids=["mmap-ring", "recv"])
+def test_forwards_matching_frames_and_counts_drops(lab: NetnsLab, rx_ring: bool) -> None:
+    h1, h2, h3 = make_hosts(lab, 3)
+    ports = {1: h1.switch_ifname, 2: h2.switch_ifname, 3: h3.switch_ifname}
+    with SoftwareSwitch(1, ports, None, TmConfig(), rx_ring=rx_ring) as switch:
+        assert switch.datapath is not None
+        assert all((s.rx_ring is not None) == rx_ring for s in switch.datapath.sockets)
+        switch.state.forward[(1, h2.mac)] = 2
+        sent = [udp(h1, h2.mac, seq=i) for i in range(20)]
+        for frame in sent:
+            h1.send(frame)
+        for i in range(5):
+            h1.send(udp(h1, mac_of(0x77), seq=i))  # no entry
+        for _ in range(3):
+            h1.send(
+                bytes(Ether(dst=h2.mac.hex(":"), type=0x0800)) + b"\x45\x00\x00"
+            )  # truncated IPv4
+        got = h2.received()
+        assert got == sent
+        assert h3.received(quiet=0.05) == []
+        rx, tx = switch.state.counter(PORT_RX), switch.state.counter(PORT_TX)
+        assert wait_for(lambda: int(rx[1, 0]) == 25)
+        assert rx[1].tolist() == [25, 25 * 200]
+        assert tx[2].tolist() == [20, 20 * 200]
+        assert int(tx[:, 0].sum()) == 20
+        assert switch.pipeline is not None
+        stats = switch.pipeline.stats()
+        assert stats["forward_misses"] == {1: 5}
+        assert stats["malformed"] == {1: 3}
+
+
+def test_entries_written_over_p4runtime_drive_forwarding(lab: NetnsLab) -> None:
+    h1, h2 = make_hosts(lab, 2)
+    ports = {1: h1.switch_ifname, 2: h2.switch_ifname}
+    with SoftwareSwitch(5, ports, "127.0.0.1:0", TmConfig()) as switch:
+        assert switch.grpc_address is not None
+        entry = TableEntry(
+            "CassiniIngress.logical_forward",
+            {"ingress_port": 1, "dst_mac": h2.mac.hex(":")},
+            "CassiniIngress.set_egress_port",
+            {"port": 2},
+        )
+        with P4RuntimeSession.connect(switch.grpc_address, 5) as session:
+            session.set_pipeline(load_p4info())
+            session.write([Update(UpdateType.INSERT, entry)])
+            for i in range(10):
+                h1.send(udp(h1, h2.mac, seq=i))
+            assert len(h2.received()) == 10
+            assert wait_for(lambda: session.read_counters(PORT_TX, 2)[0].packets == 10), (
+                session.read_counters(PORT_TX, 2)
+            )
+            assert session.read_counters(PORT_RX, 1)[0].bytes == 10 * 200
+
+            session.write([Update(UpdateType.DELETE, entry)])
+            h1.send(udp(h1, h2.mac, seq=99))
+            assert h2.received(quiet=0.1) == []
+
+
+def _paced_sender(
+    host: Host, dst: bytes, count: int, interval: float, tos: int
+) -> threading.Thread:
+    frames = [udp(host, dst, size=1000, tos=tos, seq=i) for i in range(count)]
+
+    def run() -> None:
+        for frame in frames:
+            host.send(frame)
+            time.sleep(interval)  # no catch-up bursts after a late wake-up
+
+    return threading.Thread(target=run)
+
+
+def test_two_senders_overloading_a_slow_port_get_ce_marks(lab: NetnsLab) -> None:
+    h1, h2, h3 = make_hosts(lab, 3)
+    ports = {1: h1.switch_ifname, 2: h2.switch_ifname, 3: h3.switch_ifname}
+    tm = TmConfig(ports={3: PortSettings(rate_gbps=0.02)})  # 20 Mbit/s
+    with SoftwareSwitch(1, ports, None, tm) as switch:
+        state = switch.state
+        state.forward[(1, h3.mac)] = 3
+        state.forward[(2, h3.mac)] = 3
+        state.wred[3] = WredProfile(min_cells=80, max_cells=300, max_prob_percent=50)
+        marked = state.counter(ECN_MARKED)
+
+        # One sender at ~8 Mbit/s: the port keeps up, no queue, no marks.
+        alone = _paced_sender(h1, h3.mac, 150, 1e-3, tos=0x02)
+        alone.start()
+        alone.join()
+        got = h3.received()
+        assert len(got) == 150
+        assert sum(Ether(f)[IP].tos & 3 == 3 for f in got) == 0
+        assert int(marked[3, 0]) == 0
+
+        # Two senders at up to 20 Mbit/s each (sleep overshoots): more than the port
+        # drains, so a queue builds.
+        senders = [_paced_sender(h, h3.mac, 200, 0.4e-3, tos=0x02) for h in (h1, h2)]
+        for thread in senders:
+            thread.start()
+        for thread in senders:
+            thread.join()
+        got = h3.received()
+        assert len(got) == 400
+        ce = sum(Ether(f)[IP].tos & 3 == 3 for f in got)
+        assert ce > 20
+        assert wait_for(lambda: int(marked[3, 0]) == ce), (int(marked[3, 0]), ce)
+        for frame in got:  # checksums still valid after marking
+            ip = Ether(frame)[IP]
+            again = ip.copy()
+            del again.chksum
+            assert IP(bytes(again)).chksum == ip.chksum
+
+
+def _cabled_burst(lab: NetnsLab, h1: Host, h2: Host, pfc: bool) -> tuple[int, dict, list[bytes]]:
+    """h1 -> port 1 -> cable 10<->11 -> port 3 (20 Mbit/s) -> h2; 30 x 1000 B at once."""
+    tm = TmConfig(
+        default_queue_cells=200,
+        ports={3: PortSettings(rate_gbps=0.02), 10: PortSettings(queue_cells=2000)},
+        pfc=PfcConfig(enabled=pfc, xoff_cells=60, xon_cells=30),
+        loopback_cables=(LoopbackCable(10, 11, delay_us=2),),
+    )
+    with SoftwareSwitch(1, {1: h1.switch_ifname, 3: h2.switch_ifname}, None, tm) as switch:
+        switch.state.forward[(1, h2.mac)] = 10
+        switch.state.forward[(11, h2.mac)] = 3
+        burst = [udp(h1, h2.mac, size=1000, seq=i) for i in range(30)]
+        for frame in burst:
+            h1.send(frame)
+        got = h2.received(quiet=0.3)
+        to_h1 = h1.received(quiet=0.05)
+        assert switch.pipeline is not None
+        return len(got), switch.pipeline.stats(), to_h1
+
+
+def test_pfc_across_a_loopback_cable_prevents_drops(lab: NetnsLab) -> None:
+    h1, h2 = make_hosts(lab, 2)
+    received, stats, _ = _cabled_burst(lab, h1, h2, pfc=False)
+    assert stats["tail_dropped"].get(3, 0) > 0
+    assert received == 30 - stats["tail_dropped"][3]
+
+    received, stats, to_h1 = _cabled_burst(lab, h1, h2, pfc=True)
+    assert received == 30
+    assert stats["tail_dropped"] == {}
+    assert stats["pfc_pauses_sent"][11] >= 1 and stats["pfc_resumes_sent"][11] >= 1
+    # The upstream queue (port 10) then held more than XOFF for host port 1:
+    # h1 got a real 802.1Qbb pause, and later a zero-quanta resume.
+    pauses = [Ether(f)[MACControlClassBasedFlowControl] for f in to_h1]
+    assert [p.c3_pause_time for p in pauses][:1] == [0xFFFF]
+    assert pauses[-1].c3_pause_time == 0
+
+
+def test_pfc_frame_from_a_host_pauses_that_port(lab: NetnsLab) -> None:
+    h1, h2 = make_hosts(lab, 2)
+    tm = TmConfig(ports={2: PortSettings(rate_gbps=0.01)})  # 65535 quanta = 3.4 s
+    with SoftwareSwitch(1, {1: h1.switch_ifname, 2: h2.switch_ifname}, None, tm) as switch:
+        switch.state.forward[(1, h2.mac)] = 2
+        h2.send(build_pfc_frame(h2.mac, 3, 0xFFFF))
+        time.sleep(0.05)
+        for i in range(5):
+            h1.send(udp(h1, h2.mac, seq=i))
+        assert h2.received(quiet=0.3) == []
+        h2.send(build_pfc_frame(h2.mac, 3, 0))
+        assert len(h2.received()) == 5
+        assert switch.pipeline is not None
+        assert switch.pipeline.stats()["pfc_received"] == {2: 2}
+
+
+def test_cli_serve_forwards_and_stops_cleanly_on_sigterm(lab: NetnsLab) -> None:
+    h1, h2 = make_hosts(lab, 2)
+    process = lab.popen(
+        None,
+        [
+            CASSINI, "switch", "serve", "--device-id", "3",
+            "-i", f"1@{h1.switch_ifname}", "-i", f"2@{h2.switch_ifname}",
+            "--grpc-server-addr", "127.0.0.1:0",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    log_lines: list[str] = []
+    address = None
+    end = time.monotonic() + 20
+    while address is None and time.monotonic() < end:
+        line = process.stderr.readline()
+        if not line:
+            break
+        log_lines.append(line)
+        match = re.search(r"ready: device 3, P4Runtime on (\S+)", line)
+        address = match.group(1) if match else None
+    assert address, "".join(log_lines)
+    assert any("PFC on: XOFF 4000 cells" in line for line in log_lines)
+
+    with P4RuntimeSession.connect(address, 3) as session:
+        session.set_pipeline(load_p4info())
+        session.write(
+            [
+                Update(
+                    UpdateType.INSERT,
+                    TableEntry(
+                        "logical_forward",
+                        {"ingress_port": 1, "dst_mac": h2.mac.hex(":")},
+                        "set_egress_port",
+                        {"port": 2},
+                    ),
+                )
+            ]
+        )
+        for i in range(5):
+            h1.send(udp(h1, h2.mac, seq=i))
+        assert len(h2.received()) == 5
+
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(10) == 0
+    rest = process.stderr.read()
+    assert "stopping" in rest and "Traceback" not in rest
+
+
+def test_cli_serve_missing_interface_is_one_clear_line(lab: NetnsLab) -> None:
+    missing = f"{lab.prefix}nope"
+    result = subprocess.run(
+        [CASSINI, "switch", "serve", "-i", f"1@{missing}", "--grpc-server-addr", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and missing in lines[0] and "port 1" in lines[0]

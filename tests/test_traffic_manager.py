@@ -1,0 +1,405 @@
+"""Traffic manager and pipeline on a fake clock: WRED, drain rate, PFC, cables, config."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from scapy.contrib.mac_control import MACControlClassBasedFlowControl
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from emulation.target.datapath import ECN_MARKED, PORT_RX, PORT_TX, WRED_DROPPED, Pipeline
+from emulation.target.packet import build_pfc_frame, ipv4_header_checksum
+from emulation.target.state import DataplaneState, WredProfile
+from emulation.target.tm_config import (
+    LoopbackCable,
+    PfcConfig,
+    PortSettings,
+    TmConfig,
+    load_tm_config,
+    tm_config_from_dict,
+)
+from emulation.target.traffic_manager import TrafficManager, Verdict
+from topologies.errors import UserInputError
+
+MAC_A = bytes.fromhex("020000000001")
+MAC_B = bytes.fromhex("020000000002")
+
+
+def udp_frame(size: int, tos: int = 0, dst: bytes = MAC_B) -> bytes:
+    """An Ether/IPv4/UDP frame of exactly `size` bytes."""
+    head = Ether(dst=dst.hex(":"), src=MAC_A.hex(":")) / IP(tos=tos) / UDP()
+    return bytes(head / (b"\x00" * (size - len(head))))
+
+
+def one_cell_seconds(config: TmConfig, port: int) -> float:
+    return (config.cell_bytes + config.wire_overhead_bytes) * 8 / (config.rate_gbps(port) * 1e9)
+
+
+# --- WRED -------------------------------------------------------------------------
+
+
+def _mark_fraction(depth: int, tos: int, trials: int = 4000) -> tuple[float, TrafficManager]:
+    """Fraction of one-cell probes marked (or dropped) at a steady queue depth."""
+    config = TmConfig(default_rate_gbps=0.001, pfc=PfcConfig(enabled=False))
+    wred: dict[int, WredProfile] = {}
+    tm = TrafficManager(config, [1, 2], wred, seed=42)
+    filler = udp_frame(80)
+    now = 0.0
+    tm.enqueue(filler, 1, 2, now)  # goes on the wire at once
+    for _ in range(depth):
+        assert tm.enqueue(filler, 1, 2, now) == Verdict.QUEUED
+    assert tm.queue_cells[2] == depth
+    wred[2] = WredProfile(min_cells=100, max_cells=200, max_prob_percent=40)
+    step = one_cell_seconds(config, 2)
+    hits = 0
+    probe = udp_frame(80, tos=tos)
+    for _ in range(trials):
+        verdict = tm.enqueue(probe, 1, 2, now)
+        if verdict in (Verdict.MARKED, Verdict.WRED_DROPPED):
+            hits += 1
+        if verdict != Verdict.WRED_DROPPED:
+            now += step
+            tm.advance(now)  # exactly one frame leaves: depth is back where it was
+        assert tm.queue_cells[2] == depth
+    return hits / trials, tm
+
+
+@pytest.mark.parametrize(
+    ("depth", "expected"),
+    [(50, 0.0), (100, 0.0), (150, 0.20), (200, 0.40), (201, 1.0), (400, 1.0)],
+)
+def test_wred_marks_ect_linearly_between_thresholds(depth: int, expected: float) -> None:
+    fraction, tm = _mark_fraction(depth, tos=0x02)  # ECT(0)
+    assert fraction == pytest.approx(expected, abs=0.03)
+    assert tm.marked_packets[2] == round(fraction * 4000)
+    assert tm.wred_dropped_packets[2] == 0
+
+
+def test_wred_drops_non_ect_where_it_would_mark() -> None:
+    fraction, tm = _mark_fraction(150, tos=0x00)
+    assert fraction == pytest.approx(0.20, abs=0.03)
+    assert tm.marked_packets[2] == 0
+    assert tm.wred_dropped_packets[2] == round(fraction * 4000)
+
+
+def test_marked_frames_carry_ce_and_a_valid_checksum() -> None:
+    _fraction, tm = _mark_fraction(300, tos=0x01, trials=20)  # ECT(1)
+    tm.advance(1e6)  # drain fillers and probes
+    sent = [frame for _port, frame in tm.transmitted]
+    marked = [frame for frame in sent if Ether(frame)[IP].tos & 3 == 3]
+    assert len(marked) == 20
+    for frame in marked:
+        ip = Ether(frame)[IP]
+        assert ipv4_header_checksum(frame[14:34]) == ip.chksum
+        again = ip.copy()
+        del again.chksum
+        assert IP(bytes(again)).chksum == ip.chksum
+
+
+def test_wred_is_reproducible_with_a_seed() -> None:
+    assert _mark_fraction(170, 0x02, 500)[0] == _mark_fraction(170, 0x02, 500)[0]
+
+
+# --- drain rate and tail drop ----------------------------------------------------
+
+
+def test_port_drains_at_its_rate_on_a_fake_clock() -> None:
+    config = TmConfig(default_rate_gbps=1.0, ports={2: PortSettings(rate_gbps=0.01)})
+    tm = TrafficManager(config, [1, 2], {})
+    frame = udp_frame(1000)
+    for _ in range(50):
+        tm.enqueue(frame, 1, 2, 0.0)
+    per_frame = (1000 + 24) * 8 / 0.01e9  # 819.2 us at 10 Mbps
+    departures: list[float] = []
+    now = 0.0
+    while len(departures) < 50:
+        tm.advance(now)
+        departures += [now] * len(tm.transmitted)
+        tm.transmitted.clear()
+        next_time = tm.next_event_time()
+        assert next_time is not None or len(departures) == 50
+        now += 100e-6
+    # Frame k starts at k * per_frame; the loop sees it within one 100 us step.
+    for k, when in enumerate(departures):
+        assert k * per_frame - 60e-6 <= when <= k * per_frame + 100e-6
+    assert tm.queue_cells[2] == 0 and tm.buffered_cells == 0
+    assert tm.tx_packets[2] == 50 and tm.tx_bytes[2] == 50_000
+
+
+def test_tail_drop_at_queue_limit_and_shared_buffer() -> None:
+    config = TmConfig(
+        default_rate_gbps=0.001,
+        default_queue_cells=100,
+        buffer_cells=150,
+        pfc=PfcConfig(enabled=False),
+    )
+    tm = TrafficManager(config, [1, 2, 3], {})
+    frame = udp_frame(800)  # 10 cells
+    verdicts = [tm.enqueue(frame, 1, 2, 0.0) for _ in range(12)]
+    # first on the wire, then 10 queued (100 cells), then the limit
+    assert verdicts.count(Verdict.TAIL_DROPPED) == 1
+    assert tm.queue_cells[2] == 100
+    verdicts = [tm.enqueue(frame, 1, 3, 0.0) for _ in range(8)]
+    # port 3: one on the wire, 5 fit the 150-cell buffer, 2 dropped
+    assert verdicts.count(Verdict.TAIL_DROPPED) == 2
+    assert tm.buffered_cells == 150
+    assert tm.tail_dropped_packets[2] == 1 and tm.tail_dropped_packets[3] == 2
+
+
+# --- PFC ------------------------------------------------------------------------
+
+
+def test_pfc_xoff_xon_hysteresis_sends_real_pause_frames() -> None:
+    config = TmConfig(
+        default_rate_gbps=0.001,
+        pfc=PfcConfig(enabled=True, xoff_cells=20, xon_cells=10, pause_quanta=1000, priority=3),
+    )
+    tm = TrafficManager(config, [1, 2], {}, port_macs={1: MAC_A})
+    frame = udp_frame(80)
+    tm.enqueue(frame, 1, 2, 0.0)  # on the wire
+    for _ in range(20):
+        tm.enqueue(frame, 1, 2, 0.0)
+    assert tm.control == []  # 20 cells: not above XOFF yet
+    tm.enqueue(frame, 1, 2, 0.0)
+    assert len(tm.control) == 1
+    port, pause = tm.control.pop()
+    pfc = Ether(pause)[MACControlClassBasedFlowControl]
+    assert port == 1 and Ether(pause).src == MAC_A.hex(":")
+    assert pfc.c3_enabled == 1 and pfc.c3_pause_time == 1000
+
+    step = one_cell_seconds(config, 2)
+    now = 0.0
+    resumed_at_depth = None
+    for _ in range(25):
+        now += step
+        tm.advance(now)
+        if tm.control:
+            resumed_at_depth = tm.ingress_cells[1]
+            break
+    # quanta 1000 at 1 Mbps = 0.512 s: no refresh happens within these few ms
+    assert resumed_at_depth == 10
+    port, resume = tm.control.pop()
+    assert Ether(resume)[MACControlClassBasedFlowControl].c3_pause_time == 0
+    # Between XON and XOFF nothing is sent again.
+    for _ in range(5):
+        tm.enqueue(frame, 1, 2, now)
+    assert tm.control == []
+
+
+def test_pfc_pause_is_refreshed_before_it_expires() -> None:
+    config = TmConfig(
+        default_rate_gbps=0.001,
+        pfc=PfcConfig(enabled=True, xoff_cells=5, xon_cells=2, pause_quanta=100),
+    )
+    tm = TrafficManager(config, [1, 2], {})
+    for _ in range(8):
+        tm.enqueue(udp_frame(80), 1, 2, 0.0)
+    assert len(tm.control) == 1
+    pause_seconds = 100 * 512 / 1e6  # 51.2 ms at 1 Mbps
+    tm.control.clear()
+    next_time = tm.next_event_time()
+    assert next_time is not None and next_time <= pause_seconds / 2 + 1e-9
+    tm.advance(pause_seconds / 2)
+    assert [p for p, _f in tm.control] == [1]
+
+
+def test_received_pfc_pauses_egress_for_its_quanta() -> None:
+    state = DataplaneState()
+    state.forward[(1, MAC_B)] = 2
+    config = TmConfig(default_rate_gbps=0.1)
+    pipeline = Pipeline(state, config, [1, 2])
+    quanta = 1000  # 1000 * 512 bit at 100 Mbps = 5.12 ms
+    pipeline.ingress(2, build_pfc_frame(MAC_B, 3, quanta), 0.0)
+    assert pipeline.tm.is_paused(2, 0.005)
+    assert not pipeline.tm.is_paused(2, 0.00513)
+    pipeline.ingress(1, udp_frame(100), 0.001)
+    pipeline.advance(0.001)
+    assert pipeline.tm.transmitted == []
+    assert pipeline.tm.next_event_time() == pytest.approx(0.00512)
+    pipeline.advance(0.00512)
+    assert len(pipeline.tm.transmitted) == 1
+    # A zero-quanta frame resumes at once.
+    pipeline.ingress(2, build_pfc_frame(MAC_B, 3, 0xFFFF), 0.01)
+    assert pipeline.tm.is_paused(2, 0.02)
+    pipeline.ingress(2, build_pfc_frame(MAC_B, 3, 0), 0.02)
+    assert not pipeline.tm.is_paused(2, 0.02)
+    assert pipeline.stats()["pfc_received"] == {2: 3}
+    assert pipeline.rx_packets[2] == 0  # MAC control frames never reach the pipeline
+
+
+def _two_switch_chain(pfc: bool) -> tuple[Pipeline, list[float]]:
+    """host 1 -> switch A -> cable 10<->11 -> switch B -> slow host port 2."""
+    state = DataplaneState()
+    state.forward[(1, MAC_B)] = 10
+    state.forward[(11, MAC_B)] = 2
+    config = TmConfig(
+        default_rate_gbps=1.0,
+        default_queue_cells=150,
+        ports={2: PortSettings(rate_gbps=0.01)},
+        pfc=PfcConfig(enabled=pfc, xoff_cells=60, xon_cells=30),
+        loopback_cables=(LoopbackCable(10, 11, delay_us=5),),
+    )
+    pipeline = Pipeline(state, config, [1, 2])
+    frame = udp_frame(800)  # 10 cells
+    now = 0.0
+    delivered_at: list[float] = []
+    for _ in range(20):  # 200 cells in a burst at 1 Gbps: more than port 2 holds
+        pipeline.ingress(1, frame, now)
+        pipeline.advance(now)
+        delivered_at += [now for _ in pipeline.tm.transmitted]
+        pipeline.tm.transmitted.clear()
+        now += 10e-6
+    while pipeline.tm.next_event_time() is not None:
+        now = max(now, pipeline.tm.next_event_time() or now)
+        pipeline.advance(now)
+        delivered_at += [now for _ in pipeline.tm.transmitted]
+        pipeline.tm.transmitted.clear()
+    return pipeline, delivered_at
+
+
+def test_loopback_pfc_pauses_the_upstream_queue_instead_of_dropping() -> None:
+    without, delivered = _two_switch_chain(pfc=False)
+    assert without.tm.tail_dropped_packets[2] > 0
+    assert len(delivered) == 20 - without.tm.tail_dropped_packets[2]
+
+    with_pfc, delivered = _two_switch_chain(pfc=True)
+    tm = with_pfc.tm
+    assert sum(tm.tail_dropped_packets) == 0
+    assert len(delivered) == 20
+    assert tm.pfc_pauses_sent[11] >= 1 and tm.pfc_resumes_sent[11] >= 1
+    # The upstream queue (port 10) built up in turn and paused the host behind it;
+    # a pause across a cable sends no frame.
+    assert tm.pfc_pauses_sent[1] >= 1
+    assert {port for port, _frame in tm.control} == {1}
+    # frames arrive in order at port 2's rate
+    gaps = [b - a for a, b in zip(delivered, delivered[1:], strict=False)]
+    assert min(gaps) >= (800 + 24) * 8 / 0.01e9 - 60e-6
+
+
+def test_loopback_pause_stops_peer_queue_until_xon() -> None:
+    config = TmConfig(
+        pfc=PfcConfig(enabled=True, xoff_cells=30, xon_cells=10),
+        loopback_cables=(LoopbackCable(10, 11),),
+        ports={2: PortSettings(rate_gbps=0.001)},
+    )
+    tm = TrafficManager(config, [1, 2, 10, 11], {})
+    for _ in range(5):
+        tm.enqueue(udp_frame(800), 11, 2, 0.0)  # 10 cells each, one on the wire
+    assert tm.is_paused(10, 1.0)  # 40 cells from ingress 11 > 30
+    tm.enqueue(udp_frame(80), 1, 10, 0.0)
+    tm.advance(0.0)
+    assert tm.tx_packets[10] == 0 and tm.queue_cells[10] == 1
+    tm.advance(3 * (800 + 24) * 8 / 1e6)  # three frames leave port 2: 10 cells held
+    assert not tm.is_paused(10, 10.0)
+    assert tm.tx_packets[10] == 1
+
+
+# --- pipeline, counters, fuzz ---------------------------------------------------------
+
+
+def test_pipeline_counts_and_drops_misses() -> None:
+    state = DataplaneState()
+    state.forward[(1, MAC_B)] = 2
+    pipeline = Pipeline(state, TmConfig(), [1, 2, 3])
+    pipeline.ingress(1, udp_frame(100), 0.0)
+    pipeline.ingress(1, udp_frame(200, dst=MAC_A), 0.0)  # no entry
+    pipeline.ingress(3, udp_frame(300), 0.0)  # entry exists for port 1 only
+    pipeline.advance(0.0)
+    pipeline.flush_counters()
+    assert [p for p, _f in pipeline.tm.transmitted] == [2]
+    rx = state.counter(PORT_RX)
+    tx = state.counter(PORT_TX)
+    assert rx[1].tolist() == [2, 300] and rx[3].tolist() == [1, 300]
+    assert tx[2].tolist() == [1, 100] and int(tx.sum()) == 101
+    assert pipeline.stats()["forward_misses"] == {1: 1, 3: 1}
+    pipeline.flush_counters()  # idempotent: nothing counted twice
+    assert rx[1].tolist() == [2, 300]
+    assert int(state.counter(ECN_MARKED).sum()) == 0
+    assert int(state.counter(WRED_DROPPED).sum()) == 0
+
+
+def test_random_bytes_never_crash_the_pipeline() -> None:
+    state = DataplaneState()
+    rng = random.Random(3)
+    macs = [bytes(rng.randrange(256) for _ in range(6)) for _ in range(4)]
+    for mac in macs:
+        state.forward[(1, mac)] = 2
+    state.wred[2] = WredProfile(0, 0, 100)  # every frame takes the marking path
+    pipeline = Pipeline(state, TmConfig(default_rate_gbps=0.001), [1, 2])
+    for i in range(3000):
+        body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 120)))
+        if i % 3 == 0:
+            body = rng.choice(macs) + body[6:12].ljust(6, b"\0") + b"\x08\x00" + body[14:]
+        elif i % 3 == 1:
+            body = rng.choice(macs) + body
+        pipeline.ingress(1, body, i * 1e-6)
+        pipeline.advance(i * 1e-6)
+    stats = pipeline.stats()
+    assert stats["malformed"][1] > 100
+    accepted = pipeline.rx_packets[1]
+    assert accepted + stats["malformed"][1] == 3000
+    tm = pipeline.tm
+    handled = tm.tx_packets[2] + tm.queue_cells[2] * 0 + len(tm.queues[2])
+    assert handled + tm.wred_dropped_packets[2] + tm.tail_dropped_packets[2] + sum(
+        stats["forward_misses"].values()
+    ) + sum(stats.get("pfc_received", {}).values()) == accepted + sum(
+        stats.get("pfc_received", {}).values()
+    )
+
+
+def test_interface_port_cannot_also_be_cabled() -> None:
+    config = TmConfig(loopback_cables=(LoopbackCable(1, 5),))
+    with pytest.raises(UserInputError, match="port 1"):
+        Pipeline(DataplaneState(), config, [1, 2])
+
+
+# --- configuration -----------------------------------------------------------------
+
+
+def test_tm_config_file_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "tm.yaml"
+    path.write_text(
+        "cell_bytes: 80\nbuffer_cells: 5000\ndefault_rate_gbps: 0.5\n"
+        "ports:\n  3: {rate_gbps: 0.05, queue_cells: 400}\n"
+        "pfc: {enabled: true, xoff_cells: 400}\n"
+        "loopback_cables:\n  - {port_a: 10, port_b: 11, delay_us: 2}\n"
+    )
+    config = load_tm_config(path)
+    assert config.rate_gbps(3) == 0.05 and config.rate_gbps(4) == 0.5
+    assert config.queue_cells(3) == 400 and config.queue_cells(4) == 20_000
+    assert config.pfc.xoff_cells == 400 and config.pfc.xon_cells == 300
+    assert config.cable_peers() == {10: (11, 2e-6), 11: (10, 2e-6)}
+    text = config.describe({3: "veth3"})
+    assert "port 3 (veth3): 0.05 Gbps" in text and "10 <-> 11" in text
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"cell_byte": 80}, "Did you mean 'cell_bytes'"),
+        ({"ports": {"x": {}}}, "port 'x'"),
+        ({"ports": {3: {"rate_gbps": -1}}}, "ports.3.rate_gbps"),
+        ({"pfc": {"xoff_cells": 10, "xon_cells": 20}}, "xon_cells \\(20\\) must be below"),
+        ({"loopback_cables": [{"port_a": 1, "port_b": 1}]}, "port 1 to itself"),
+        (
+            {"loopback_cables": [{"port_a": 1, "port_b": 2}, {"port_a": 2, "port_b": 3}]},
+            "loopback_cables\\[1\\]: port 2 is already cabled",
+        ),
+        ({"loopback_cables": [{"port_a": 1}]}, "missing field 'port_b'"),
+    ],
+)
+def test_tm_config_errors_name_the_field(data: dict, message: str) -> None:
+    with pytest.raises(UserInputError, match=message):
+        tm_config_from_dict(data, source="tm.yaml")
+
+
+def test_tm_config_file_errors_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text("{not json")
+    with pytest.raises(UserInputError, match="bad.json"):
+        load_tm_config(path)
+    with pytest.raises(UserInputError, match="missing.yaml"):
+        load_tm_config(tmp_path / "missing.yaml")
