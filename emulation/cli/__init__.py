@@ -13,7 +13,14 @@ from collections.abc import Sequence
 
 from topologies.errors import UserInputError
 
-from . import controlplane_cmds, schedule_cmds, simulate_cmds, switch_cmds, topo_cmds
+from . import (
+    controlplane_cmds,
+    fabric_cmds,
+    schedule_cmds,
+    simulate_cmds,
+    switch_cmds,
+    topo_cmds,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,7 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Network-aware scheduling of ML training jobs on programmable switches.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (topo_cmds, schedule_cmds, simulate_cmds, controlplane_cmds, switch_cmds):
+    for module in (
+        topo_cmds,
+        schedule_cmds,
+        simulate_cmds,
+        controlplane_cmds,
+        switch_cmds,
+        fabric_cmds,
+    ):
         module.register(sub)
     return parser
 

@@ -1,0 +1,206 @@
+"""`cassini fabric up`: the whole testbed on this machine, programmed and ready to poke at.
+
+One namespace per server (ping/iperf from `ip netns exec NS ...`), one
+software switch holding every logical switch, entries installed by the
+control plane. Runs until Ctrl-C; `--check` pings every server pair once and
+exits instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import threading
+from typing import TYPE_CHECKING, Any
+
+from topologies.errors import UserInputError
+
+from .controlplane_cmds import TOPOLOGY_HELP, _add_settings_flags, _settings
+
+if TYPE_CHECKING:
+    from emulation.fabric import EmulatedFabric
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this area's subcommands."""
+    fabric = sub.add_parser("fabric", help="emulate the whole fabric in network namespaces")
+    fabric_sub = fabric.add_subparsers(dest="fabric_command", required=True, metavar="ACTION")
+    up = fabric_sub.add_parser(
+        "up",
+        help="namespaces per server + one programmed software switch, until Ctrl-C",
+        description="Bring the topology up: a namespace per server, the logical switches in "
+        "one software P4Runtime switch (loopback cables inside it), forwarding and WRED "
+        "entries installed over P4Runtime. Rates and thresholds are scaled by --scale.",
+    )
+    up.add_argument("--topology", "-t", default="cassini-testbed", help=TOPOLOGY_HELP)
+    up.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="emulation factor S: port rate = link Gbps x S (default 0.001: 50 Gbps -> 50 Mbit/s)",
+    )
+    up.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
+    up.add_argument(
+        "--grpc-server-addr",
+        default="127.0.0.1:9559",
+        help="address of the switch's P4Runtime service (default 127.0.0.1:9559; port 0 = any)",
+    )
+    up.add_argument(
+        "--prefix",
+        default=None,
+        help="name prefix of namespaces and interfaces (default: cas + 4 random hex digits)",
+    )
+    up.add_argument("--no-pfc", action="store_true", help="turn PFC off in the switch")
+    up.add_argument("--seed", type=int, default=0, help="seed of the WRED marking RNG")
+    _add_settings_flags(up)
+    up.add_argument(
+        "--check", action="store_true", help="ping every server pair once, print a summary, exit"
+    )
+    up.add_argument("--json", action="store_true", help="machine-readable output")
+    up.set_defaults(handler=_up)
+
+
+def _up(args: argparse.Namespace) -> int:
+    from emulation.fabric import DEFAULT_SCALE, EmulatedFabric
+    from topologies.library import load_topology
+
+    topo = load_topology(args.topology)
+    settings = _settings(args)
+    scale = DEFAULT_SCALE if args.scale is None else args.scale
+    if not topo.servers:
+        raise UserInputError(f"topology '{topo.name}' has no servers to emulate")
+    if args.prefix is not None:
+        _check_prefix(args.prefix)
+    fabric = EmulatedFabric(
+        topo,
+        scale,
+        prefix=args.prefix,
+        settings=settings,
+        pfc=not args.no_pfc,
+        device_id=args.device_id,
+        grpc_address=args.grpc_server_addr,
+        seed=args.seed,
+    )
+    status = 0
+    try:
+        with fabric:
+            _print_fabric(fabric, args.json)
+            if args.check:
+                status = _check(fabric, args.json)
+            else:
+                _wait_for_stop()
+    except KeyboardInterrupt:
+        pass
+    if not args.json:
+        print(f"fabric {fabric.prefix} down: namespaces, interfaces and switch removed", flush=True)
+    return status
+
+
+def _check_prefix(prefix: str) -> None:
+    from emulation.netns import PROJECT_PREFIXES
+
+    if not prefix.startswith(PROJECT_PREFIXES) or not prefix.isalnum() or len(prefix) > 9:
+        raise UserInputError(
+            f"--prefix {prefix!r}: must start with {' or '.join(PROJECT_PREFIXES)} (so "
+            "`cassini clean` finds what a crashed run leaves) and be at most 9 letters/digits"
+        )
+
+
+def _wait_for_stop() -> None:
+    print("up; Ctrl-C to tear down", flush=True)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _fabric_facts(fabric: EmulatedFabric) -> dict[str, Any]:
+    result = fabric.program_result
+    return {
+        "topology": fabric.topo.name,
+        "prefix": fabric.prefix,
+        "grpc": fabric.grpc_address,
+        "device_id": fabric.device_id,
+        "entries": result.desired_count if result else 0,
+        "bring_up_s": {k: round(v, 3) for k, v in fabric.timings.items()},
+        "profile": fabric.profile.describe(fabric.chip).splitlines(),
+        "hosts": [
+            {
+                "server": h.server,
+                "namespace": h.namespace,
+                "interface": h.ifname,
+                "ip": h.ip,
+                "mac": h.mac,
+                "chip_port": h.port,
+                "tor": fabric.tor_of(h.server),
+            }
+            for h in fabric.hosts.values()
+        ],
+    }
+
+
+def _print_fabric(fabric: EmulatedFabric, as_json: bool) -> None:
+    facts = _fabric_facts(fabric)
+    if as_json:
+        print(json.dumps(facts), flush=True)
+        return
+    times = facts["bring_up_s"]
+    print(
+        f"fabric {facts['prefix']}: {facts['topology']}, P4Runtime {facts['grpc']} "
+        f"(device {facts['device_id']}), {facts['entries']} table entries, up in "
+        f"{times.get('total_s', 0):.1f} s (hosts {times.get('hosts_s', 0):.1f} s, "
+        f"switch {times.get('switch_s', 0):.1f} s, program {times.get('program_s', 0):.1f} s)"
+    )
+    for line in facts["profile"]:
+        print(f"  {line}")
+    print(f"  {'server':<8} {'namespace':<16} {'ip':<12} {'mac':<18} {'port':>4}  tor")
+    for h in facts["hosts"]:
+        print(
+            f"  {h['server']:<8} {h['namespace']:<16} {h['ip']:<12} {h['mac']:<18} "
+            f"{h['chip_port']:>4}  {h['tor']}"
+        )
+    first = facts["hosts"][0]
+    print(f"  e.g. ip netns exec {first['namespace']} ping {facts['hosts'][-1]['ip']}", flush=True)
+
+
+def _check(fabric: EmulatedFabric, as_json: bool) -> int:
+    servers = list(fabric.hosts)
+    pairs = [(a, b) for a in servers for b in servers if a != b]
+    results: dict[tuple[str, str], float | None] = {}
+    # One source at a time: its pings run in parallel, the sources in turn,
+    # so a machine with few cores is not flooded with processes.
+    for src in servers:
+        results.update(fabric.ping([p for p in pairs if p[0] == src]))
+    lost = [p for p, rtt in results.items() if rtt is None]
+    rtts = sorted(rtt for rtt in results.values() if rtt is not None)
+    rtt_ms = {
+        "min": rtts[0] if rtts else None,
+        "median": statistics.median(rtts) if rtts else None,
+        "max": rtts[-1] if rtts else None,
+    }
+    summary: dict[str, Any] = {
+        "pairs": len(pairs),
+        "reachable": len(rtts),
+        "lost": [f"{a}->{b}" for a, b in lost],
+        "rtt_ms": rtt_ms,
+    }
+    if as_json:
+        print(json.dumps({"check": summary}), flush=True)
+    else:
+        rtt = rtt_ms
+        print(f"check: {len(rtts)}/{len(pairs)} server pairs answered one ping", end="")
+        if rtts:
+            print(
+                f"; RTT min {rtt['min']:.3f} / median {rtt['median']:.3f} / "
+                f"max {rtt['max']:.3f} ms",
+                end="",
+            )
+        print()
+        for a, b in lost[:20]:
+            print(f"  no answer: {a}->{b}")
+    return 0 if not lost else 1
