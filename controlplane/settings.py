@@ -13,14 +13,12 @@ that turns cells into packets for bmv2. Loadable from YAML or JSON:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from topologies.datafile import read_data_file
 from topologies.errors import UserInputError, did_you_mean
 
 # The paper's testbed (testbed.md): WRED min 1000 / max 2000 cells, PFC skid 4000 cells.
@@ -142,18 +140,7 @@ def load_settings(path: str | Path | None = None) -> ControlPlaneSettings:
     """Read a settings file (.yaml/.yml/.json); None gives the paper's defaults."""
     if path is None:
         return ControlPlaneSettings()
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise UserInputError(f"cannot read settings file {p}: {err.strerror}") from err
-    try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise UserInputError(
-            f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {err}"
-        ) from err
-    return settings_from_dict(data, str(p))
+    return settings_from_dict(read_data_file(path, "settings"), str(path))
 
 
 def _check_keys(data: Mapping[str, Any], known: set[str], where: str) -> None:

@@ -28,7 +28,6 @@ Derivation (documented estimates, not measurements):
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,9 +35,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scheduler.types import Phase, Profile
+from topologies.datafile import parse_data, read_data_file
 from topologies.errors import UserInputError, did_you_mean
 
 PARALLELISMS = ("data", "pipeline", "tensor", "hybrid")
@@ -167,11 +165,7 @@ def _parse_model(key: str, entry: Any, where: str) -> ModelSpec:
     return spec
 
 
-def _read_models_yaml(text: str, where: str) -> dict[str, ModelSpec]:
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise UserInputError(f"{where}: not valid YAML: {err}") from None
+def _models_from_doc(doc: Any, where: str) -> dict[str, ModelSpec]:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("models"), Mapping):
         raise UserInputError(f"{where}: expected a top-level 'models:' mapping")
     return {
@@ -183,12 +177,9 @@ def _read_models_yaml(text: str, where: str) -> dict[str, ModelSpec]:
 def load_models(path: str | Path | None = None) -> dict[str, ModelSpec]:
     """The built-in models, with a user file's entries added or replacing them."""
     builtin = resources.files("scheduler").joinpath("data/models.yaml").read_text()
-    models = _read_models_yaml(builtin, "models.yaml")
+    models = _models_from_doc(parse_data(builtin, "yaml", "models.yaml"), "models.yaml")
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise UserInputError(f"models file '{p}' does not exist")
-        models.update(_read_models_yaml(p.read_text(), str(p)))
+        models.update(_models_from_doc(read_data_file(path, "models"), str(path)))
     return models
 
 
@@ -382,12 +373,7 @@ def _profile_from_dict(raw: Any, index: int, where: str) -> Profile:
 def load_profiles_file(path: str | Path) -> dict[str, Profile]:
     """Measured or hand-written profiles, in the `cassini profiles --json` schema."""
     p = Path(path)
-    if not p.is_file():
-        raise UserInputError(f"profiles file '{p}' does not exist")
-    try:
-        doc = json.loads(p.read_text())
-    except json.JSONDecodeError as err:
-        raise UserInputError(f"{p}: not valid JSON (line {err.lineno}): {err.msg}") from None
+    doc = read_data_file(p, "profiles")
     if not isinstance(doc, list) or not doc:
         raise UserInputError(f"{p}: expected a non-empty JSON list of profiles")
     out: dict[str, Profile] = {}

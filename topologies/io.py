@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from .addressing import server_ip, server_mac
+from .datafile import data_format, read_data_file
 from .errors import UserInputError, did_you_mean
 from .model import Link, Server, Switch, Topology
 from .validate import validate
@@ -40,28 +41,17 @@ _TOP_FIELDS = ("name", "description", "servers", "switches", "links", "chip_port
 _SERVER_FIELDS = ("name", "gpus", "nic_gbps", "mac", "ip")
 _SWITCH_FIELDS = ("name", "tier")
 _LINK_FIELDS = ("a", "b", "gbps", "delay_us")
-_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 def load_topology_file(path: str | Path) -> Topology:
     """Parse and validate a topology file; every error starts with the file name."""
-    p = Path(path)
-    label = str(path)
-    fmt = _format_of(p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserInputError(f"{label}: no such topology file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserInputError(f"{label}: cannot read: {err}") from None
-    data = _parse(text, fmt, label)
-    return topology_from_dict(data, source=label)
+    return topology_from_dict(read_data_file(path, "topology"), source=str(path))
 
 
 def save_topology_file(topo: Topology, path: str | Path) -> None:
     """Write `topo` as JSON or YAML by the file's extension."""
     p = Path(path)
-    fmt = _format_of(p)
+    fmt = data_format(p, "topology")
     data = topology_to_dict(topo)
     if fmt == "json":
         text = json.dumps(data, indent=2) + "\n"
@@ -212,29 +202,3 @@ def _int_value(value: Any, field: str, minimum: int) -> int:
 
 def _kind(value: Any) -> str:
     return "nothing" if value is None else type(value).__name__
-
-
-def _format_of(p: Path) -> str:
-    suffix = p.suffix.lower()
-    if suffix not in _SUFFIXES:
-        raise UserInputError(
-            f"{p}: unknown topology file type '{suffix or '(none)'}'; use .json, .yaml or .yml"
-        )
-    return "json" if suffix == ".json" else "yaml"
-
-
-def _parse(text: str, fmt: str, label: str) -> Any:
-    if fmt == "json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as err:
-            raise UserInputError(
-                f"{label}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}"
-            ) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark is not None else label
-        problem = getattr(err, "problem", None) or str(err)
-        raise UserInputError(f"{where}: invalid YAML: {problem}") from None

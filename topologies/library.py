@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from .datafile import DATA_SUFFIXES
 from .errors import UserInputError, did_you_mean
 from .generators import cassini_testbed, cassini_testbed_2gpu, fat_tree, leaf_spine
 from .io import load_topology_file
@@ -28,7 +29,6 @@ _GENERATORS = {
     "leaf-spine": ("LEAVES", "SPINES", "SERVERS_PER_LEAF"),
     "fat-tree": ("K",),
 }
-_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 def builtin_names() -> list[str]:
@@ -49,7 +49,7 @@ def load_topology(spec: str) -> Topology:
     if sep and kind in _GENERATORS:
         return _generate(spec, kind, rest.split(":"))
     path = Path(spec)
-    if path.suffix.lower() in _FILE_SUFFIXES or path.exists() or "/" in spec:
+    if path.suffix.lower() in DATA_SUFFIXES or path.exists() or "/" in spec:
         return load_topology_file(spec)
     known = [*_BUILTINS, *(f"{k}:{':'.join(a)}" for k, a in _GENERATORS.items())]
     if sep:

@@ -22,14 +22,12 @@ File format (YAML or JSON), every key optional:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from topologies.datafile import read_data_file
 from topologies.errors import UserInputError, did_you_mean
 
 # Tofino1 facts (testbed.md): 80-byte cells, 280K cells of shared buffer.
@@ -148,18 +146,8 @@ _CABLE_KEYS = ("port_a", "port_b", "delay_us")
 
 def load_tm_config(path: str | Path) -> TmConfig:
     """Read a TmConfig from a YAML or JSON file; errors name the file and field."""
-    file = Path(path)
-    try:
-        text = file.read_text()
-    except OSError as err:
-        raise UserInputError(f"cannot read TM config {file}: {err.strerror}") from err
-    try:
-        data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise UserInputError(
-            f"{file}: not valid {file.suffix.lstrip('.') or 'YAML'}: {err}"
-        ) from err
-    return tm_config_from_dict(data if data is not None else {}, source=str(file))
+    data = read_data_file(path, "TM config")
+    return tm_config_from_dict(data if data is not None else {}, source=str(path))
 
 
 def tm_config_from_dict(data: Any, source: str = "TM config") -> TmConfig:
