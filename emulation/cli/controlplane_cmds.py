@@ -14,14 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
+from .common import add_topology_argument
+
 if TYPE_CHECKING:
     from controlplane.entries import TableEntry
     from controlplane.p4info import P4InfoIndex
 
-TOPOLOGY_HELP = (
-    "built-in name (cassini-testbed, cassini-testbed-2gpu), generator "
-    "(leaf-spine:L:S:N, fat-tree:K) or a .json/.yaml file"
-)
 EXAMPLES_SHOWN = 3
 
 
@@ -33,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Push the Cassini pipeline if needed, then reconcile the device's "
         "entries with the topology (idempotent).",
     )
-    prog.add_argument("--topology", "-t", default="cassini-testbed", help=TOPOLOGY_HELP)
+    add_topology_argument(prog)
     prog.add_argument("--grpc", default="127.0.0.1:9559", help="P4Runtime address HOST:PORT")
     prog.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
     prog.add_argument("--election-id", default="1", help="election id: LOW or HIGH,LOW (default 1)")
@@ -67,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--interval", default="1s", help="poll interval, e.g. 1s, 500ms (default 1s)"
     )
     watch.add_argument("--duration", default=None, help="stop after this long, e.g. 30s")
-    watch.add_argument("--topology", "-t", default=None, help="name links: " + TOPOLOGY_HELP)
+    add_topology_argument(watch, default=None, purpose="name links")
     watch.add_argument("--out", default=None, help="record to FILE.csv or FILE.json")
     watch.add_argument("--json", action="store_true", help="one JSON object per interval")
     watch.set_defaults(handler=_ecn_watch)
@@ -77,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     art = tofino_sub.add_parser(
         "artifacts", help="write the Stratum chassis config and the BfRt traffic-manager script"
     )
-    art.add_argument("--topology", "-t", default="cassini-testbed", help=TOPOLOGY_HELP)
+    add_topology_argument(art)
     art.add_argument("--out", "-o", required=True, help="output directory")
     _add_settings_flags(art)
     art.set_defaults(handler=_tofino_artifacts)
@@ -85,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bmv2 = sub.add_parser("bmv2", help="bmv2-only settings (simple_switch_CLI)")
     bmv2_sub = bmv2.add_subparsers(dest="bmv2_command", required=True, metavar="ACTION")
     queues = bmv2_sub.add_parser("queues", help="set queue depth and rate of every used port")
-    queues.add_argument("--topology", "-t", default="cassini-testbed", help=TOPOLOGY_HELP)
+    add_topology_argument(queues)
     queues.add_argument("--thrift-port", type=int, default=9090)
     queues.add_argument("--rate-scale", type=float, default=1.0, help="emulation scale factor S")
     queues.add_argument("--print", action="store_true", help="print the commands, send nothing")

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
-from .controlplane_cmds import TOPOLOGY_HELP, _add_settings_flags, _settings
+from .common import add_topology_argument
+from .controlplane_cmds import _add_settings_flags, _settings
 
 if TYPE_CHECKING:
     from emulation.fabric import EmulatedFabric
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "one software P4Runtime switch (loopback cables inside it), forwarding and WRED "
         "entries installed over P4Runtime. Rates and thresholds are scaled by --scale.",
     )
-    up.add_argument("--topology", "-t", default="cassini-testbed", help=TOPOLOGY_HELP)
+    add_topology_argument(up)
     up.add_argument(
         "--scale",
         type=float,

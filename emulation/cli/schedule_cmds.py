@@ -10,6 +10,8 @@ from typing import Any
 
 from topologies.errors import UserInputError
 
+from .common import add_topology_argument
+
 SNAPSHOT_JOBS: tuple[tuple[str, int], ...] = (
     # (model, workers): 24 GPUs on the default testbed. No 6-worker job fits
     # in one 4-server rack, so each spans two racks and shares ToR uplinks
@@ -53,9 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     compat.set_defaults(handler=_compat)
 
     sched = sub.add_parser("schedule", help="choose a placement and time-shifts (Algorithm 2)")
-    sched.add_argument(
-        "--topology", "-t", default="cassini-testbed", help="built-in name, generator or file"
-    )
+    add_topology_argument(sched)
     sched.add_argument(
         "--trace", default="snapshot", help="trace file (CSV/JSON) or 'snapshot' (default)"
     )

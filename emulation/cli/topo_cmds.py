@@ -10,10 +10,7 @@ from typing import Any
 
 from topologies.errors import UserInputError
 
-TOPOLOGY_HELP = (
-    "built-in name (cassini-testbed, cassini-testbed-2gpu), generator "
-    "(leaf-spine:LEAVES:SPINES:SERVERS_PER_LEAF, fat-tree:K) or a .json/.yaml file"
-)
+from .common import add_topology_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     topo_sub = topo.add_subparsers(dest="topo_command", required=True, metavar="ACTION")
 
     show = topo_sub.add_parser("show", help="switches, links, oversubscription, chip ports")
-    show.add_argument("--topology", "-t", default="cassini-testbed", help=TOPOLOGY_HELP)
+    add_topology_argument(show)
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.add_argument("--links", action="store_true", help="list every link")
     show.set_defaults(handler=_show)
@@ -32,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing.set_defaults(handler=_list)
 
     export = topo_sub.add_parser("export", help="write a topology as an editable JSON/YAML file")
-    export.add_argument("--topology", "-t", default="cassini-testbed", help=TOPOLOGY_HELP)
+    add_topology_argument(export)
     export.add_argument("--out", "-o", required=True, help="output file (.json, .yaml or .yml)")
     export.add_argument("--force", action="store_true", help="overwrite an existing file")
     export.set_defaults(handler=_export)
