@@ -13,12 +13,11 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
+# p4runtime-shell is a declared dependency: a missing install must fail, not skip.
+import p4runtime_sh.shell  # noqa: F401
 
 from controlplane.p4info import DEFAULT_P4INFO_PATH
 from emulation.target.p4runtime_service import serve
-
-pytest.importorskip("p4runtime_sh.shell")
 
 SHELL_SCRIPT = textwrap.dedent(
     """
