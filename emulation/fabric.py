@@ -69,10 +69,10 @@ MTU_FRAME_BYTES = 1500
 # Python forwarder carries on one core with room for a 2:1 incast.
 DEFAULT_SCALE = 0.001
 FABRIC_PREFIX_BASE = "cas"
-# (our choice) The switch process runs at nice -10: the traffic manager stamps
-# frames when it reads them, so a forwarder that loses its core to another
-# process for a few ms sees a burst, builds a queue the wire never had, and
-# marks. A higher priority keeps that rare on a shared machine.
+# (our choice) The switch process runs at nice -10. Arrivals carry the kernel's
+# receive stamps, so a late read no longer invents a queue, but departures
+# still happen when the switch thread runs: a higher priority keeps delivery
+# jitter low on a shared machine.
 SWITCH_NICE = -10
 READY_PATTERN = re.compile(r"ready: device \d+, P4Runtime on (\S+)")
 

@@ -122,9 +122,10 @@ def test_port_drains_at_its_rate_on_a_fake_clock() -> None:
         next_time = tm.next_event_time()
         assert next_time is not None or len(departures) == 50
         now += 100e-6
-    # Frame k starts at k * per_frame; the loop sees it within one 100 us step.
+    # Frame k starts at k * per_frame and is handed to the host when its last bit
+    # is out, (k + 1) * per_frame: never earlier, and within one 100 us loop step.
     for k, when in enumerate(departures):
-        assert k * per_frame - 60e-6 <= when <= k * per_frame + 100e-6
+        assert (k + 1) * per_frame <= when + 1e-12 <= (k + 1) * per_frame + 100e-6
     assert tm.queue_cells[2] == 0 and tm.buffered_cells == 0
     assert tm.tx_packets[2] == 50 and tm.tx_bytes[2] == 50_000
 
@@ -220,6 +221,9 @@ def test_received_pfc_pauses_egress_for_its_quanta() -> None:
     assert pipeline.tm.transmitted == []
     assert pipeline.tm.next_event_time() == pytest.approx(0.00512)
     pipeline.advance(0.00512)
+    # On the wire when the pause ends; the host has it one serialisation later.
+    assert pipeline.tm.tx_packets[2] == 1 and pipeline.tm.transmitted == []
+    pipeline.advance(0.00512 + (100 + 24) * 8 / 0.1e9)
     assert len(pipeline.tm.transmitted) == 1
     # A zero-quanta frame resumes at once.
     pipeline.ingress(2, build_pfc_frame(MAC_B, 3, 0xFFFF), 0.01)
@@ -307,7 +311,7 @@ def test_pipeline_counts_and_drops_misses() -> None:
     pipeline.ingress(1, udp_frame(100), 0.0)
     pipeline.ingress(1, udp_frame(200, dst=MAC_A), 0.0)  # no entry
     pipeline.ingress(3, udp_frame(300), 0.0)  # entry exists for port 1 only
-    pipeline.advance(0.0)
+    pipeline.advance(1e-3)
     pipeline.flush_counters()
     assert [p for p, _f in pipeline.tm.transmitted] == [2]
     rx = state.counter(PORT_RX)
@@ -403,3 +407,133 @@ def test_tm_config_file_errors_name_the_file(tmp_path: Path) -> None:
         load_tm_config(path)
     with pytest.raises(UserInputError, match="missing.yaml"):
         load_tm_config(tmp_path / "missing.yaml")
+
+
+# --- per-hop latency in virtual time ------------------------------------------------
+
+# host port 1 -> 10 =cable= 11 -> 12 =cable= 13 -> 14 =cable= 15 -> host port 2,
+# every port at its own rate so each term of the hand computation differs.
+CHAIN_RATES = {1: 0.2, 10: 0.05, 12: 0.1, 14: 0.04, 2: 0.08}
+CHAIN_DELAYS_US = (1.0, 3.0, 7.0)
+
+
+def _cabled_chain() -> Pipeline:
+    state = DataplaneState()
+    state.forward[(1, MAC_B)] = 10
+    state.forward[(11, MAC_B)] = 12
+    state.forward[(13, MAC_B)] = 14
+    state.forward[(15, MAC_B)] = 2
+    config = TmConfig(
+        ports={p: PortSettings(rate_gbps=r) for p, r in CHAIN_RATES.items()},
+        pfc=PfcConfig(enabled=False),
+        loopback_cables=tuple(
+            LoopbackCable(a, a + 1, delay_us=d)
+            for a, d in zip((10, 12, 14), CHAIN_DELAYS_US, strict=True)
+        ),
+    )
+    return Pipeline(state, config, [1, 2])
+
+
+def _serialisation(size: int, gbps: float) -> float:
+    return (size + 24) * 8 / (gbps * 1e9)
+
+
+def _run_until_delivered(pipeline: Pipeline, step: float, end: float) -> list[float]:
+    """Wall-clock loop on a fake clock: advance every `step`, note delivery times."""
+    delivered: list[float] = []
+    now = 0.0
+    while now < end:
+        pipeline.advance(now)
+        delivered += [now] * len(pipeline.tm.transmitted)
+        pipeline.tm.transmitted.clear()
+        now += step
+    return delivered
+
+
+def test_lone_frame_pays_every_hop_serialisation_and_cable_delay() -> None:
+    size = 98  # a 56-byte ping: 14 + 20 + 8 + 56
+    # Hand computation: 122 wire bytes = 976 bits on every link.
+    # host link 0.2 Gbps 4.88 us, port 10 0.05 Gbps 19.52 us, cable 1 us,
+    # port 12 0.1 Gbps 9.76 us, cable 3 us, port 14 0.04 Gbps 24.4 us, cable 7 us,
+    # port 2 0.08 Gbps 12.2 us: 81.76 us after the host began sending.
+    expected = 4.88e-6 + 19.52e-6 + 1e-6 + 9.76e-6 + 3e-6 + 24.4e-6 + 7e-6 + 12.2e-6
+    assert expected == pytest.approx(
+        sum(_serialisation(size, r) for r in CHAIN_RATES.values()) + sum(CHAIN_DELAYS_US) * 1e-6
+    )
+    sent_at = 1e-3
+    pipeline = _cabled_chain()
+    pipeline.receive(1, udp_frame(size), sent_at)
+    step = 0.1e-6
+    delivered = _run_until_delivered(pipeline, step, sent_at + 200e-6)
+    assert len(delivered) == 1
+    assert sent_at + expected - 1e-12 <= delivered[0] <= sent_at + expected + step + 1e-12
+    tm = pipeline.tm
+    assert [tm.tx_packets[p] for p in (10, 12, 14, 2)] == [1, 1, 1, 1]
+
+    # A caller that wakes up late changes nothing inside the switch: every hop
+    # still ran at its virtual time; only the hand-over to the host is late.
+    late = _cabled_chain()
+    late.receive(1, udp_frame(size), sent_at)
+    late.advance(sent_at + expected - 10e-9)
+    assert late.tm.transmitted == [] and late.tm.tx_packets[2] == 1
+    late.advance(sent_at + 5e-3)
+    assert len(late.tm.transmitted) == 1
+    ends = late.tm.tx_free_at
+    assert ends[10] == pytest.approx(sent_at + 4.88e-6 + 19.52e-6, abs=1e-12)
+    assert ends[12] == pytest.approx(sent_at + 4.88e-6 + 19.52e-6 + 1e-6 + 9.76e-6, abs=1e-12)
+    assert ends[2] == pytest.approx(sent_at + expected, abs=1e-12)
+    assert late.tm.next_event_time() is None
+
+
+def test_back_to_back_frames_leave_one_serialisation_apart() -> None:
+    config = TmConfig(ports={2: PortSettings(rate_gbps=0.05)}, pfc=PfcConfig(enabled=False))
+    tm = TrafficManager(config, [1, 2], {})
+    per_frame = _serialisation(1000, 0.05)  # 163.84 us at 50 Mbit/s
+    tm.enqueue(udp_frame(1000), 1, 2, 0.0)
+    tm.enqueue(udp_frame(1000), 1, 2, 0.0)
+    delivered: list[float] = []
+    while (when := tm.next_event_time()) is not None:
+        tm.advance(when)
+        delivered += [when] * len(tm.transmitted)
+        tm.transmitted.clear()
+    assert delivered == [
+        pytest.approx(per_frame, abs=1e-12),
+        pytest.approx(2 * per_frame, abs=1e-12),
+    ]
+
+    # Through the cabled chain two frames sent 1 us apart leave at the pace of the
+    # slowest hop (port 14, 0.04 Gbps), not bunched up.
+    pipeline = _cabled_chain()
+    pipeline.receive(1, udp_frame(1000), 0.0)
+    pipeline.receive(1, udp_frame(1000), 1e-6)
+    delivered = _run_until_delivered(pipeline, 0.1e-6, 1e-3)
+    assert len(delivered) == 2
+    assert delivered[1] - delivered[0] == pytest.approx(_serialisation(1000, 0.04), abs=0.2e-6)
+
+
+def test_frames_read_late_join_the_queue_they_would_have_joined_on_time() -> None:
+    """30 frames stamped 1 ms apart at a port that carries them build no queue,
+    even when the caller only hands them over 30 ms later; the same frames
+    stamped with the late read time build one and get marked."""
+    frame = udp_frame(1000, tos=0x02)
+    cells = 13  # 1000 B in 80-byte cells
+
+    def run(stamps: list[float]) -> TrafficManager:
+        state = DataplaneState()
+        state.forward[(1, MAC_B)] = 2
+        state.wred[2] = WredProfile(min_cells=2 * cells, max_cells=6 * cells, max_prob_percent=100)
+        config = TmConfig(ports={2: PortSettings(rate_gbps=0.01)}, pfc=PfcConfig(enabled=False))
+        pipeline = Pipeline(state, config, [1, 2])
+        for stamp in stamps:
+            pipeline.receive(1, frame, stamp)
+        pipeline.advance(0.031)
+        pipeline.advance(1.0)
+        assert len(pipeline.tm.transmitted) == 30
+        return pipeline.tm
+
+    on_time = run([k * 1e-3 for k in range(30)])  # 819.2 us per frame at 10 Mbit/s
+    assert on_time.peak_queue_cells[2] == 0
+    assert on_time.marked_packets[2] == 0
+    read_late = run([0.030] * 30)
+    assert read_late.peak_queue_cells[2] == 29 * cells
+    assert read_late.marked_packets[2] > 20

@@ -10,11 +10,20 @@ frames in batches, advance the traffic manager, send.
 P4 counters are kept as Python ints in the hot path and added to the shared
 numpy arrays at most every millisecond and whenever the loop goes idle, so a
 P4Runtime read lags the wire by at most about a millisecond.
+
+Frames enter the traffic manager at the time the kernel received them, not
+when this thread got round to reading them: a loop that lost its core for a
+few milliseconds then reads a burst, but each frame joins the queue it would
+have joined on time, so no queue (and no ECN mark) appears that the wire
+never had. Only the hand-over of finished frames to host sockets is late.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
+import math
 import os
 import select
 import threading
@@ -26,10 +35,16 @@ from controlplane.p4info import load_p4info
 from topologies.errors import UserInputError
 
 from .packet import parse_mac_control
-from .ports import MAX_FRAME_BYTES, PACKET_OUTGOING, PortSocket
+from .ports import (
+    MAX_FRAME_BYTES,
+    PACKET_OUTGOING,
+    TIMESTAMP_ANCILLARY_BYTES,
+    PortSocket,
+    ancillary_timestamp,
+)
 from .state import COUNTER_CELLS, DataplaneState
 from .tm_config import TmConfig
-from .traffic_manager import EARLY_TOLERANCE_S, TrafficManager
+from .traffic_manager import TrafficManager
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +55,25 @@ ECN_MARKED = "CassiniEgress.ecn_marked"
 WRED_DROPPED = "CassiniEgress.wred_dropped"
 COUNTER_NAMES = (PORT_RX, PORT_TX, ECN_MARKED, WRED_DROPPED)
 
-# How a port's frames are read: mmap ring, recv(), or recvfrom() + PACKET_OUTGOING filter.
-_RING, _RECV, _RECVFROM = 0, 1, 2
+# How a port's frames are read: mmap ring, recv(), recvfrom() + PACKET_OUTGOING
+# filter, or recvmsg() with the SO_TIMESTAMPNS receive time.
+_RING, _RECV, _RECVFROM, _RECVMSG = 0, 1, 2, 3
 RECV_BATCH = 64  # frames read from one socket before looking at the others
 COUNTER_FLUSH_S = 1e-3
+# (our choice) Kernel stamps are trusted from up to 1 s in the past (a loop
+# stalled longer than that has bigger problems) to 1 ms in the future (the
+# error of mapping CLOCK_REALTIME onto the loop's clock is microseconds);
+# anything else - a clock step, a stamp in another clock - falls back to the
+# time the frame was read.
+MAX_STAMP_AGE_S = 1.0
+MAX_STAMP_AHEAD_S = 1e-3
+# How often the CLOCK_REALTIME -> loop clock offset is measured again (NTP slews it).
+OFFSET_RECHECK_S = 0.5
+PR_SET_TIMERSLACK = 29
+# (our choice) 1 us timer slack for the datapath thread (Linux's default is
+# 50 us): it sleeps until the next departure, and every microsecond it wakes
+# late is added to that frame's delivery.
+DATAPATH_TIMER_SLACK_NS = 1000
 
 
 def checked_counter_names() -> tuple[str, ...]:
@@ -74,7 +104,9 @@ class Pipeline:
             )
         self.ports = sorted(set(self.interface_ports) | cabled)
         self.valid_ports = frozenset(self.ports)
-        self.tm = TrafficManager(config, self.ports, state.wred, seed=seed, port_macs=port_macs)
+        self.tm = TrafficManager(
+            config, self.ports, state.wred, seed=seed, port_macs=port_macs, on_arrival=self.ingress
+        )
         n = COUNTER_CELLS
         self.rx_packets = [0] * n
         self.rx_bytes = [0] * n
@@ -134,17 +166,14 @@ class Pipeline:
         self.pfc_received[port] += 1
         self.tm.receive_pause(port, pause[0], pause[1], now)
 
+    def receive(self, port: int, frame: bytes, stamp: float) -> None:
+        """A frame a host began sending at `stamp`; ingress runs when it is fully received."""
+        self.tm.receive(port, frame, stamp)
+
     def advance(self, now: float) -> None:
-        """Let the traffic manager send what is due; run cable arrivals through ingress."""
-        tm = self.tm
-        tm.advance(now)
-        while tm.arrived:
-            arrived = tm.arrived
-            tm.arrived = []
-            ingress = self.ingress
-            for port, frame in arrived:
-                ingress(port, frame, now)
-            tm.advance(now)
+        """Run everything due by `now` in time order: receptions (from hosts and
+        cables) through ingress, departures, PFC refreshes."""
+        self.tm.advance(now)
 
     def flush_counters(self) -> None:
         """Add what changed since the last flush to the shared P4 counter arrays."""
@@ -177,19 +206,27 @@ class Pipeline:
 
 
 class Datapath:
-    """The packet loop: sockets in, Pipeline, sockets out. Runs in one thread."""
+    """The packet loop: sockets in, Pipeline, sockets out. Runs in one thread.
+
+    kernel_timestamps False stamps frames with the time they are read (the
+    old behaviour, kept to show what it costs: see the tests).
+    """
 
     def __init__(
         self,
         pipeline: Pipeline,
         sockets: Sequence[PortSocket],
         clock: Callable[[], float] = time.monotonic,
+        kernel_timestamps: bool = True,
     ) -> None:
         self.pipeline = pipeline
         self.sockets = list(sockets)
         self.clock = clock
+        self.kernel_timestamps = kernel_timestamps
         self.send_errors = 0
+        self.stamp_fallbacks = 0  # frames stamped with their read time instead
         self._stopping = False
+        self._stall_s = 0.0
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._thread: threading.Thread | None = None
 
@@ -209,14 +246,33 @@ class Datapath:
         os.close(self._wake_fd)
         self._wake_fd = -1
 
+    def stall(self, seconds: float) -> None:
+        """Make the loop sleep once for `seconds`, as if it had lost its core (for tests)."""
+        self._stall_s = seconds
+        os.eventfd_write(self._wake_fd, 1)
+
+    def realtime_offset(self) -> float:
+        """CLOCK_REALTIME minus the loop's clock, from the tightest of a few paired reads."""
+        clock = self.clock
+        best_width, best_offset = math.inf, 0.0
+        for _ in range(5):
+            before = clock()
+            real = time.time()
+            after = clock()
+            if after - before < best_width:
+                best_width, best_offset = after - before, real - (before + after) / 2
+        return best_offset
+
     def run(self) -> None:
+        _set_timer_slack(DATAPATH_TIMER_SLACK_NS)
         pipeline = self.pipeline
         tm = pipeline.tm
         clock = self.clock
-        ingress = pipeline.ingress
+        receive = tm.receive
         advance = pipeline.advance
         wake_fd = self._wake_fd
         transmitted = tm.transmitted  # drained in place, never replaced
+        stamped = self.kernel_timestamps
         epoll = select.epoll()
         readers: dict[int, tuple[int, Callable[..., Any], int]] = {}
         senders: dict[int, Callable[[bytes], int]] = {}
@@ -225,7 +281,14 @@ class Datapath:
             sock = port_socket.sock
             reader: tuple[int, Callable[..., Any], int]
             if port_socket.rx_ring is not None:
-                reader = (port_socket.port, port_socket.rx_ring.receive, _RING)
+                ring = port_socket.rx_ring
+                reader = (
+                    port_socket.port,
+                    ring.receive_stamped if stamped else ring.receive,
+                    _RING,
+                )
+            elif stamped:
+                reader = (port_socket.port, sock.recvmsg, _RECVMSG)
             elif port_socket.ignores_outgoing:
                 reader = (port_socket.port, sock.recv, _RECV)
             else:
@@ -234,9 +297,16 @@ class Datapath:
             senders[port_socket.port] = sock.send
         epoll.register(wake_fd, select.EPOLLIN)
         epoll_fd = [epoll.fileno()]
-        last_flush = clock()
+        last_flush = last_offset_check = clock()
+        offset = self.realtime_offset()
         try:
             while not self._stopping:
+                if self._stall_s:
+                    stall, self._stall_s = self._stall_s, 0.0
+                    time.sleep(stall)
+                # `now` before reading: every frame received before it is in a
+                # ring or socket buffer now, so advancing to `now` misses none.
+                now = clock()
                 events = epoll.poll(0)
                 if not events:
                     pipeline.flush_counters()
@@ -245,36 +315,57 @@ class Datapath:
                         select.select(epoll_fd, [], [])
                     else:
                         # select() sleeps with microsecond resolution; epoll only in ms.
-                        wait = next_event - EARLY_TOLERANCE_S - clock()
+                        wait = next_event - clock()
                         if wait > 0:
                             select.select(epoll_fd, [], [], wait)
+                    now = clock()
                     events = epoll.poll(0)
-                now = clock()
+                horizon = now
                 for fd, _mask in events:
                     found = readers.get(fd)
                     if found is None:  # the wake-up eventfd
+                        with contextlib.suppress(BlockingIOError):
+                            os.eventfd_read(wake_fd)
                         continue
                     port, recv, kind = found
                     try:
                         if kind == _RING:
-                            for frame in recv(RECV_BATCH):
-                                ingress(port, frame, now)
-                        elif kind == _RECV:
-                            for _ in range(RECV_BATCH):
-                                ingress(port, recv(MAX_FRAME_BYTES), now)
+                            batch = recv(RECV_BATCH)
+                            if stamped:
+                                read_time = clock()
+                                earliest = read_time - MAX_STAMP_AGE_S
+                                latest = read_time + MAX_STAMP_AHEAD_S
+                                stamp = read_time
+                                for real, frame in batch:
+                                    stamp = real - offset
+                                    if not earliest < stamp < latest:
+                                        stamp = read_time
+                                        self.stamp_fallbacks += 1
+                                    receive(port, frame, stamp)
+                                if len(batch) == RECV_BATCH and stamp < horizon:
+                                    horizon = stamp  # more frames wait in this ring
+                            else:
+                                read_time = clock()
+                                for frame in batch:
+                                    receive(port, frame, read_time)
+                        elif kind == _RECVMSG:
+                            self._read_stamped(port, recv, offset)
                         else:
+                            read_time = clock()
                             for _ in range(RECV_BATCH):
-                                frame, address = recv(MAX_FRAME_BYTES)
-                                if address[2] != PACKET_OUTGOING:
-                                    ingress(port, frame, now)
+                                if kind == _RECV:
+                                    receive(port, recv(MAX_FRAME_BYTES), read_time)
+                                else:
+                                    frame, address = recv(MAX_FRAME_BYTES)
+                                    if address[2] != PACKET_OUTGOING:
+                                        receive(port, frame, read_time)
                     except BlockingIOError:
                         pass
                     except OSError as err:  # interface deleted or broken
                         # Level-triggered epoll would report it forever: stop reading it.
                         log.error("port %d: receive failed, port disabled: %s", port, err)
                         epoll.unregister(fd)
-                    now = clock()
-                advance(now)
+                advance(horizon)
                 if transmitted:
                     self._send_all(transmitted, senders)
                     transmitted.clear()
@@ -284,9 +375,27 @@ class Datapath:
                 if now - last_flush >= COUNTER_FLUSH_S:
                     pipeline.flush_counters()
                     last_flush = now
+                    if stamped and now - last_offset_check >= OFFSET_RECHECK_S:
+                        offset = self.realtime_offset()
+                        last_offset_check = now
         finally:
             pipeline.flush_counters()
             epoll.close()
+
+    def _read_stamped(self, port: int, recvmsg: Callable[..., Any], offset: float) -> None:
+        """Up to RECV_BATCH frames with their SO_TIMESTAMPNS receive times."""
+        receive = self.pipeline.tm.receive
+        for _ in range(RECV_BATCH):
+            frame, ancillary, _flags, address = recvmsg(MAX_FRAME_BYTES, TIMESTAMP_ANCILLARY_BYTES)
+            if address[2] == PACKET_OUTGOING:
+                continue
+            read_time = self.clock()
+            real = ancillary_timestamp(ancillary)
+            stamp = read_time if real is None else real - offset
+            if not read_time - MAX_STAMP_AGE_S < stamp < read_time + MAX_STAMP_AHEAD_S:
+                stamp = read_time
+                self.stamp_fallbacks += 1
+            receive(port, frame, stamp)
 
     def _send_all(
         self,
@@ -298,3 +407,12 @@ class Datapath:
                 senders[port](frame)
             except OSError:  # socket buffer full (ENOBUFS/EAGAIN) or interface down
                 self.send_errors += 1
+
+
+def _set_timer_slack(nanoseconds: int) -> None:
+    """Best effort: shorter timer slack for the calling thread (Linux prctl)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(nanoseconds), 0, 0, 0)
+    except (OSError, AttributeError):
+        log.debug("cannot set the datapath thread's timer slack")

@@ -5,6 +5,11 @@ non-blocking, in promiscuous mode (the switch forwards frames addressed to
 other MACs). The kernel is asked not to hand back our own transmissions
 (PACKET_IGNORE_OUTGOING); on kernels without it, the receive path filters
 PACKET_OUTGOING frames by their address instead.
+
+Every frame comes with the time the kernel received it (the mmap ring's
+tp_sec/tp_nsec, or SO_TIMESTAMPNS ancillary data on the recvmsg path), so a
+switch thread that reads late still knows when each frame was on the wire.
+Both are CLOCK_REALTIME; the datapath maps them onto its own clock.
 """
 
 from __future__ import annotations
@@ -29,6 +34,11 @@ PACKET_IGNORE_OUTGOING = 23  # Linux >= 4.20
 PACKET_OUTGOING = 4
 SO_SNDBUFFORCE = 32  # not exported by Python's socket module
 SO_RCVBUFFORCE = 33
+# Receive timestamps as struct timespec (SCM_TIMESTAMPNS has the same value).
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+SCM_TIMESTAMPNS = SO_TIMESTAMPNS
+_TIMESPEC = struct.Struct("=qq")
+TIMESTAMP_ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
 SOCKET_BUFFER_BYTES = 8 * 1024 * 1024
 PACKET_RX_RING = 5
 PACKET_VERSION = 10
@@ -38,8 +48,9 @@ TP_STATUS_USER = 1
 # bytes per port (4 MiB at a 1500-byte MTU).
 RING_FRAMES = 2048
 RING_BLOCK_BYTES = 1 << 17
-# tpacket2_hdr: tp_status, tp_len, tp_snaplen, tp_mac (offset of the frame in the slot)
-_TPACKET2 = struct.Struct("=4xIIH")
+# tpacket2_hdr: tp_status, tp_len, tp_snaplen, tp_mac (offset of the frame in the
+# slot), tp_net, tp_sec, tp_nsec (when the kernel received the frame, CLOCK_REALTIME)
+_TPACKET2 = struct.Struct("=4xIIH2xII")
 # Largest frame we read: a 9000-byte jumbo MTU plus Ethernet and one VLAN tag.
 MAX_FRAME_BYTES = 9000 + 18
 
@@ -90,6 +101,10 @@ class RxRing:
 
     def receive(self, limit: int) -> list[bytes]:
         """Up to `limit` frames the kernel has handed over, oldest first."""
+        return [frame for _stamp, frame in self.receive_stamped(limit)]
+
+    def receive_stamped(self, limit: int) -> list[tuple[float, bytes]]:
+        """Up to `limit` (kernel receive time in CLOCK_REALTIME seconds, frame), oldest first."""
         memory = self.memory
         unpack = _TPACKET2.unpack_from
         slot_bytes = self.slot_bytes
@@ -100,9 +115,9 @@ class RxRing:
             offset = index * slot_bytes
             if not memory[offset] & TP_STATUS_USER:
                 break
-            length, snaplen, mac = unpack(memory, offset)
+            length, snaplen, mac, seconds, nanoseconds = unpack(memory, offset)
             start = offset + mac
-            frames.append(memory[start : start + snaplen])
+            frames.append((seconds + nanoseconds * 1e-9, memory[start : start + snaplen]))
             if snaplen != length:
                 self.truncated += 1
             memory[offset : offset + 4] = b"\0\0\0\0"  # back to the kernel
@@ -114,6 +129,15 @@ class RxRing:
 
     def close(self) -> None:
         self.memory.close()
+
+
+def ancillary_timestamp(ancillary: list[tuple[int, int, bytes]]) -> float | None:
+    """The SCM_TIMESTAMPNS receive time (CLOCK_REALTIME seconds) of a recvmsg() result."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
+            return seconds + nanoseconds * 1e-9
+    return None
 
 
 def interface_names() -> list[str]:
@@ -154,6 +178,9 @@ def open_port(port: int, ifname: str, use_ring: bool = True) -> PortSocket:
             ignores_outgoing = True
         except OSError:
             ignores_outgoing = False
+        # Stamps every received skb when it enters the stack (also fills the ring's
+        # tp_sec/tp_nsec at that moment rather than when the ring copy is made).
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.bind((ifname, ETH_P_ALL))
         membership = struct.pack("iHH8s", index, PACKET_MR_PROMISC, 0, b"")
         sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, membership)

@@ -1,37 +1,56 @@
 """When does a queued frame leave, get an ECN mark, or get dropped?
 
 The traffic manager of the software target, free of sockets and clocks: the
-caller passes `now` (seconds, any monotonic origin), so tests drive it with a
+caller passes times (seconds, any monotonic origin), so tests drive it with a
 fake clock. One FIFO per egress port, depth in cells as on Tofino; each port
 drains at its configured rate on a virtual clock (a frame starts when the
 previous one has finished serialising); WRED/ECN on enqueue; tail drop at
 the queue limit or the shared buffer; PFC per ingress port; loopback cables
 carry frames from one port to its peer after the cable delay.
 
-Everything the caller must act on is left in three lists it drains:
-`transmitted` (port, frame) for frames leaving host-facing ports, `arrived`
-(port, frame) for frames entering a port from a cable, and `control`
-(port, frame) for PFC frames to send to a host.
+Everything happens on one event heap in virtual time, in time order: a frame
+finishing its reception at a port (from a host, or from a cable at departure
+end + cable delay), a port's transmitter taking the next queued frame, a
+frame finishing serialisation toward a host, a PFC refresh. `advance(now)`
+runs exactly the events due by `now`, each at its own time, so a frame
+crossing several cabled hops takes the sum of its serialisation times and
+cable delays however late the caller wakes up: lateness only delays the
+hand-over of the finished frame to the host socket, it never shortens a hop.
+
+Everything the caller must act on is left in lists it drains: `transmitted`
+(port, frame) for frames that finished serialising on host-facing ports,
+`control` (port, frame) for PFC frames to send to a host, and - only when no
+`on_arrival` callback is set - `arrived` (port, frame) for frames entering a
+port from a cable.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
+from heapq import heappop, heappush
 
 from .packet import ECN_CE, build_pfc_frame, ipv4_offset, set_ce
 from .state import COUNTER_CELLS, WredProfile
 from .tm_config import TmConfig
 
-# (our choice) A frame may leave this much before its virtual start time: the
-# loop sleeps with ~50 us timer slack, and letting frames go slightly early
-# keeps the long-run rate exact instead of losing the slack on every wake-up.
-EARLY_TOLERANCE_S = 50e-6
+# Virtual times are sums of float serialisation times; an event this close to
+# `now` is due (1 ns: far below any serialisation time, far above float error).
+TIME_EPSILON_S = 1e-9
 PAUSE_QUANTUM_BITS = 512  # IEEE 802.3 Annex 31B
 NEVER = math.inf
+
+# Event kinds on the heap: (time, sequence, kind, port, frame or None).
+_ARRIVE = 0  # frame fully received at `port` (from a host or a cable)
+_DELIVER = 1  # frame finished serialising on host-facing `port`
+_START = 2  # `port`'s transmitter may take the next queued frame
+_REFRESH = 3  # re-send the PFC pause on host `port`
+
+ArrivalHandler = Callable[[int, bytes, float], None]
 
 
 class Verdict(IntEnum):
@@ -51,6 +70,7 @@ class TrafficManager:
         wred: Mapping[int, WredProfile],
         seed: int = 0,
         port_macs: Mapping[int, bytes] | None = None,
+        on_arrival: ArrivalHandler | None = None,
     ) -> None:
         self.config = config
         self.wire_overhead = config.wire_overhead_bytes
@@ -58,15 +78,25 @@ class TrafficManager:
         self.wred = wred
         self.ports = sorted(set(ports))
         self._random = random.Random(seed).random
+        # Called as on_arrival(port, frame, time) for every frame whose reception
+        # completes (the pipeline's ingress); None leaves them in `arrived`.
+        self.on_arrival = on_arrival
         n = COUNTER_CELLS
         self.queues: list[deque[tuple[bytes, int, int]]] = [deque() for _ in range(n)]
         self.queue_cells = [0] * n
+        self.peak_queue_cells = [0] * n  # deepest queue an arriving frame joined
         self.queue_limit = [config.queue_cells(p) for p in range(n)]
         self.seconds_per_byte = [8.0 / (config.rate_gbps(p) * 1e9) for p in range(n)]
         self.tx_free_at = [0.0] * n  # virtual time the port's transmitter is free
         self.paused_until = [0.0] * n
         self.buffered_cells = 0
-        self.active: set[int] = set()  # ports with a non-empty queue
+        self.now = -NEVER  # virtual time of the latest event run
+        self._limit = -NEVER  # while advance() runs: the time it runs events up to
+
+        self.events: list[tuple[float, int, int, int, bytes | None]] = []
+        self._sequence = itertools.count()  # FIFO among events at the same time
+        self.start_at = [NEVER] * n  # the one valid pending _START per port
+        self.last_reception = [-NEVER] * n
 
         # Per-port totals (packets, bytes) the caller copies into P4 counters.
         self.tx_packets = [0] * n
@@ -78,11 +108,8 @@ class TrafficManager:
         self.tail_dropped_packets = [0] * n
         self.tail_dropped_bytes = [0] * n
 
-        # Cables: frames in flight per direction, (arrival time, frame), FIFO
-        # because delay is constant per cable.
         self.cable_peer = [-1] * n
         self.cable_delay = [0.0] * n
-        self.in_flight: list[deque[tuple[float, bytes]]] = [deque() for _ in range(n)]
         for port, (peer, delay) in config.cable_peers().items():
             self.cable_peer[port] = peer
             self.cable_delay[port] = delay
@@ -115,29 +142,56 @@ class TrafficManager:
         self.arrived: list[tuple[int, bytes]] = []
         self.control: list[tuple[int, bytes]] = []
 
+    # --- frames coming in ---------------------------------------------------------
+
+    def receive(self, port: int, frame: bytes, stamp: float) -> None:
+        """A host started handing `frame` to `port` at `stamp`; it is received when
+        its last bit is in, one serialisation time at the port's rate later.
+
+        (our choice) The host link is store-and-forward like every other hop,
+        so a lone frame pays its serialisation on all links of its path; but
+        frames a host hands over faster than the link rate are not paced here
+        (the veth carried them at memory speed), only kept in order: the
+        overload shows up in the switch's queues, as with a faster NIC.
+        """
+        when = stamp + (len(frame) + self.wire_overhead) * self.seconds_per_byte[port]
+        if when < self.last_reception[port]:
+            when = self.last_reception[port]
+        if when < self.now:  # virtual time never runs backwards
+            when = self.now
+        self.last_reception[port] = when
+        heappush(self.events, (when, next(self._sequence), _ARRIVE, port, frame))
+
     # --- enqueue ------------------------------------------------------------
 
     def enqueue(self, frame: bytes, in_port: int, out_port: int, now: float) -> int:
         """Admit a frame to out_port's queue (maybe CE-marked) or drop it; returns a Verdict."""
+        events = self.events
+        if events and events[0][0] < now:
+            self.advance(now)  # the queue this frame joins is the queue at `now`
         depth = self.queue_cells[out_port]
-        if depth == 0:
-            # Fast path, the common case below saturation: an idle port whose
-            # transmitter is free starts the frame now. An empty queue is never
-            # above a WRED threshold, and (our choice) always takes one frame.
-            start = self.tx_free_at[out_port]
-            if start < now:
-                start = now
-            if start <= now + EARLY_TOLERANCE_S and self.paused_until[out_port] <= now:
-                length = len(frame)
-                end = start + (length + self.wire_overhead) * self.seconds_per_byte[out_port]
-                self.tx_free_at[out_port] = end
-                self.tx_packets[out_port] += 1
-                self.tx_bytes[out_port] += length
-                if self.cable_peer[out_port] >= 0:
-                    self.in_flight[out_port].append((end + self.cable_delay[out_port], frame))
-                else:
-                    self.transmitted.append((out_port, frame))
-                return Verdict.QUEUED
+        if (
+            depth == 0
+            and self.tx_free_at[out_port] <= now + TIME_EPSILON_S
+            and self.paused_until[out_port] <= now
+        ):
+            # Fast path, the common case below saturation: an idle port starts the
+            # frame now. An empty queue is never above a WRED threshold, and
+            # (our choice) always takes one frame. (_start, inlined: hot path.)
+            length = len(frame)
+            end = now + (length + self.wire_overhead) * self.seconds_per_byte[out_port]
+            self.tx_free_at[out_port] = end
+            self.tx_packets[out_port] += 1
+            self.tx_bytes[out_port] += length
+            peer = self.cable_peer[out_port]
+            if peer >= 0:
+                when = end + self.cable_delay[out_port]
+                heappush(events, (when, next(self._sequence), _ARRIVE, peer, frame))
+            elif end <= self._limit and (not events or end < events[0][0]):
+                self.transmitted.append((out_port, frame))  # nothing is due before it
+            else:
+                heappush(events, (end, next(self._sequence), _DELIVER, out_port, frame))
+            return Verdict.QUEUED
         cell_bytes = self.config.cell_bytes
         cells = (len(frame) + cell_bytes - 1) // cell_bytes
         verdict = Verdict.QUEUED
@@ -179,9 +233,13 @@ class TrafficManager:
         if depth == 0 and self.tx_free_at[out_port] < now:
             self.tx_free_at[out_port] = now  # the port was idle: no credit for idle time
         self.queues[out_port].append((frame, in_port, cells))
-        self.queue_cells[out_port] = depth + cells
+        depth += cells
+        self.queue_cells[out_port] = depth
+        if depth > self.peak_queue_cells[out_port]:
+            self.peak_queue_cells[out_port] = depth
         self.buffered_cells += cells
-        self.active.add(out_port)
+        if depth == cells:
+            self._schedule_start(out_port, now)
         held = self.ingress_cells[in_port] + cells
         self.ingress_cells[in_port] = held
         if held > self.xoff_cells and self.pfc_enabled and not self.ingress_paused[in_port]:
@@ -191,64 +249,100 @@ class TrafficManager:
     # --- time passes --------------------------------------------------------
 
     def advance(self, now: float) -> None:
-        """Send every frame whose start time has come; deliver cable arrivals; refresh pauses."""
-        if self.active:
-            horizon = now + EARLY_TOLERANCE_S
-            for port in list(self.active):
-                paused_until = self.paused_until[port]
-                if paused_until > horizon:
-                    continue
-                start = self.tx_free_at[port]
-                if start < paused_until:
-                    start = paused_until
-                if start > horizon:
-                    continue
-                queue = self.queues[port]
-                seconds_per_byte = self.seconds_per_byte[port]
-                overhead = self.config.wire_overhead_bytes
-                freed = 0
-                while queue and start <= horizon:
-                    frame, in_port, cells = queue.popleft()
-                    end = start + (len(frame) + overhead) * seconds_per_byte
-                    self._emit(port, frame, end)
-                    start = end
-                    freed += cells
-                    held = self.ingress_cells[in_port] - cells
-                    self.ingress_cells[in_port] = held
-                    if self.ingress_paused[in_port] and held <= self.xon_cells:
-                        self._resume_upstream(in_port, now)
-                self.tx_free_at[port] = start
-                self.queue_cells[port] -= freed
-                self.buffered_cells -= freed
-                if not queue:
-                    self.active.discard(port)
-        if self.pause_refresh_at:
-            for port, when in list(self.pause_refresh_at.items()):
-                if when <= now + EARLY_TOLERANCE_S:
-                    self._send_pause(port, now)
-        for port in self.cabled_ports:
-            flight = self.in_flight[port]
-            while flight and flight[0][0] <= now + EARLY_TOLERANCE_S:
-                self.arrived.append((self.cable_peer[port], flight.popleft()[1]))
+        """Run every event due by `now`, in time order, each at its own time."""
+        events = self.events
+        limit = now + TIME_EPSILON_S
+        if not events or events[0][0] > limit:
+            if now > self.now:
+                self.now = now
+            return
+        outer_limit = self._limit
+        if limit > outer_limit:
+            self._limit = limit
+        on_arrival = self.on_arrival
+        transmitted = self.transmitted
+        while events and events[0][0] <= limit:
+            when, _sequence, kind, port, frame = heappop(events)
+            if when > self.now:
+                self.now = when
+            if kind == _ARRIVE:
+                if on_arrival is not None:
+                    on_arrival(port, frame, when)  # type: ignore[arg-type]
+                else:
+                    self.arrived.append((port, frame))  # type: ignore[arg-type]
+            elif kind == _DELIVER:
+                transmitted.append((port, frame))  # type: ignore[arg-type]
+            elif kind == _START:
+                if self.start_at[port] == when:
+                    self.start_at[port] = NEVER
+                    self._serve(port, when)
+            elif self.pause_refresh_at.get(port) == when:
+                self._send_pause(port, when)
+        self._limit = outer_limit
+        if now > self.now:
+            self.now = now
 
     def next_event_time(self) -> float | None:
         """Earliest time advance() has something to do; None when idle."""
-        best = NEVER
-        for port in self.active:
-            start = self.tx_free_at[port]
-            paused_until = self.paused_until[port]
-            if paused_until > start:
-                start = paused_until
-            if start < best:
-                best = start
-        for when in self.pause_refresh_at.values():
-            if when < best:
-                best = when
-        for port in self.cabled_ports:
-            flight = self.in_flight[port]
-            if flight and flight[0][0] < best:
-                best = flight[0][0]
-        return None if best == NEVER else best
+        events = self.events
+        while events:
+            when, _sequence, kind, port, _frame = events[0]
+            stale = (kind == _START and self.start_at[port] != when) or (
+                kind == _REFRESH and self.pause_refresh_at.get(port) != when
+            )
+            if not stale:
+                return when
+            heappop(events)
+        return None
+
+    # --- the transmitter ------------------------------------------------------
+
+    def _schedule_start(self, port: int, now: float) -> None:
+        """Make sure the port takes its next queued frame as soon as it may."""
+        if not self.queues[port]:
+            return
+        when = max(now, self.tx_free_at[port], self.paused_until[port])
+        if when < self.start_at[port]:  # NEVER while paused by a cable peer: no event
+            self.start_at[port] = when
+            heappush(self.events, (when, next(self._sequence), _START, port, None))
+
+    def _serve(self, port: int, now: float) -> None:
+        queue = self.queues[port]
+        if not queue:
+            return
+        if self.tx_free_at[port] > now + TIME_EPSILON_S or self.paused_until[port] > now:
+            self._schedule_start(port, now)
+            return
+        frame, in_port, cells = queue.popleft()
+        self.queue_cells[port] -= cells
+        self.buffered_cells -= cells
+        held = self.ingress_cells[in_port] - cells
+        self.ingress_cells[in_port] = held
+        self._start(port, frame, now)
+        if self.ingress_paused[in_port] and held <= self.xon_cells:
+            self._resume_upstream(in_port, now)
+        if queue:
+            self._schedule_start(port, now)
+
+    def _start(self, port: int, frame: bytes, now: float) -> None:
+        """The frame goes on the wire at `now` and is fully sent one serialisation later."""
+        length = len(frame)
+        end = now + (length + self.wire_overhead) * self.seconds_per_byte[port]
+        self.tx_free_at[port] = end
+        self.tx_packets[port] += 1
+        self.tx_bytes[port] += length
+        peer = self.cable_peer[port]
+        if peer >= 0:
+            # Store-and-forward: the peer has the frame when its last bit has
+            # crossed the cable.
+            when = end + self.cable_delay[port]
+            heappush(self.events, (when, next(self._sequence), _ARRIVE, peer, frame))
+        elif end <= self._limit and (not self.events or end < self.events[0][0]):
+            # Finished within the advance() under way and nothing is due before
+            # it: hand it over at once instead of through the heap.
+            self.transmitted.append((port, frame))
+        else:
+            heappush(self.events, (end, next(self._sequence), _DELIVER, port, frame))
 
     # --- PFC ----------------------------------------------------------------
 
@@ -265,6 +359,8 @@ class TrafficManager:
             return
         seconds = longest * PAUSE_QUANTUM_BITS * self.seconds_per_byte[port] / 8
         self.paused_until[port] = now + seconds
+        self.start_at[port] = NEVER  # re-planned below for the new pause
+        self._schedule_start(port, now)
 
     def is_paused(self, port: int, now: float) -> bool:
         return self.paused_until[port] > now
@@ -282,7 +378,9 @@ class TrafficManager:
     def _send_pause(self, port: int, now: float) -> None:
         self.control.append((port, self.pause_frames[port][0]))
         # Refresh halfway through the pause so the sender never restarts early.
-        self.pause_refresh_at[port] = now + self.pause_seconds[port] / 2
+        when = now + self.pause_seconds[port] / 2
+        self.pause_refresh_at[port] = when
+        heappush(self.events, (when, next(self._sequence), _REFRESH, port, None))
 
     def _resume_upstream(self, in_port: int, now: float) -> None:
         self.ingress_paused[in_port] = False
@@ -290,16 +388,7 @@ class TrafficManager:
         peer = self.cable_peer[in_port]
         if peer >= 0:
             self.paused_until[peer] = now
+            self._schedule_start(peer, now)
         else:
             self.pause_refresh_at.pop(in_port, None)
             self.control.append((in_port, self.pause_frames[in_port][1]))
-
-    # --- leaving a port -----------------------------------------------------
-
-    def _emit(self, port: int, frame: bytes, end: float) -> None:
-        self.tx_packets[port] += 1
-        self.tx_bytes[port] += len(frame)
-        if self.cable_peer[port] >= 0:
-            self.in_flight[port].append((end + self.cable_delay[port], frame))
-        else:
-            self.transmitted.append((port, frame))
