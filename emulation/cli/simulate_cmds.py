@@ -1,9 +1,164 @@
-"""Placeholder until its owner lands the subcommands."""
+"""`cassini trace generate` and `cassini simulate`: replay the paper's evaluation in software."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from topologies.errors import UserInputError
+
+from .common import add_topology_argument
+
+DEFAULT_SCHEDULERS = "themis,th+cassini,pollux,po+cassini,random,ideal"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this area's subcommands."""
+    """Add `trace generate` and `simulate`."""
+    trace = sub.add_parser("trace", help="generate workload traces (CSV/JSON)")
+    trace_sub = trace.add_subparsers(dest="trace_command", required=True, metavar="ACTION")
+    gen = trace_sub.add_parser("generate", help="write a Poisson, dynamic or snapshot trace")
+    gen.add_argument(
+        "--kind", default="poisson", help="poisson | dynamic | snapshot (default poisson)"
+    )
+    _trace_options(gen)
+    add_topology_argument(gen, purpose="cluster whose GPU count sets the load")
+    gen.add_argument("--out", "-o", required=True, help="output file (.csv or .json)")
+    gen.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    gen.set_defaults(handler=_generate)
+
+    sim = sub.add_parser("simulate", help="run schedulers over a trace in the fluid simulator")
+    add_topology_argument(sim)
+    sim.add_argument(
+        "--trace",
+        default="poisson",
+        help="poisson | dynamic | snapshot | a trace FILE (default poisson)",
+    )
+    _trace_options(sim)
+    sim.add_argument(
+        "--schedulers",
+        default=DEFAULT_SCHEDULERS,
+        help=f"comma-separated (default {DEFAULT_SCHEDULERS})",
+    )
+    sim.add_argument(
+        "--candidates",
+        type=int,
+        default=10,
+        help="placements per decision for Cassini (default 10)",
+    )
+    sim.add_argument("--exact", action="store_true", help="no steady-state fast-forward (slower)")
+    sim.add_argument(
+        "--drift",
+        type=float,
+        default=0.0,
+        help="compute-time jitter sigma, enables the 5%% agent rule",
+    )
+    sim.add_argument("--out", "-o", required=True, help="output folder")
+    sim.add_argument(
+        "--json", action="store_true", help="print summary.json to stdout, no progress bar"
+    )
+    sim.set_defaults(handler=_simulate)
+
+
+def _trace_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--load",
+        type=float,
+        default=0.9,
+        help="Poisson load: average fraction of GPUs busy (default 0.9)",
+    )
+    p.add_argument("--jobs", type=int, default=60, help="number of jobs (default 60)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def _make_trace(kind: str, args: argparse.Namespace, total_gpus: int) -> tuple[Any, str]:
+    from scheduler.traces import TRACE_KINDS, generate_trace, load_trace
+
+    if kind in TRACE_KINDS:
+        jobs = generate_trace(kind, total_gpus, jobs=args.jobs, load=args.load, seed=args.seed)
+        load = f", load={args.load}" if kind == "poisson" else ""
+        label = f"{kind} (jobs={len(jobs)}{load}, seed={args.seed})"
+        return jobs, label
+    path = Path(kind)
+    if not path.exists() and path.suffix.lower() not in (".csv", ".json"):
+        from topologies.errors import did_you_mean
+
+        raise UserInputError(
+            "--trace: " + did_you_mean(kind, TRACE_KINDS, "trace kind") + " or give a trace file"
+        )
+    return load_trace(path), str(path)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from scheduler.traces import write_trace
+    from topologies.library import load_topology
+
+    topo = load_topology(args.topology)
+    jobs, label = _make_trace(args.kind, args, topo.total_gpus())
+    out = write_trace(jobs, args.out)
+    info = {
+        "file": str(out),
+        "jobs": len(jobs),
+        "trace": label,
+        "topology": topo.name,
+        "gpus": topo.total_gpus(),
+    }
+    if args.json:
+        print(json.dumps(info))
+    else:
+        print(f"wrote {len(jobs)} jobs to {out} ({label}, {topo.name}, {topo.total_gpus()} GPUs)")
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from emulation.sim_report import write_outputs
+    from scheduler.baselines import parse_scheduler_names
+    from scheduler.experiment import run_experiment
+    from scheduler.simulator import SimSettings
+    from scheduler.traces import check_fits
+    from topologies.library import load_topology
+
+    names = parse_scheduler_names(args.schedulers)
+    if args.candidates < 1:
+        raise UserInputError(f"--candidates must be >= 1, got {args.candidates}")
+    topo = load_topology(args.topology)
+    jobs, label = _make_trace(args.trace, args, topo.total_gpus())
+    check_fits(jobs, topo.total_gpus(), label)
+    settings = SimSettings(fast_forward=not args.exact, drift_sigma=args.drift, seed=args.seed)
+    show = sys.stderr.isatty() and not args.json
+    if show:
+        from rich.progress import Progress
+
+        with Progress(transient=False) as bar:
+            tasks = {n: bar.add_task(n, total=len(jobs)) for n in names}
+
+            def hook(name: str, done: int, total: int) -> None:
+                bar.update(tasks[name], completed=done)
+
+            exp = run_experiment(
+                jobs, topo, names, args.seed, settings, args.candidates, label, hook
+            )
+            for n in names:
+                bar.update(tasks[n], completed=len(jobs))
+    else:
+        exp = run_experiment(jobs, topo, names, args.seed, settings, args.candidates, label)
+    paths = write_outputs(exp, args.out)
+    if args.json:
+        print(paths["summary"].read_text(), end="")
+        return 0
+    by = {s.name: s for s in exp.summaries}
+    print(f"{'scheduler':12s} {'mean ms':>8s} {'p99 ms':>8s} {'JCT s':>8s} {'oversub link-s':>15s}")
+    for n in names:
+        x = by[n]
+        print(
+            f"{n:12s} {x.mean_ms:8.1f} {x.p99_ms:8.1f} {x.mean_jct_s:8.1f} {x.oversub_link_s:15.1f}"
+        )
+    for variant, sp in exp.speedups.items():
+        print(
+            f"{variant} vs {sp['base']}: mean {sp['mean']:.2f}x, p99 {sp['p99']:.2f}x, "
+            f"p99 slowdown {sp['p99_slowdown']:.2f}x, congestion {sp['congestion']:.2f}x"
+        )
+    print(f"report: {paths['report']}")
+    return 0

@@ -1,0 +1,81 @@
+"""Th+Cassini and Po+Cassini: a base scheduler's candidates ranked by Cassini.
+
+The base scheduler decides who runs and on how many GPUs and returns up to N
+placements it rates equally; `scheduler.cassini.choose` scores each by the
+compatibility of the jobs sharing each link and returns the best with one
+time-shift per job. Worker counts, leases and hyper-parameters are the
+base's: Cassini only picks among the base's own placements and adds shifts.
+When the base placed nothing new (nothing to choose), the previous shifts
+stay in force, so agents are not re-aligned for nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scheduler.cassini import choose
+from topologies.model import DirectedLink
+from topologies.routing import Router
+
+from .base import Allocation, ClusterView, ProfileBook, Scheduler
+
+
+@dataclass(frozen=True)
+class CassiniAugmented:
+    base: Scheduler
+    router: Router
+    capacities: Mapping[DirectedLink, float]
+    name: str = "th+cassini"
+    precision_deg: float = 5.0
+    solver: str = "auto"
+    aggregate: str = "mean"
+    dedicated: bool = False
+    book: ProfileBook = field(default_factory=ProfileBook, compare=False, repr=False)
+
+    @property
+    def migration_s(self) -> float:
+        return self.base.migration_s
+
+    def decide(self, view: ClusterView) -> Allocation:
+        alloc = self.base.decide(view)
+        by_name = {j.name: j for j in view.jobs}
+        previous = {j.name: j.servers for j in view.running()}
+        moved = [n for n, s in alloc.placement.items() if sorted(s) != sorted(previous.get(n, ()))]
+        if not moved:
+            shifts = {
+                n: by_name[n].shift_ms for n in alloc.placement if by_name[n].shift_ms is not None
+            }
+            return Allocation(
+                placement=alloc.placement,
+                candidates=alloc.candidates,
+                shifts_ms={n: float(s) for n, s in shifts.items() if s is not None},
+                work_per_iteration=alloc.work_per_iteration,
+                note="no new placement: shifts kept",
+            )
+        candidates = alloc.candidates or (alloc.placement,)
+        profiles = {
+            name: self.book.get(by_name[name].model, len(servers), by_name[name].batch_size)
+            for name, servers in candidates[0].items()
+        }
+        decision = choose(
+            candidates,
+            profiles,
+            self.router,
+            self.capacities,
+            precision_deg=self.precision_deg,
+            solver=self.solver,
+            aggregate=self.aggregate,
+        )
+        best = decision.best
+        return Allocation(
+            placement=best.placement,
+            candidates=candidates,
+            shifts_ms=dict(best.shifts_ms),
+            work_per_iteration=alloc.work_per_iteration,
+            score=decision.schedule.score,
+            note=f"candidate {best.index} of {len(candidates)}, score {decision.schedule.score:.3f}",
+        )
+
+    def next_tick(self, now_s: float, view: ClusterView) -> float:
+        return self.base.next_tick(now_s, view)

@@ -1,0 +1,1033 @@
+"""How long does every iteration take under a scheduler? The fluid simulator.
+
+Event-driven, not time-stepped. Each running job cycles through its profile's
+phases. In an Up phase every flow of the job (src -> dst server pair, routed
+over directed links) must send `gbps x duration` Mbit; flows share links
+max-min fairly (`fluid.max_min_rates`), each capped at its phase's line-rate
+demand, so a phase lasts until its slowest flow has sent its bytes and
+contention stretches iterations. Down phases last their profile time.
+Between two events every rate is constant, so time jumps from event to event.
+
+Independence: jobs that share no link cannot slow each other, so running jobs
+are grouped into components (connected through shared links) that simulate
+independently; a scheduler decision rebuilds only the components it touches.
+
+Fast-forward (documented approximation, on by default, `fast_forward=False`
+turns it off): once a component's job set has been unchanged for
+`warmup_iterations`, the simulator measures a window in which every job
+completes `window_iterations` iterations, then treats the window as the
+period of a steady state and skips whole windows at once: iteration records
+repeat the window's records shifted by the window length, link counters add
+the window's totals. Skipping stops two windows before any job of the
+component would finish, and never crosses a scheduler decision that touches
+the component (the component is rewound and re-simulated exactly to the
+decision time instead). The error is bounded by the window's deviation from
+true periodicity; tests/test_simulator.py checks it against the exact mode.
+
+Congestion stand-in for ECN marks: per directed link, the time during which
+the offered demand (sum of the active flows' line-rate demands) exceeds
+capacity, and the Mbit offered beyond capacity (integral of the excess). A
+switch would mark ECN in exactly those periods; the simulator has no queues,
+so it reports these as "oversubscribed ms" and "excess Mbit", not as marks.
+
+Agents: a job given a time-shift t_j at decision time t starts its next
+iteration on the grid t + t_j + k x T_j (T_j its profile iteration time); a
+new job therefore waits exactly t_j. With `drift_sigma > 0` compute phases
+are jittered by N(0, sigma) per iteration and an agent whose job starts an
+iteration more than `realign_tolerance` x T_j late re-aligns to the next grid
+point, counting one adjustment (the paper's 5% rule).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from topologies.model import DirectedLink, Topology
+from topologies.routing import Router
+
+from .baselines.base import Allocation, ClusterView, JobStatus, ProfileBook, Scheduler, slots_used
+from .fluid import max_min_rates
+from .traces import TraceJob, check_fits
+from .types import Profile
+
+FloatArray = npt.NDArray[np.float64]
+
+_TOL_MS = 1e-7
+_WAIT, _DOWN, _UP, _DONE = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """Knobs of one simulation run (recorded in the run metadata)."""
+
+    fast_forward: bool = True
+    warmup_iterations: int = 2
+    window_iterations: int = 8
+    drift_sigma: float = 0.0
+    realign_tolerance: float = 0.05
+    bucket_s: float = 5.0
+    horizon_s: float = 60.0
+    seed: int = 0
+    max_sim_s: float = 10.0 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """Everything measured about one job."""
+
+    name: str
+    model: str
+    workers: int
+    arrival_s: float
+    finish_s: float
+    iteration_start_ms: FloatArray
+    iteration_end_ms: FloatArray
+    ideal_iteration_ms: FloatArray
+    adjustments: int
+    migrations: int
+
+    @property
+    def completion_s(self) -> float:
+        return self.finish_s - self.arrival_s
+
+    @property
+    def iteration_ms(self) -> FloatArray:
+        return self.iteration_end_ms - self.iteration_start_ms
+
+    @property
+    def slowdown(self) -> FloatArray:
+        """Each iteration's time over the same job's time alone at that size."""
+        return self.iteration_ms / self.ideal_iteration_ms
+
+
+@dataclass(frozen=True)
+class LinkSeries:
+    """Per directed link, per time bucket: carried Mbit, oversubscribed ms, excess Mbit."""
+
+    links: tuple[DirectedLink, ...]
+    capacity_gbps: FloatArray
+    bucket_s: float
+    carried_mbit: FloatArray
+    oversub_ms: FloatArray
+    excess_mbit: FloatArray
+
+    def utilization(self) -> FloatArray:
+        """Fraction of capacity used per bucket and link."""
+        return self.carried_mbit / (self.capacity_gbps[None, :] * self.bucket_s * 1e3)
+
+
+@dataclass(frozen=True)
+class SimResult:
+    scheduler: str
+    jobs: tuple[JobResult, ...]
+    links: LinkSeries
+    events: int
+    decisions: int
+    simulated_ms: float
+    fast_forwarded_ms: float
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ internals
+
+
+class _JobRun:
+    """A job's mutable bookkeeping across components (records, counters)."""
+
+    __slots__ = (
+        "trace",
+        "starts",
+        "ends",
+        "ideal",
+        "work_done",
+        "work_per_iter",
+        "servers",
+        "since_s",
+        "shift_ms",
+        "finish_ms",
+        "adjustments",
+        "migrations",
+        "profile",
+        "carry",
+        "resume_ms",
+        "load_links",
+        "load_gbps",
+    )
+
+    def __init__(self, trace: TraceJob) -> None:
+        self.trace = trace
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.ideal: list[float] = []  # profile iteration time alone, per record
+        self.work_done = 0.0
+        self.work_per_iter = 1.0
+        self.servers: tuple[str, ...] = ()
+        self.since_s = 0.0
+        self.shift_ms: float | None = None
+        self.finish_ms: float | None = None
+        self.adjustments = 0
+        self.migrations = 0
+        self.profile: Profile | None = None
+        self.carry: _Carry | None = None  # in-flight iteration state when unchanged
+        self.resume_ms = 0.0  # earliest time the next iteration may start
+        self.load_links: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.load_gbps = 0.0  # peak per-flow demand this job puts on each of load_links
+
+
+@dataclass
+class _Carry:
+    mode: int
+    phase: int
+    down_rem: float
+    wait_until: float
+    iter_start: float
+    flow_rem: FloatArray
+    anchor: float
+    pending_align: bool
+
+
+@dataclass
+class _Member:
+    run: _JobRun
+    profile: Profile
+    flows: list[list[int]]  # per flow, global link ids
+    anchor: float  # nan when the job has no shift
+    align_now: bool  # re-align at the next iteration boundary
+
+
+class _Component:
+    """Jobs that may share links, simulated together from `clock` on."""
+
+    def __init__(
+        self,
+        members: list[_Member],
+        capacity: FloatArray,
+        settings: SimSettings,
+        clock: float,
+        stats: _Stats,
+        dedicated: bool,
+    ) -> None:
+        self.settings = settings
+        self.members = members
+        self.runs = [m.run for m in members]
+        self.stats = stats
+        self.dedicated = dedicated
+        self.clock = clock
+        n = len(members)
+        global_links = sorted({lk for m in members for f in m.flows for lk in f})
+        local = {g: i for i, g in enumerate(global_links)}
+        self.global_links = np.array(global_links, dtype=np.int64)
+        self.cap = capacity[self.global_links] if global_links else np.zeros(0)
+        flow_job: list[int] = []
+        rows: list[list[int]] = []
+        for j, m in enumerate(members):
+            for f in m.flows:
+                flow_job.append(j)
+                rows.append([local[g] for g in f])
+        self.flow_job = np.array(flow_job, dtype=np.int64)
+        self.inc = np.zeros((len(rows), len(global_links)), dtype=bool)
+        for i, r in enumerate(rows):
+            self.inc[i, r] = True
+        self.inc_f = self.inc.astype(np.float64)
+        # Links whose summed peak demand in this component fits their capacity
+        # can never bind: max-min only needs the others (fewer columns, faster).
+        peak = np.array([max((p.gbps for p in m.profile.phases), default=0.0) for m in members])
+        flow_peak = peak[self.flow_job] if len(flow_job) else np.zeros(0)
+        self.bind = (
+            (flow_peak @ self.inc_f > self.cap * (1 + 1e-9)) if len(flow_job) else np.zeros(0, bool)
+        )
+        self.inc_bind = self.inc[:, self.bind]
+        self.cap_bind = self.cap[self.bind]
+        self.job_flows = [np.flatnonzero(self.flow_job == j) for j in range(n)]
+        self.has_flows = np.array([len(f) > 0 for f in self.job_flows])
+        self.phase_ms = [np.array([p.duration_ms for p in m.profile.phases]) for m in members]
+        self.phase_gbps = [np.array([p.gbps for p in m.profile.phases]) for m in members]
+        self.period = np.array([m.profile.iteration_ms for m in members])
+        self.mode = np.full(n, _WAIT, dtype=np.int64)
+        self.phase = np.zeros(n, dtype=np.int64)
+        self.down_rem = np.zeros(n)
+        self.wait_until = np.zeros(n)
+        self.iter_start = np.zeros(n)
+        self.anchor = np.array([m.anchor for m in members])
+        self.pending_align = np.array([m.align_now for m in members])
+        self.flow_rem = np.zeros(len(flow_job))
+        self.flow_on = np.zeros(len(flow_job), dtype=bool)
+        self.demand = np.zeros(len(flow_job))
+        self.rates = np.zeros(len(flow_job))
+        self.offered = np.zeros(len(global_links))
+        self.carried = np.zeros(len(global_links))
+        self.dirty = True
+        self.completions: list[tuple[float, int]] = []
+        self.events = 0
+        self.ff_ms = 0.0
+        self.window: _Window | None = None
+        self.epoch_iters = np.zeros(n, dtype=np.int64)
+        self.w0: tuple[float, FloatArray] | None = None
+        self.tot = np.zeros((3, len(global_links)))
+        self.bucket_log: dict[int, FloatArray] = {}
+        self.snapshot: dict[str, Any] | None = None
+        for j, m in enumerate(members):
+            self._enter(j, m)
+        self._reset_epoch()
+
+    # -- setup
+    def _enter(self, j: int, m: _Member) -> None:
+        carry = m.run.carry
+        if carry is not None and len(carry.flow_rem) == len(self.job_flows[j]):
+            self.mode[j] = carry.mode
+            self.phase[j] = carry.phase
+            self.down_rem[j] = carry.down_rem
+            self.wait_until[j] = carry.wait_until
+            self.iter_start[j] = carry.iter_start
+            self.flow_rem[self.job_flows[j]] = carry.flow_rem
+            if carry.mode == _UP and self.has_flows[j]:
+                fl = self.job_flows[j]
+                live = fl[self.flow_rem[fl] > _TOL_MS]
+                self.flow_on[live] = True
+                self.demand[fl] = self.phase_gbps[j][carry.phase]
+            if not m.align_now:
+                self.anchor[j] = carry.anchor
+                self.pending_align[j] = carry.pending_align
+        else:
+            self.mode[j] = _WAIT
+            start = max(self.clock, m.run.resume_ms)
+            if not math.isnan(self.anchor[j]):
+                start = self._grid_at_or_after(j, start)
+                self.pending_align[j] = False
+            self.wait_until[j] = start
+        m.run.carry = None
+
+    def _grid_at_or_after(self, j: int, t: float) -> float:
+        a, p = self.anchor[j], self.period[j]
+        if t <= a:
+            return float(a)
+        return float(a + math.ceil((t - a) / p - 1e-9) * p)
+
+    def _reset_epoch(self) -> None:
+        self.window = None
+        self.w0 = None
+        self.w0_idx: list[int] = []
+        self.epoch_iters = np.array([len(r.starts) for r in self.runs], dtype=np.int64)
+
+    # -- snapshots for rewinding
+    def take_snapshot(self) -> None:
+        bucket_now = int(self.clock // (self.settings.bucket_s * 1e3))
+        self.snapshot = {
+            "clock": self.clock,
+            "arrays": [
+                a.copy()
+                for a in (
+                    self.mode,
+                    self.phase,
+                    self.down_rem,
+                    self.wait_until,
+                    self.iter_start,
+                    self.anchor,
+                    self.pending_align,
+                    self.flow_rem,
+                    self.flow_on,
+                    self.demand,
+                    self.epoch_iters,
+                    self.tot,
+                )
+            ],
+            "records": [len(r.starts) for r in self.runs],
+            "work": [r.work_done for r in self.runs],
+            "adj": [r.adjustments for r in self.runs],
+            "completions": len(self.completions),
+            "buckets": {b: v.copy() for b, v in self.bucket_log.items() if b >= bucket_now},
+            "bucket_now": bucket_now,
+            "window": self.window,
+            "w0": self.w0,
+            "w0_idx": list(self.w0_idx),
+            "ff": self.ff_ms,
+        }
+
+    def restore(self) -> None:
+        snap = self.snapshot
+        assert snap is not None
+        self.clock = snap["clock"]
+        (
+            self.mode,
+            self.phase,
+            self.down_rem,
+            self.wait_until,
+            self.iter_start,
+            self.anchor,
+            self.pending_align,
+            self.flow_rem,
+            self.flow_on,
+            self.demand,
+            self.epoch_iters,
+            self.tot,
+        ) = [a.copy() for a in snap["arrays"]]
+        for r, n, w, a in zip(self.runs, snap["records"], snap["work"], snap["adj"], strict=True):
+            del r.starts[n:]
+            del r.ends[n:]
+            del r.ideal[n:]
+            r.work_done = w
+            r.adjustments = a
+            r.finish_ms = (
+                None if r.finish_ms is not None and r.finish_ms > self.clock else r.finish_ms
+            )
+        del self.completions[snap["completions"] :]
+        for b in [b for b in self.bucket_log if b >= snap["bucket_now"]]:
+            del self.bucket_log[b]
+        for b, v in snap["buckets"].items():
+            self.bucket_log[b] = v.copy()
+        self.window = snap["window"]
+        self.w0 = snap["w0"]
+        self.w0_idx = list(snap["w0_idx"])
+        self.ff_ms = snap["ff"]
+        self.dirty = True
+
+    # -- the event loop
+    def run_until(self, limit: float, exact_stop: bool = False) -> None:
+        """Advance to `limit` (forward runs may overshoot by less than one skipped window)."""
+        while self.clock < limit - _TOL_MS:
+            if not (self.mode != _DONE).any():
+                self.clock = limit
+                return
+            if self.window is not None and self._try_jump(limit, exact_stop):
+                continue
+            if self.dirty:
+                self._recompute_rates()
+            dt = limit - self.clock
+            on = self.flow_on
+            if on.any():
+                dt = min(dt, float((self.flow_rem[on] / self.rates[on]).min()))
+            timed = (self.mode == _DOWN) | ((self.mode == _UP) & ~self.has_flows)
+            if timed.any():
+                dt = min(dt, float(self.down_rem[timed].min()))
+            waiting = self.mode == _WAIT
+            if waiting.any():
+                dt = min(dt, float(self.wait_until[waiting].min() - self.clock))
+            dt = max(dt, 0.0)
+            self._advance(dt, timed)
+            self.events += 1
+            self._process()
+
+    def _recompute_rates(self) -> None:
+        on = self.flow_on
+        self.rates[:] = 0.0
+        if on.any():
+            if self.cap_bind.size:
+                self.rates[on] = max_min_rates(self.inc_bind[on], self.demand[on], self.cap_bind)
+            else:
+                self.rates[on] = self.demand[on]
+            self.offered = self.demand[on] @ self.inc_f[on]
+            self.carried = self.rates[on] @ self.inc_f[on]
+        else:
+            self.offered = np.zeros(len(self.cap))
+            self.carried = np.zeros(len(self.cap))
+        self.dirty = False
+
+    def _advance(self, dt: float, timed: npt.NDArray[np.bool_]) -> None:
+        if dt <= 0:
+            return
+        on = self.flow_on
+        if on.any():
+            self.flow_rem[on] -= self.rates[on] * dt
+            over = self.offered > self.cap * (1 + 1e-9)
+            seg = np.stack(
+                [self.carried * dt, over * dt, np.maximum(0.0, self.offered - self.cap) * dt]
+            )
+            self.tot += seg
+            self._log(self.clock, dt, seg / dt)
+        self.down_rem[timed] -= dt
+        self.clock += dt
+
+    def _log(self, t0: float, dt: float, per_ms: FloatArray) -> None:
+        """Spread a constant-rate segment over the time buckets it covers."""
+        width = self.settings.bucket_s * 1e3
+        t, end = t0, t0 + dt
+        while t < end - 1e-12:
+            b = int(t // width)
+            b_end = min(end, (b + 1) * width)
+            row = self.bucket_log.get(b)
+            if row is None:
+                row = np.zeros_like(per_ms)
+                self.bucket_log[b] = row
+            row += per_ms * (b_end - t)
+            t = b_end
+
+    def _process(self) -> None:
+        now = self.clock
+        on = self.flow_on
+        if on.any():
+            done = on & (self.flow_rem <= 1e-9 * (1 + self.demand))
+            if done.any():
+                self.flow_on[done] = False
+                self.flow_rem[done] = 0.0
+                self.dirty = True
+        mode = self.mode
+        ready = (mode == _WAIT) & (self.wait_until <= now + _TOL_MS)
+        timed = (mode == _DOWN) | ((mode == _UP) & ~self.has_flows)
+        ready |= timed & (self.down_rem <= _TOL_MS)
+        up = (mode == _UP) & self.has_flows
+        if up.any():
+            flowing = np.bincount(self.flow_job[self.flow_on], minlength=len(mode)) > 0
+            ready |= up & ~flowing
+        for j in np.flatnonzero(ready).tolist():
+            if self.mode[j] == _WAIT:
+                self.iter_start[j] = now
+                self._begin_phase(j, 0)
+            else:
+                self._next_phase(j)
+
+    def _begin_phase(self, j: int, k: int) -> None:
+        self.phase[j] = k
+        dur = float(self.phase_ms[j][k])
+        if k == 0 and self.settings.drift_sigma > 0:
+            dur = self._jitter(j, dur)
+        gbps = float(self.phase_gbps[j][k])
+        if gbps > 0:
+            self.mode[j] = _UP
+            if self.has_flows[j]:
+                fl = self.job_flows[j]
+                self.flow_rem[fl] = gbps * dur
+                self.demand[fl] = gbps
+                self.flow_on[fl] = True
+                self.dirty = True
+            else:
+                self.down_rem[j] = dur
+        else:
+            self.mode[j] = _DOWN
+            self.down_rem[j] = dur
+
+    def _jitter(self, j: int, dur: float) -> float:
+        run = self.runs[j]
+        rng = np.random.default_rng(
+            [self.settings.seed, zlib.crc32(run.trace.name.encode()), len(run.starts)]
+        )
+        return max(0.0, dur * (1.0 + float(rng.normal(0.0, self.settings.drift_sigma))))
+
+    def _next_phase(self, j: int) -> None:
+        k = int(self.phase[j]) + 1
+        if k < len(self.phase_ms[j]):
+            self._begin_phase(j, k)
+            return
+        run = self.runs[j]
+        now = self.clock
+        run.starts.append(float(self.iter_start[j]))
+        run.ends.append(now)
+        run.ideal.append(float(self.period[j]))
+        run.work_done += run.work_per_iter
+        if run.work_done >= run.trace.iterations - 1e-9:
+            self.mode[j] = _DONE
+            run.finish_ms = now
+            self.completions.append((now, j))
+            self._reset_epoch()
+            return
+        start = now
+        if not math.isnan(self.anchor[j]):
+            if self.pending_align[j]:
+                start = self._grid_at_or_after(j, now)
+                self.pending_align[j] = False
+                run.adjustments += 1
+            elif self.settings.drift_sigma > 0:
+                late = (now - self.anchor[j]) % self.period[j]
+                if self.settings.realign_tolerance * self.period[j] < late:
+                    start = self._grid_at_or_after(j, now)
+                    run.adjustments += 1
+        if start > now + _TOL_MS:
+            self.mode[j] = _WAIT
+            self.wait_until[j] = start
+        else:
+            self.iter_start[j] = now
+            self._begin_phase(j, 0)
+        if self.settings.fast_forward:
+            self._track_window()
+
+    # -- steady-state windows and skipping
+    def _track_window(self) -> None:
+        if self.window is not None:
+            return
+        live = [j for j in range(len(self.runs)) if self.mode[j] != _DONE]
+        if not live:
+            return
+        if self.w0 is None:
+            done_since = [len(self.runs[j].starts) - int(self.epoch_iters[j]) for j in live]
+            if min(done_since) >= self.settings.warmup_iterations:
+                self.w0 = (self.clock, self.tot.copy())
+                self.w0_idx = [len(r.starts) for r in self.runs]
+            return
+        t0, tot0 = self.w0
+        if all(
+            len(self.runs[j].starts) - self.w0_idx[j] >= self.settings.window_iterations
+            for j in live
+        ):
+            self.window = _Window(length=self.clock - t0, tot=self.tot - tot0)
+
+    def _try_jump(self, limit: float, exact_stop: bool) -> bool:
+        """Skip k whole windows: the last window's records repeat, shifted by k x length."""
+        win = self.window
+        assert win is not None
+        length = win.length
+        if length <= 0:
+            return False
+        templates: list[tuple[int, int]] = []
+        k_max = 10**12
+        for j, run in enumerate(self.runs):
+            if self.mode[j] == _DONE:
+                templates.append((0, 0))
+                continue
+            lo = bisect.bisect_right(run.ends, self.clock - length)
+            n = len(run.ends) - lo
+            if n <= 0:
+                return False
+            templates.append((lo, n))
+            left = math.ceil((run.trace.iterations - run.work_done) / run.work_per_iter - 1e-9)
+            k_max = min(k_max, (left - 2 * n) // n)
+        span = (limit - self.clock) / length
+        k = min(k_max, math.floor(span) if exact_stop else math.ceil(span))
+        if k < 1:
+            return False
+        shift = k * length
+        offsets = (np.arange(1, k + 1) * length)[:, None]
+        for j, run in enumerate(self.runs):
+            lo, n = templates[j]
+            if n == 0:
+                continue
+            ws = np.asarray(run.starts[lo:])
+            we = np.asarray(run.ends[lo:])
+            run.starts.extend((ws[None, :] + offsets).ravel().tolist())
+            run.ends.extend((we[None, :] + offsets).ravel().tolist())
+            run.ideal.extend(run.ideal[lo:] * k)
+            run.work_done += k * n * run.work_per_iter
+        self.iter_start += shift
+        self.wait_until += shift
+        self.anchor += shift
+        self.tot += k * win.tot
+        self._log(self.clock, shift, win.tot / length)
+        self.clock += shift
+        self.ff_ms += shift
+        return True
+
+    # -- reading state out
+    def carry_out(self, j: int) -> _Carry:
+        fl = self.job_flows[j]
+        return _Carry(
+            mode=int(self.mode[j]),
+            phase=int(self.phase[j]),
+            down_rem=float(self.down_rem[j]),
+            wait_until=float(self.wait_until[j]),
+            iter_start=float(self.iter_start[j]),
+            flow_rem=self.flow_rem[fl].copy(),
+            anchor=float(self.anchor[j]),
+            pending_align=bool(self.pending_align[j]),
+        )
+
+    def commit_stats(self, upto_ms: float) -> None:
+        """Hand the link counters to the run-wide series (once, when dissolved)."""
+        if self.dedicated:
+            return
+        for b, row in self.bucket_log.items():
+            self.stats.add(b, self.global_links, row)
+        self.bucket_log = {}
+
+
+@dataclass(frozen=True)
+class _Window:
+    length: float
+    tot: FloatArray
+
+
+class _Stats:
+    """Run-wide per-link buckets, filled when components dissolve."""
+
+    def __init__(self, n_links: int) -> None:
+        self.n_links = n_links
+        self.rows: dict[int, FloatArray] = {}
+
+    def add(self, bucket: int, links: npt.NDArray[np.int64], row: FloatArray) -> None:
+        dest = self.rows.get(bucket)
+        if dest is None:
+            dest = np.zeros((3, self.n_links))
+            self.rows[bucket] = dest
+        dest[:, links] += row
+
+    def series(
+        self, links: tuple[DirectedLink, ...], caps: FloatArray, bucket_s: float
+    ) -> LinkSeries:
+        n_b = (max(self.rows) + 1) if self.rows else 1
+        data = np.zeros((3, n_b, self.n_links))
+        for b, row in self.rows.items():
+            data[:, b, :] = row
+        return LinkSeries(links, caps, bucket_s, data[0], data[1], data[2])
+
+
+# ------------------------------------------------------------------ the driver
+
+EventHook = Callable[[float, Mapping[str, int], Mapping[str, int]], None]
+ProgressHook = Callable[[int, int], None]
+
+
+class _Run:
+    """One simulation: the trace, the cluster, the scheduler and their state."""
+
+    def __init__(
+        self,
+        trace: Sequence[TraceJob],
+        topology: Topology,
+        scheduler: Scheduler,
+        settings: SimSettings,
+        router: Router | None,
+        on_event: EventHook | None,
+        progress: ProgressHook | None,
+        book: ProfileBook | None = None,
+    ) -> None:
+        check_fits(trace, topology.total_gpus())
+        self.trace = sorted(trace, key=lambda j: (j.arrival_s, j.name))
+        self.topology = topology
+        self.scheduler = scheduler
+        self.settings = settings
+        self.router = router or Router(topology)
+        caps = topology.capacity_gbps()
+        self.links: tuple[DirectedLink, ...] = tuple(sorted(caps))
+        self.link_id = {lk: i for i, lk in enumerate(self.links)}
+        self.capacity = np.array([caps[lk] for lk in self.links])
+        self.gpus = {s.name: s.gpus for s in topology.servers}
+        self.stats = _Stats(len(self.links))
+        # Sum over running jobs of their peak demand per link. Only links whose
+        # sum can exceed capacity ("coupling" links) can make jobs slow each
+        # other down, so only they join jobs into one component: elsewhere the
+        # max-min allocation never binds and jobs are independent exactly.
+        self.peak_load = np.zeros(len(self.links))
+        self.on_event = on_event
+        self.progress = progress
+        self.runs = {j.name: _JobRun(j) for j in self.trace}
+        self.live: list[str] = []
+        self.finished: set[str] = set()
+        self.comps: list[_Component] = []
+        self.comp_of: dict[str, _Component] = {}
+        self.book = book or ProfileBook()
+        self.flow_cache: dict[tuple[tuple[str, ...], str], list[list[int]]] = {}
+        self.decisions = 0
+        self.events_retired = 0
+        self.ff_retired = 0.0
+
+    def profile(self, model: str, workers: int, batch: int | None) -> Profile:
+        return self.book.get(model, workers, batch)
+
+    def flows(self, servers: tuple[str, ...], parallelism: str) -> list[list[int]]:
+        key = (servers, parallelism)
+        cached = self.flow_cache.get(key)
+        if cached is None:
+            cached = [
+                [self.link_id[lk] for lk in self.router.path_links(self.router.path(src, dst))]
+                for src, dst in self.router.job_flows(servers, parallelism)
+            ]
+            self.flow_cache[key] = cached
+        return cached
+
+    # -- the loop
+    def execute(self) -> SimResult:
+        now = 0.0
+        ai = 0
+        n = len(self.trace)
+        horizon = self.settings.horizon_s * 1e3
+        tick = math.inf
+        while len(self.finished) < n:
+            next_arrival = self.trace[ai].arrival_s * 1e3 if ai < n else math.inf
+            grid = (math.floor(now / horizon) + 1) * horizon
+            t_ext = min(next_arrival, tick, grid)
+            if now > self.settings.max_sim_s * 1e3:
+                raise RuntimeError(
+                    f"simulation passed {self.settings.max_sim_s} s without finishing"
+                )
+            for comp in self.comps:
+                if comp.clock < t_ext:
+                    if comp.clock <= now + _TOL_MS:
+                        comp.take_snapshot()
+                    comp.run_until(t_ext)
+            completions = sorted(
+                (t, comp.runs[j].trace.name)
+                for comp in self.comps
+                for t, j in comp.completions
+                if comp.runs[j].trace.name not in self.finished
+            )
+            t_next = min(t_ext, completions[0][0]) if completions else t_ext
+            now = t_next
+            reason = ""
+            for t, name in completions:
+                if t <= now + _TOL_MS:
+                    self._finish(name, t)
+                    reason = reason or "departure"
+            while ai < n and self.trace[ai].arrival_s * 1e3 <= now + _TOL_MS:
+                self.live.append(self.trace[ai].name)
+                ai += 1
+                reason = "arrival"
+            if tick <= now + _TOL_MS:
+                reason = reason or "tick"
+            if not reason:
+                continue
+            view = self._view(now, reason)
+            alloc = self.scheduler.decide(view)
+            self.decisions += 1
+            self._apply(alloc, now)
+            tick = self.scheduler.next_tick(now / 1e3, self._view(now, "tick")) * 1e3
+            if tick <= now + _TOL_MS:
+                tick = math.inf
+            if self.progress is not None:
+                self.progress(len(self.finished), n)
+            if not self.comps and ai >= n and len(self.finished) < n and tick == math.inf:
+                waiting = [j for j in self.live if j not in self.finished]
+                raise RuntimeError(
+                    f"scheduler {self.scheduler.name} left jobs waiting forever: {waiting[:5]}"
+                )
+        for comp in self.comps:
+            self._retire(comp)
+        return self._result(now)
+
+    def _finish(self, name: str, t: float) -> None:
+        run = self.runs[name]
+        run.finish_ms = t
+        self.finished.add(name)
+        self.live.remove(name)
+        run.servers = ()
+        self._set_load(run, None)
+
+    def _set_load(self, run: _JobRun, prof: Profile | None) -> None:
+        """Replace a job's contribution to the per-link peak demand."""
+        np.subtract.at(self.peak_load, run.load_links, run.load_gbps)
+        if prof is None or not run.servers:
+            run.load_links = np.zeros(0, dtype=np.int64)
+            run.load_gbps = 0.0
+            return
+        flows = self.flows(run.servers, prof.parallelism)
+        run.load_links = np.array([lk for f in flows for lk in f], dtype=np.int64)
+        run.load_gbps = max((p.gbps for p in prof.phases), default=0.0)
+        np.add.at(self.peak_load, run.load_links, run.load_gbps)
+
+    def coupling(self) -> npt.NDArray[np.bool_]:
+        return self.peak_load > self.capacity * (1 + 1e-9)
+
+    def _view(self, now: float, reason: str) -> ClusterView:
+        used = slots_used({n: self.runs[n].servers for n in self.live})
+        free = {s: g - used.get(s, 0) for s, g in self.gpus.items()}
+        jobs = []
+        for name in self.live:
+            run = self.runs[name]
+            tj = run.trace
+            jobs.append(
+                JobStatus(
+                    name=name,
+                    model=tj.model,
+                    requested=tj.workers,
+                    iterations=tj.iterations,
+                    arrival_s=tj.arrival_s,
+                    work_done=min(run.work_done, float(tj.iterations)),
+                    servers=run.servers,
+                    since_s=run.since_s,
+                    ideal_iteration_ms=self.profile(
+                        tj.model, tj.workers, tj.batch_size
+                    ).iteration_ms,
+                    batch_size=tj.batch_size,
+                    shift_ms=run.shift_ms,
+                )
+            )
+        return ClusterView(now / 1e3, self.gpus, free, tuple(jobs), reason)
+
+    def _apply(self, alloc: Allocation, now: float) -> None:
+        placement = {k: tuple(v) for k, v in alloc.placement.items() if v}
+        for name in placement:
+            if name not in self.runs or name not in self.live:
+                raise RuntimeError(f"scheduler placed unknown or finished job {name}")
+        if not self.scheduler.dedicated:
+            used = slots_used(placement)
+            over = {s: u for s, u in used.items() if u > self.gpus.get(s, 0)}
+            if over:
+                raise RuntimeError(f"scheduler {self.scheduler.name} over-allocated servers {over}")
+        if self.on_event is not None:
+            self.on_event(now / 1e3, slots_used(placement), self.gpus)
+        changed: set[str] = set()
+        resync: set[str] = set()
+        for name in self.live:
+            run = self.runs[name]
+            new = placement.get(name, ())
+            if sorted(new) != sorted(run.servers):
+                changed.add(name)
+            shift = alloc.shifts_ms.get(name) if new else None
+            if new and shift is not None and shift != run.shift_ms:
+                resync.add(name)
+        if not changed and not resync:
+            return
+        new_links: set[int] = set()
+        for name in changed:
+            run = self.runs[name]
+            servers = placement.get(name, ())
+            tj = run.trace
+            prof = self.profile(tj.model, len(servers), tj.batch_size) if servers else None
+            old_servers = run.servers
+            run.servers = servers
+            self._set_load(run, prof)
+            run.servers = old_servers
+            if prof is not None:
+                new_links.update(lk for f in self.flows(servers, prof.parallelism) for lk in f)
+        hot = self.coupling()
+        hot_new = {lk for lk in new_links if hot[lk]}
+        touched = []
+        for comp in self.comps:
+            names = {r.trace.name for r in comp.runs}
+            if names & (changed | resync) or (
+                not self.scheduler.dedicated and hot_new.intersection(comp.global_links.tolist())
+            ):
+                touched.append(comp)
+        regroup: list[str] = []
+        for comp in touched:
+            self._rewind(comp, now)
+            for j, run in enumerate(comp.runs):
+                name = run.trace.name
+                if name in self.finished:
+                    continue
+                run.carry = None if name in changed else comp.carry_out(j)
+                regroup.append(name)
+            self._retire(comp)
+            self.comps.remove(comp)
+        migration_ms = self.scheduler.migration_s * 1e3
+        for name in changed:
+            run = self.runs[name]
+            new = placement.get(name, ())
+            if run.servers or run.starts:
+                # moved, preempted or resumed: the in-flight iteration is lost
+                run.migrations += 1
+                run.resume_ms = now + migration_ms
+            else:
+                run.resume_ms = now
+            run.carry = None
+            run.servers = new
+            run.since_s = now / 1e3
+            if name not in regroup:
+                regroup.append(name)
+        members: list[_Member] = []
+        for name in regroup:
+            run = self.runs[name]
+            if not run.servers:
+                continue
+            run.work_per_iter = float(alloc.work_per_iteration.get(name, 1.0))
+            shift = alloc.shifts_ms.get(name)
+            run.shift_ms = shift
+            tj = run.trace
+            prof = self.profile(tj.model, len(run.servers), tj.batch_size)
+            anchor = (
+                now + shift
+                if (shift is not None and (name in resync or name in changed))
+                else math.nan
+            )
+            align_now = name in resync and name not in changed and run.carry is not None
+            if name in resync and name not in changed and run.carry is None:
+                anchor = math.nan
+            members.append(
+                _Member(run, prof, self.flows(run.servers, prof.parallelism), anchor, align_now)
+            )
+        for group in self._groups(members):
+            comp = _Component(
+                group, self.capacity, self.settings, now, self.stats, self.scheduler.dedicated
+            )
+            comp.take_snapshot()
+            self.comps.append(comp)
+
+    def _groups(self, members: list[_Member]) -> list[list[_Member]]:
+        """Connected components of jobs through shared links (union-find)."""
+        if self.scheduler.dedicated:
+            return [[m] for m in members]
+        parent = list(range(len(members)))
+
+        def root(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        owner: dict[int, int] = {}
+        hot = self.coupling()
+        for i, m in enumerate(members):
+            for f in m.flows:
+                for lk in f:
+                    if not hot[lk]:
+                        continue
+                    if lk in owner:
+                        a, b = root(owner[lk]), root(i)
+                        if a != b:
+                            parent[a] = b
+                    else:
+                        owner[lk] = i
+        groups: dict[int, list[_Member]] = {}
+        for i, m in enumerate(members):
+            groups.setdefault(root(i), []).append(m)
+        return list(groups.values())
+
+    def _rewind(self, comp: _Component, now: float) -> None:
+        if comp.clock > now + _TOL_MS:
+            comp.restore()
+        if comp.clock < now - _TOL_MS:
+            comp.run_until(now, exact_stop=True)
+        # keep the component consistent with completions already processed
+        for j, run in enumerate(comp.runs):
+            if run.trace.name in self.finished and comp.mode[j] != _DONE:
+                comp.mode[j] = _DONE
+                comp.flow_on[comp.job_flows[j]] = False
+
+    def _retire(self, comp: _Component) -> None:
+        comp.commit_stats(comp.clock)
+        self.events_retired += comp.events
+        self.ff_retired += comp.ff_ms
+
+    def _result(self, now: float) -> SimResult:
+        jobs = []
+        for name, run in self.runs.items():
+            tj = run.trace
+            jobs.append(
+                JobResult(
+                    name=name,
+                    model=tj.model,
+                    workers=tj.workers,
+                    arrival_s=tj.arrival_s,
+                    finish_s=(run.finish_ms or now) / 1e3,
+                    iteration_start_ms=np.array(run.starts),
+                    iteration_end_ms=np.array(run.ends),
+                    ideal_iteration_ms=np.array(run.ideal),
+                    adjustments=run.adjustments,
+                    migrations=run.migrations,
+                )
+            )
+        return SimResult(
+            scheduler=self.scheduler.name,
+            jobs=tuple(jobs),
+            links=self.stats.series(self.links, self.capacity, self.settings.bucket_s),
+            events=self.events_retired,
+            decisions=self.decisions,
+            simulated_ms=now,
+            fast_forwarded_ms=self.ff_retired,
+            metadata={"settings": self.settings.__dict__.copy(), "topology": self.topology.name},
+        )
+
+
+def simulate(
+    trace: Sequence[TraceJob],
+    topology: Topology,
+    scheduler: Scheduler,
+    settings: SimSettings | None = None,
+    router: Router | None = None,
+    on_event: EventHook | None = None,
+    progress: ProgressHook | None = None,
+    book: ProfileBook | None = None,
+) -> SimResult:
+    """Run `trace` on `topology` under `scheduler`; deterministic for a given seed.
+
+    `on_event(now_s, slots_used, gpus)` is called after every scheduler
+    decision (tests use it to check capacity at every event).
+    """
+    run = _Run(
+        trace, topology, scheduler, settings or SimSettings(), router, on_event, progress, book
+    )
+    return run.execute()

@@ -1,0 +1,299 @@
+"""Which jobs arrive when: the workloads of the paper's evaluation, as files.
+
+A trace is a tuple of `TraceJob` sorted by arrival. Three generators follow the
+paper (section 8 of the design): Poisson arrivals at a target load, a dynamic
+trace (a busy cluster, then DLRM + ResNet50 arrive), and a snapshot (all at
+t = 0). Traces are plain files a user can write by hand:
+
+CSV, one job per line after a header naming the columns (order free):
+
+    arrival_s,model,workers,iterations,batch_size,name
+    0.0,vgg16,4,500,,
+    12.5,resnet50,8,800,64,my-resnet
+
+JSON: `{"jobs": [{"arrival_s": 0.0, "model": "vgg16", "workers": 4,
+"iterations": 500}, ...]}` (or a bare list). `batch_size` and `name` are
+optional; names default to `j<index>-<model>`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from topologies.errors import UserInputError, did_you_mean
+
+from .profiles import build_profile, load_models, model_names, normalize_model_name
+
+TRACE_KINDS = ("poisson", "dynamic", "snapshot")
+FIELDS = ("arrival_s", "model", "workers", "iterations", "batch_size", "name")
+REQUIRED = ("arrival_s", "model", "workers", "iterations")
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One arriving job. `iterations` is the work it must complete."""
+
+    name: str
+    model: str
+    workers: int
+    iterations: int
+    arrival_s: float = 0.0
+    batch_size: int | None = None
+
+
+def poisson_trace(
+    jobs: int,
+    total_gpus: int,
+    load: float = 0.9,
+    seed: int = 0,
+    max_workers: int = 12,
+    iterations: tuple[int, int] = (200, 1000),
+    models: Sequence[str] | None = None,
+) -> tuple[TraceJob, ...]:
+    """Poisson arrivals whose offered load is `load` x the cluster's GPUs.
+
+    Load = arrival rate x mean(GPU x seconds per job) / total GPUs (Little's law
+    on GPUs), so the mean gap is mean_gpu_seconds / (load x total_gpus). The GPU
+    seconds use each job's profile iteration time alone (no contention), so the
+    real busy fraction ends a little above `load` once contention stretches
+    jobs: that is the pressure the paper's traces put on the network.
+    """
+    if jobs < 1:
+        raise UserInputError(f"--jobs must be >= 1, got {jobs}")
+    if not 0.0 < load <= 2.0:
+        raise UserInputError(f"--load must be in (0, 2], got {load}")
+    rng = np.random.default_rng(seed)
+    names = list(models) if models is not None else model_names()
+    drawn_models = rng.integers(0, len(names), size=jobs)
+    workers = rng.integers(1, min(max_workers, total_gpus) + 1, size=jobs)
+    iters = rng.integers(iterations[0], iterations[1] + 1, size=jobs)
+    specs = load_models()
+    gpu_seconds = np.array(
+        [
+            build_profile(names[m], int(w), models=specs).iteration_ms / 1e3 * int(w) * int(n)
+            for m, w, n in zip(drawn_models, workers, iters, strict=True)
+        ]
+    )
+    mean_gap = float(gpu_seconds.mean()) / (load * total_gpus)
+    gaps = rng.exponential(mean_gap, size=jobs)
+    gaps[0] = 0.0
+    arrivals = np.cumsum(gaps)
+    return tuple(
+        TraceJob(f"j{i:04d}-{names[m]}", names[m], int(w), int(n), round(float(t), 6))
+        for i, (m, w, n, t) in enumerate(zip(drawn_models, workers, iters, arrivals, strict=True))
+    )
+
+
+def snapshot_trace(
+    jobs: int, total_gpus: int, seed: int = 0, max_workers: int = 12
+) -> tuple[TraceJob, ...]:
+    """All jobs present at t = 0 (more than fit queue, FIFO by name)."""
+    base = poisson_trace(jobs, total_gpus, 1.0, seed, max_workers)
+    return tuple(TraceJob(j.name, j.model, j.workers, j.iterations, 0.0) for j in base)
+
+
+def dynamic_trace(
+    total_gpus: int,
+    seed: int = 0,
+    background_jobs: int | None = None,
+    arrive_s: float = 30.0,
+    background_workers: int = 6,
+    newcomer_workers: int = 3,
+) -> tuple[TraceJob, ...]:
+    """A busy cluster, then DLRM and ResNet50 arrive together (the paper's case).
+
+    (our choice) Background jobs of `background_workers` GPUs fill about 75% of
+    the cluster at t = 0 and run long enough to still be running when the pair
+    arrives at `arrive_s`. On the default testbed (racks of 4 servers) a 6-GPU
+    job must span two racks, so the free GPUs left behind are scattered and
+    the newcomers (3 GPUs each) share rack uplinks with the background and with
+    each other: the situation where the choice of placement matters.
+    """
+    rng = np.random.default_rng(seed)
+    names = [m for m in model_names() if m not in ("dlrm", "resnet50")]
+    count = background_jobs
+    if count is None:
+        count = max(1, int(total_gpus * 0.75) // background_workers)
+    out: list[TraceJob] = []
+    for i in range(count):
+        model = names[int(rng.integers(0, len(names)))]
+        out.append(
+            TraceJob(
+                f"bg{i:03d}-{model}", model, background_workers, int(rng.integers(900, 1001)), 0.0
+            )
+        )
+    out.append(TraceJob("new-dlrm", "dlrm", newcomer_workers, 1000, arrive_s))
+    out.append(TraceJob("new-resnet50", "resnet50", newcomer_workers, 1000, arrive_s))
+    return tuple(out)
+
+
+def generate_trace(
+    kind: str,
+    total_gpus: int,
+    jobs: int = 60,
+    load: float = 0.9,
+    seed: int = 0,
+) -> tuple[TraceJob, ...]:
+    """Dispatch on a trace kind name (`poisson`, `dynamic`, `snapshot`)."""
+    if kind == "poisson":
+        return poisson_trace(jobs, total_gpus, load, seed)
+    if kind == "snapshot":
+        return snapshot_trace(jobs, total_gpus, seed)
+    if kind == "dynamic":
+        return dynamic_trace(total_gpus, seed)
+    raise UserInputError(did_you_mean(kind, TRACE_KINDS, "trace kind"))
+
+
+# ---------------------------------------------------------------- files
+
+
+def write_trace(jobs: Iterable[TraceJob], path: str | Path) -> Path:
+    """Write CSV or JSON by the file suffix (.json, else CSV)."""
+    out = Path(path)
+    rows = [_row(j) for j in jobs]
+    if out.suffix.lower() == ".json":
+        out.write_text(json.dumps({"jobs": rows}, indent=1) + "\n")
+        return out
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(FIELDS), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    out.write_text(buf.getvalue())
+    return out
+
+
+def _row(job: TraceJob) -> dict[str, Any]:
+    d = asdict(job)
+    return {k: d[k] for k in FIELDS}
+
+
+def load_trace(path: str | Path) -> tuple[TraceJob, ...]:
+    """Read a trace file; errors name the file, the line (or entry) and the field."""
+    src = Path(path)
+    if not src.exists():
+        raise UserInputError(f"trace file {src} does not exist")
+    text = src.read_text()
+    if src.suffix.lower() == ".json":
+        return _parse_json(text, src.name)
+    return _parse_csv(text, src.name)
+
+
+def _parse_csv(text: str, where: str) -> tuple[TraceJob, ...]:
+    reader = csv.reader(io.StringIO(text))
+    known = model_names()
+    header: list[str] | None = None
+    jobs: list[TraceJob] = []
+    for lineno, cells in enumerate(reader, start=1):
+        if not cells or all(not c.strip() for c in cells) or cells[0].lstrip().startswith("#"):
+            continue
+        if header is None:
+            header = [c.strip().lower() for c in cells]
+            for col in header:
+                if col not in FIELDS:
+                    raise UserInputError(
+                        f"{where}:{lineno}: " + did_you_mean(col, FIELDS, "column")
+                    )
+            missing = [f for f in REQUIRED if f not in header]
+            if missing:
+                raise UserInputError(
+                    f"{where}:{lineno}: header lacks column(s) {', '.join(missing)}"
+                )
+            continue
+        if len(cells) != len(header):
+            raise UserInputError(
+                f"{where}:{lineno}: expected {len(header)} fields, got {len(cells)}"
+            )
+        record = {k: v.strip() for k, v in zip(header, cells, strict=True)}
+        jobs.append(_job_from_record(record, f"{where}:{lineno}", len(jobs), known))
+    if header is None:
+        raise UserInputError(f"{where}: empty trace (no header line)")
+    return _finish(jobs, where)
+
+
+def _parse_json(text: str, where: str) -> tuple[TraceJob, ...]:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserInputError(f"{where}:{err.lineno}: invalid JSON: {err.msg}") from None
+    entries = raw.get("jobs") if isinstance(raw, dict) else raw
+    if not isinstance(entries, list):
+        raise UserInputError(f'{where}: expected a list of jobs or {{"jobs": [...]}}')
+    jobs: list[TraceJob] = []
+    known = model_names()
+    for i, entry in enumerate(entries):
+        at = f"{where}: jobs[{i}]"
+        if not isinstance(entry, dict):
+            raise UserInputError(f"{at}: expected an object, got {type(entry).__name__}")
+        for key in entry:
+            if key not in FIELDS:
+                raise UserInputError(f"{at}: " + did_you_mean(str(key), FIELDS, "field"))
+        for key in REQUIRED:
+            if key not in entry:
+                raise UserInputError(f"{at}: missing field '{key}'")
+        record = {k: ("" if v is None else str(v)) for k, v in entry.items()}
+        jobs.append(_job_from_record(record, at, len(jobs), known))
+    return _finish(jobs, where)
+
+
+def _job_from_record(record: dict[str, str], at: str, index: int, known: Sequence[str]) -> TraceJob:
+    arrival = _number(record, "arrival_s", at, float, allow_zero=True)
+    raw_model = record.get("model", "")
+    key = normalize_model_name(raw_model)
+    if key not in known:
+        raise UserInputError(f"{at}: model: " + did_you_mean(raw_model, known, "model"))
+    workers = _number(record, "workers", at, int)
+    iterations = _number(record, "iterations", at, int)
+    batch = _number(record, "batch_size", at, int) if record.get("batch_size") else None
+    name = record.get("name") or f"j{index:04d}-{key}"
+    return TraceJob(
+        name,
+        key,
+        int(workers),
+        int(iterations),
+        float(arrival),
+        None if batch is None else int(batch),
+    )
+
+
+def _number(
+    record: dict[str, str], field: str, at: str, kind: type, allow_zero: bool = False
+) -> float:
+    text = record.get(field, "")
+    what = "a non-negative number" if allow_zero else "a positive integer"
+    try:
+        value = float(text) if kind is float else int(text)
+    except ValueError:
+        raise UserInputError(f"{at}: {field}: expected {what}, got {text!r}") from None
+    if value < 0 or (value == 0 and not allow_zero) or value != value:
+        raise UserInputError(f"{at}: {field}: expected {what}, got {text!r}")
+    return value
+
+
+def _finish(jobs: list[TraceJob], where: str) -> tuple[TraceJob, ...]:
+    if not jobs:
+        raise UserInputError(f"{where}: the trace has no jobs")
+    seen: set[str] = set()
+    for job in jobs:
+        if job.name in seen:
+            raise UserInputError(f"{where}: job name {job.name!r} appears twice")
+        seen.add(job.name)
+    return tuple(sorted(jobs, key=lambda j: (j.arrival_s, j.name)))
+
+
+def check_fits(jobs: Sequence[TraceJob], total_gpus: int, where: str = "trace") -> None:
+    """Refuse jobs that could never run on this cluster (they would wait forever)."""
+    for job in jobs:
+        if job.workers > total_gpus:
+            raise UserInputError(
+                f"{where}: job {job.name}: workers: asks for {job.workers} GPUs, "
+                f"the cluster has {total_gpus}"
+            )

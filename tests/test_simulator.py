@@ -1,0 +1,168 @@
+"""The fluid simulator: max-min sharing, contention vs interleaving, determinism, capacity."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from scheduler.baselines import make_scheduler
+from scheduler.baselines.base import Allocation, ClusterView, ProfileBook
+from scheduler.fluid import max_min_rates
+from scheduler.simulator import SimSettings, simulate
+from scheduler.traces import TraceJob, poisson_trace
+from scheduler.types import Phase, Profile
+from topologies.generators import leaf_spine
+from topologies.library import load_topology
+
+
+def test_max_min_three_flows_two_links() -> None:
+    # A crosses both links, B only link 0, C only link 1.
+    inc = np.array([[1, 1], [1, 0], [0, 1]], dtype=bool)
+    rates = max_min_rates(inc, np.array([100.0, 100.0, 100.0]), np.array([10.0, 30.0]))
+    # link 0 (10) split A/B = 5/5; C takes what A leaves on link 1: 25
+    assert rates.tolist() == pytest.approx([5.0, 5.0, 25.0])
+    # demand caps bind first: B only wants 2, so A gets 8 on link 0
+    rates = max_min_rates(inc, np.array([100.0, 2.0, 100.0]), np.array([10.0, 30.0]))
+    assert rates.tolist() == pytest.approx([8.0, 2.0, 22.0])
+
+
+def test_max_min_no_link_over_capacity_random() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        inc = rng.random((12, 6)) < 0.4
+        demand = rng.uniform(1, 50, 12)
+        cap = rng.uniform(10, 60, 6)
+        r = max_min_rates(inc, demand, cap)
+        assert np.all(r <= demand + 1e-9)
+        assert np.all(r @ inc <= cap + 1e-6)
+        # every flow is demand-capped or crosses a saturated link (max-min optimality)
+        load = r @ inc
+        for f in range(12):
+            if r[f] < demand[f] - 1e-6 and inc[f].any():
+                assert np.any(load[inc[f]] >= cap[inc[f]] - 1e-6)
+
+
+HALF = Profile("half", "half", "data", 2, 200.0, (Phase(100.0, 0.0), Phase(100.0, 50.0)))
+
+
+class FixedBook(ProfileBook):
+    """Every job gets the 50%-duty profile (100 ms compute, 100 ms at 50 Gbps)."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.models = {}
+        self._cache = {}
+
+    def get(self, model: str, workers: int, batch_size: int | None = None) -> Profile:
+        return self.profile
+
+
+@dataclass(frozen=True)
+class FixedScheduler:
+    placement: Mapping[str, tuple[str, ...]]
+    shifts: Mapping[str, float] = field(default_factory=dict)
+    name: str = "fixed"
+    dedicated: bool = False
+    migration_s: float = 0.0
+
+    def decide(self, view: ClusterView) -> Allocation:
+        live = {j.name for j in view.jobs}
+        p = {k: v for k, v in self.placement.items() if k in live}
+        return Allocation(p, (p,), {k: v for k, v in self.shifts.items() if k in live})
+
+    def next_tick(self, now_s: float, view: ClusterView) -> float:
+        return float("inf")
+
+
+def _two_jobs(shift_b: float | None, fast: bool = True, iterations: int = 50):
+    # 2 leaves x 2 servers, one spine: both jobs' rings cross leaf1 <-> spine1 <-> leaf2
+    topo = leaf_spine(2, 1, 2)
+    trace = [TraceJob("a", "vgg16", 2, iterations), TraceJob("b", "vgg16", 2, iterations)]
+    sched = FixedScheduler(
+        {"a": ("s01", "s03"), "b": ("s02", "s04")},
+        {} if shift_b is None else {"a": 0.0, "b": shift_b},
+    )
+    return simulate(trace, topo, sched, SimSettings(fast_forward=fast), book=FixedBook(HALF))
+
+
+def test_overlapped_jobs_stretch_by_hand_computed_amount() -> None:
+    res = _two_jobs(None)
+    # both Up phases overlap: 25 Gbps each, so 100 ms of sending takes 200 ms
+    for job in res.jobs:
+        assert job.iteration_ms == pytest.approx(np.full(50, 300.0))
+    assert res.links.oversub_ms.sum() > 0
+
+
+def test_interleaved_jobs_do_not_stretch() -> None:
+    res = _two_jobs(100.0)  # shift T/2: b sends while a computes
+    for job in res.jobs:
+        assert job.iteration_ms == pytest.approx(np.full(50, 200.0))
+    a, b = res.jobs
+    assert b.iteration_start_ms[0] == pytest.approx(100.0)  # the agent delayed b by its shift
+    assert res.links.oversub_ms.sum() == pytest.approx(0.0)
+
+
+def test_fast_forward_matches_exact() -> None:
+    prof = Profile("mix", "mix", "data", 2, 230.0, (Phase(130.0, 0.0), Phase(100.0, 50.0)))
+    topo = leaf_spine(2, 1, 2)
+    trace = [TraceJob("a", "vgg16", 2, 400), TraceJob("b", "vgg16", 2, 300, 0.05)]
+    sched = FixedScheduler({"a": ("s01", "s03"), "b": ("s02", "s04")})
+    out = [
+        simulate(trace, topo, sched, SimSettings(fast_forward=ff), book=FixedBook(prof))
+        for ff in (True, False)
+    ]
+    fast, exact = out
+    assert fast.fast_forwarded_ms > 0 and exact.fast_forwarded_ms == 0
+    assert fast.events < exact.events / 3
+    for f, e in zip(fast.jobs, exact.jobs, strict=True):
+        assert len(f.iteration_ms) == len(e.iteration_ms)
+        assert f.iteration_ms.mean() == pytest.approx(e.iteration_ms.mean(), rel=0.02)
+        assert f.finish_s == pytest.approx(e.finish_s, rel=0.02)
+
+
+def test_identical_seeds_identical_results() -> None:
+    topo = load_topology("cassini-testbed")
+    trace = poisson_trace(15, topo.total_gpus(), 0.9, seed=5)
+    runs = [simulate(trace, topo, make_scheduler("random", topo, seed=7)) for _ in range(2)]
+    for a, b in zip(runs[0].jobs, runs[1].jobs, strict=True):
+        assert np.array_equal(a.iteration_end_ms, b.iteration_end_ms)
+    other = simulate(trace, topo, make_scheduler("random", topo, seed=8))
+    assert any(
+        not np.array_equal(a.iteration_end_ms, b.iteration_end_ms)
+        for a, b in zip(runs[0].jobs, other.jobs, strict=True)
+    )
+
+
+@pytest.mark.parametrize("name", ["themis", "th+cassini", "pollux", "po+cassini", "random"])
+def test_no_server_over_allocated_at_any_event(name: str) -> None:
+    topo = load_topology("cassini-testbed")
+    trace = poisson_trace(25, topo.total_gpus(), 1.0, seed=11)
+    checks: list[int] = []
+
+    def on_event(now_s: float, used: Mapping[str, int], gpus: Mapping[str, int]) -> None:
+        checks.append(1)
+        for server, n in used.items():
+            assert n <= gpus[server], f"{name} over-allocated {server} at {now_s}"
+
+    res = simulate(trace, topo, make_scheduler(name, topo, seed=1), on_event=on_event)
+    assert len(checks) >= len(trace)  # at least one decision per arrival
+    assert all(len(j.iteration_ms) > 0 for j in res.jobs)
+    # every job finished its work
+    for j, t in zip(
+        sorted(res.jobs, key=lambda j: j.name), sorted(trace, key=lambda t: t.name), strict=True
+    ):
+        assert j.finish_s >= t.arrival_s
+
+
+def test_ideal_is_contention_free() -> None:
+    topo = load_topology("cassini-testbed")
+    trace = poisson_trace(15, topo.total_gpus(), 0.9, seed=2)
+    res = simulate(trace, topo, make_scheduler("ideal", topo))
+    for j in res.jobs:
+        if j.model == "gpt2":  # pipeline: two of its own flows share each NIC, even alone
+            continue
+        assert j.slowdown == pytest.approx(np.ones_like(j.slowdown), rel=1e-6)
+        assert j.iteration_start_ms[0] == pytest.approx(j.arrival_s * 1e3)

@@ -1,0 +1,90 @@
+"""Traces: generators, file round trips, and errors that name line and field."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scheduler.profiles import model_names
+from scheduler.traces import (
+    dynamic_trace,
+    load_trace,
+    poisson_trace,
+    snapshot_trace,
+    write_trace,
+)
+from topologies.errors import UserInputError
+
+
+def test_poisson_trace_fields_and_determinism() -> None:
+    a = poisson_trace(200, 24, load=0.9, seed=3)
+    b = poisson_trace(200, 24, load=0.9, seed=3)
+    c = poisson_trace(200, 24, load=0.9, seed=4)
+    assert a == b and a != c
+    assert all(1 <= j.workers <= 12 for j in a)
+    assert all(200 <= j.iterations <= 1000 for j in a)
+    assert {j.model for j in a} <= set(model_names())
+    assert len({j.model for j in a}) == 13  # all 13 models show up in 200 draws
+    arrivals = np.array([j.arrival_s for j in a])
+    assert arrivals[0] == 0.0 and np.all(np.diff(arrivals) >= 0)
+
+
+def test_poisson_load_sets_arrival_rate() -> None:
+    light = poisson_trace(300, 24, load=0.5, seed=1)
+    heavy = poisson_trace(300, 24, load=1.0, seed=1)
+    # same jobs, gaps scale with 1/load
+    assert light[-1].arrival_s == pytest.approx(2 * heavy[-1].arrival_s, rel=1e-6)
+
+
+def test_snapshot_and_dynamic() -> None:
+    snap = snapshot_trace(10, 24, seed=0)
+    assert all(j.arrival_s == 0.0 for j in snap)
+    dyn = dynamic_trace(24, seed=0)
+    late = [j for j in dyn if j.arrival_s > 0]
+    assert sorted(j.model for j in late) == ["dlrm", "resnet50"]
+    assert sum(j.workers for j in dyn if j.arrival_s == 0) <= 24
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".json"])
+def test_round_trip(tmp_path, suffix: str) -> None:
+    jobs = poisson_trace(20, 24, seed=2)
+    path = write_trace(jobs, tmp_path / f"t{suffix}")
+    assert load_trace(path) == tuple(sorted(jobs, key=lambda j: (j.arrival_s, j.name)))
+
+
+def test_csv_error_names_line_and_field(tmp_path) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,model,workers,iterations\n0,vgg16,4,500\n1.5,bert,x,300\n")
+    with pytest.raises(
+        UserInputError, match=r"trace.csv:3: workers: expected a positive integer, got 'x'"
+    ):
+        load_trace(path)
+
+
+def test_csv_unknown_model_suggests(tmp_path) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,model,workers,iterations\n0,resnt50,4,500\n")
+    with pytest.raises(UserInputError, match=r"trace.csv:2: model: .*Did you mean 'resnet50'"):
+        load_trace(path)
+
+
+def test_csv_unknown_column_and_negative(tmp_path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,model,wokers,iterations\n")
+    with pytest.raises(UserInputError, match=r"t.csv:1: .*'workers'"):
+        load_trace(path)
+    path.write_text("arrival_s,model,workers,iterations\n-1,vgg16,2,5\n")
+    with pytest.raises(UserInputError, match=r"t.csv:2: arrival_s"):
+        load_trace(path)
+
+
+def test_json_errors(tmp_path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"jobs": [{"arrival_s": 0, "model": "bert", "workers": 2}]}))
+    with pytest.raises(UserInputError, match=r"jobs\[0\]: missing field 'iterations'"):
+        load_trace(path)
+    path.write_text(json.dumps([{"arrival_s": 0, "model": "bert", "workers": 0, "iterations": 3}]))
+    with pytest.raises(UserInputError, match=r"jobs\[0\]: workers"):
+        load_trace(path)
