@@ -43,6 +43,7 @@ from __future__ import annotations
 import bisect
 import math
 import zlib
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -228,11 +229,22 @@ class _Component:
         self.cap = capacity[self.global_links] if global_links else np.zeros(0)
         flow_job: list[int] = []
         rows: list[list[int]] = []
+        share: list[float] = []
         for j, m in enumerate(members):
+            # (our choice) A profile's gbps is one worker's NIC demand. Where a
+            # worker sends or receives several flows (pipeline stages talk to
+            # both neighbours), each flow gets 1 / max(flows its source sends,
+            # flows its destination receives), so a job never oversubscribes
+            # its own NICs. A flow's first link is its source's NIC uplink and
+            # its last link its destination's NIC downlink.
+            out_deg = Counter(f[0] for f in m.flows if f)
+            in_deg = Counter(f[-1] for f in m.flows if f)
             for f in m.flows:
                 flow_job.append(j)
                 rows.append([local[g] for g in f])
+                share.append(1.0 / max(out_deg[f[0]], in_deg[f[-1]]) if f else 1.0)
         self.flow_job = np.array(flow_job, dtype=np.int64)
+        self.flow_share = np.array(share, dtype=np.float64)
         self.inc = np.zeros((len(rows), len(global_links)), dtype=bool)
         for i, r in enumerate(rows):
             self.inc[i, r] = True
@@ -240,7 +252,7 @@ class _Component:
         # Links whose summed peak demand in this component fits their capacity
         # can never bind: max-min only needs the others (fewer columns, faster).
         peak = np.array([max((p.gbps for p in m.profile.phases), default=0.0) for m in members])
-        flow_peak = peak[self.flow_job] if len(flow_job) else np.zeros(0)
+        flow_peak = peak[self.flow_job] * self.flow_share if len(flow_job) else np.zeros(0)
         self.bind = (
             (flow_peak @ self.inc_f > self.cap * (1 + 1e-9)) if len(flow_job) else np.zeros(0, bool)
         )
@@ -292,7 +304,7 @@ class _Component:
                 fl = self.job_flows[j]
                 live = fl[self.flow_rem[fl] > _TOL_MS]
                 self.flow_on[live] = True
-                self.demand[fl] = self.phase_gbps[j][carry.phase]
+                self.demand[fl] = self.phase_gbps[j][carry.phase] * self.flow_share[fl]
             if not m.align_now:
                 self.anchor[j] = carry.anchor
                 self.pending_align[j] = carry.pending_align
@@ -493,8 +505,8 @@ class _Component:
             self.mode[j] = _UP
             if self.has_flows[j]:
                 fl = self.job_flows[j]
-                self.flow_rem[fl] = gbps * dur
-                self.demand[fl] = gbps
+                self.demand[fl] = gbps * self.flow_share[fl]
+                self.flow_rem[fl] = self.demand[fl] * dur
                 self.flow_on[fl] = True
                 self.dirty = True
             else:

@@ -105,6 +105,19 @@ def test_interleaved_jobs_do_not_stretch() -> None:
     assert res.links.oversub_ms.sum() == pytest.approx(0.0)
 
 
+def test_pipeline_job_alone_runs_at_its_profile_time() -> None:
+    # Middle pipeline stages send to both neighbours; together they must not
+    # offer more than one worker's NIC demand, or a job would slow itself.
+    pipe = Profile("pipe", "pipe", "pipeline", 4, 200.0, (Phase(100.0, 0.0), Phase(100.0, 50.0)))
+    topo = leaf_spine(2, 1, 2)
+    trace = [TraceJob("p", "gpt2", 4, 20)]
+    sched = FixedScheduler({"p": ("s01", "s02", "s03", "s04")})
+    res = simulate(trace, topo, sched, SimSettings(fast_forward=False), book=FixedBook(pipe))
+    (job,) = res.jobs
+    assert job.iteration_ms == pytest.approx(np.full(20, 200.0))
+    assert res.links.oversub_ms.sum() == pytest.approx(0.0)
+
+
 def test_fast_forward_matches_exact() -> None:
     prof = Profile("mix", "mix", "data", 2, 230.0, (Phase(130.0, 0.0), Phase(100.0, 50.0)))
     topo = leaf_spine(2, 1, 2)
