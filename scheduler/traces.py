@@ -110,18 +110,25 @@ def dynamic_trace(
 ) -> tuple[TraceJob, ...]:
     """A busy cluster, then DLRM and ResNet50 arrive together (the paper's case).
 
-    (our choice) Background jobs of `background_workers` GPUs fill about 75% of
-    the cluster at t = 0 and run long enough to still be running when the pair
-    arrives at `arrive_s`. On the default testbed (racks of 4 servers) a 6-GPU
-    job must span two racks, so the free GPUs left behind are scattered and
-    the newcomers (3 GPUs each) share rack uplinks with the background and with
-    each other: the situation where the choice of placement matters.
+    What the case needs: the newcomers cannot avoid running jobs, so the
+    placement decides *which* running jobs they share links with. (our
+    choice) Background jobs of `background_workers` GPUs take every GPU the
+    two newcomers will not (so after the arrival the cluster is full) and run
+    long enough (900-1000 iterations) to still be running at `arrive_s`. On
+    the default testbed (6 racks of 4 single-GPU servers) a locality-first
+    scheduler puts each 6-GPU job on a full rack plus half of another, so the
+    6 free GPUs are 2 in each of 3 racks: no rack holds a 3-GPU newcomer,
+    each newcomer spans two racks and shares those racks' uplinks with the
+    running jobs there, and equally good placements differ in which running
+    job each newcomer meets. Background models are drawn uniformly from the
+    other 11 models (the newcomers are the only DLRM and ResNet50 jobs, as in
+    the paper's description).
     """
     rng = np.random.default_rng(seed)
     names = [m for m in model_names() if m not in ("dlrm", "resnet50")]
     count = background_jobs
     if count is None:
-        count = max(1, int(total_gpus * 0.75) // background_workers)
+        count = max(1, (total_gpus - 2 * newcomer_workers) // background_workers)
     out: list[TraceJob] = []
     for i in range(count):
         model = names[int(rng.integers(0, len(names)))]

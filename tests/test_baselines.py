@@ -144,3 +144,65 @@ def test_scheduler_names_did_you_mean() -> None:
     assert parse_scheduler_names("themis, Th+Cassini") == ["themis", "th+cassini"]
     with pytest.raises(UserInputError, match="Did you mean 'themis'"):
         parse_scheduler_names("themsi")
+
+
+def _dynamic_arrival_view(seed: int) -> tuple[ClusterView, dict[str, tuple[str, ...]]]:
+    """The dynamic trace at the newcomers' arrival: background placed by Themis at t = 0."""
+    from scheduler.traces import dynamic_trace
+
+    trace = dynamic_trace(TOPO.total_gpus(), seed)
+    book = ProfileBook()
+
+    def status(t, servers=()):  # type: ignore[no-untyped-def]
+        prof = book.get(t.model, t.workers)
+        return JobStatus(
+            t.name,
+            t.model,
+            t.workers,
+            t.iterations,
+            t.arrival_s,
+            0.0,
+            tuple(servers),
+            ideal_iteration_ms=prof.iteration_ms,
+        )
+
+    background = [t for t in trace if t.arrival_s == 0.0]
+    newcomers = [t for t in trace if t.arrival_s > 0.0]
+    first = ThemisScheduler(INFO, seed=seed).decide(_view([status(t) for t in background], 0.0))
+    running = [status(t, first.placement[t.name]) for t in background]
+    view = _view(running + [status(t) for t in newcomers], newcomers[0].arrival_s)
+    return view, dict(first.placement)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_dynamic_case_newcomers_must_share_and_candidates_differ(seed: int) -> None:
+    """The paper's hook: no free rack to hide in, and equal placements meet different jobs."""
+    from topologies.routing import Router
+
+    view, background = _dynamic_arrival_view(seed)
+    free_per_rack = {
+        rack: sum(view.free[s] for s in servers) for rack, servers in INFO.racks.items()
+    }
+    assert sum(free_per_rack.values()) == 6
+    assert max(free_per_rack.values()) < 3  # no rack holds a 3-GPU newcomer
+    alloc = ThemisScheduler(INFO, seed=seed).decide(view)
+    assert len(alloc.candidates) == 10
+    router = Router(TOPO)
+    book = ProfileBook()
+    by = {j.name: j for j in view.jobs}
+    meetings = set()
+    for cand in alloc.candidates:
+        links = {
+            name: router.job_links(
+                servers, book.get(by[name].model, len(servers)).parallelism, name
+            )
+            for name, servers in cand.items()
+        }
+        met = []
+        for new in ("new-dlrm", "new-resnet50"):
+            assert len({INFO.rack_of[s] for s in cand[new]}) == 2
+            partners = frozenset(b for b in background if links[new] & links[b])
+            assert partners, f"{new} shares no link with a running job in {cand}"
+            met.append((new, partners))
+        meetings.add(tuple(met))
+    assert len(meetings) >= 2  # the candidates differ in who meets whom

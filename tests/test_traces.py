@@ -44,7 +44,11 @@ def test_snapshot_and_dynamic() -> None:
     dyn = dynamic_trace(24, seed=0)
     late = [j for j in dyn if j.arrival_s > 0]
     assert sorted(j.model for j in late) == ["dlrm", "resnet50"]
-    assert sum(j.workers for j in dyn if j.arrival_s == 0) <= 24
+    # busy: the background takes every GPU the newcomers will not
+    for gpus in (24, 48):
+        busy = dynamic_trace(gpus, seed=0)
+        assert sum(j.workers for j in busy) == gpus
+        assert all(j.iterations >= 900 for j in busy if j.arrival_s == 0)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".json"])
