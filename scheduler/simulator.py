@@ -11,6 +11,9 @@ Between two events every rate is constant, so time jumps from event to event.
 Independence: jobs that share no link cannot slow each other, so running jobs
 are grouped into components (connected through shared links) that simulate
 independently; a scheduler decision rebuilds only the components it touches.
+Inside a component the same holds at each instant for flows joined by links
+whose offered demand reaches capacity, so an event re-solves max-min only for
+the group of flows it changed (exact; solved groups are memoised).
 
 Fast-forward (documented approximation, on by default, `fast_forward=False`
 turns it off): once a component's job set has been unchanged for
@@ -55,13 +58,14 @@ from topologies.model import DirectedLink, Topology
 from topologies.routing import Router
 
 from .baselines.base import Allocation, ClusterView, JobStatus, ProfileBook, Scheduler, slots_used
-from .fluid import max_min_rates
+from .fluid import max_min_rates_sparse, tight_links
 from .traces import TraceJob, check_fits
 from .types import Profile
 
 FloatArray = npt.NDArray[np.float64]
 
 _TOL_MS = 1e-7
+_RATE_MEMO_ENTRIES = 4096  # (our choice) memoised contention groups per component, then reset
 _WAIT, _DOWN, _UP, _DONE = 0, 1, 2, 3
 
 
@@ -245,19 +249,27 @@ class _Component:
                 share.append(1.0 / max(out_deg[f[0]], in_deg[f[-1]]) if f else 1.0)
         self.flow_job = np.array(flow_job, dtype=np.int64)
         self.flow_share = np.array(share, dtype=np.float64)
-        self.inc = np.zeros((len(rows), len(global_links)), dtype=bool)
-        for i, r in enumerate(rows):
-            self.inc[i, r] = True
-        self.inc_f = self.inc.astype(np.float64)
+        # The incidence as (flow, link) pairs: a flow crosses a handful of links,
+        # so per-event work is proportional to crossings, not flows x links.
+        pairs = [(i, lk) for i, r in enumerate(rows) for lk in sorted(set(r))]
+        self.ent_flow = np.array([f for f, _ in pairs], dtype=np.intp)
+        self.ent_link = np.array([lk for _, lk in pairs], dtype=np.intp)
         # Links whose summed peak demand in this component fits their capacity
-        # can never bind: max-min only needs the others (fewer columns, faster).
+        # can never bind: max-min only needs the others (fewer pairs, faster).
         peak = np.array([max((p.gbps for p in m.profile.phases), default=0.0) for m in members])
         flow_peak = peak[self.flow_job] * self.flow_share if len(flow_job) else np.zeros(0)
-        self.bind = (
-            (flow_peak @ self.inc_f > self.cap * (1 + 1e-9)) if len(flow_job) else np.zeros(0, bool)
-        )
-        self.inc_bind = self.inc[:, self.bind]
-        self.cap_bind = self.cap[self.bind]
+        self.bind = self._per_link(flow_peak) > self.cap * (1 + 1e-9)
+        bound = self.bind[self.ent_link]
+        self.bind_flow, self.bind_link = self.ent_flow[bound], self.ent_link[bound]
+        # Incremental max-min: an event re-solves only the flows connected to
+        # the flows it changed through tight links (see _recompute_rates); the
+        # solved groups' rates are memoised, since periodic jobs revisit the
+        # same few contention states (exact, the memo resets when full).
+        self.memo: dict[bytes, FloatArray] = {}
+        self.need_full = True
+        self.prev_want = np.zeros(len(flow_job))
+        self.prev_tight = np.zeros(len(global_links), dtype=bool)
+        self.per_ms = np.zeros((3, len(global_links)))
         self.job_flows = [np.flatnonzero(self.flow_job == j) for j in range(n)]
         self.has_flows = np.array([len(f) > 0 for f in self.job_flows])
         self.phase_ms = [np.array([p.duration_ms for p in m.profile.phases]) for m in members]
@@ -274,8 +286,6 @@ class _Component:
         self.flow_on = np.zeros(len(flow_job), dtype=bool)
         self.demand = np.zeros(len(flow_job))
         self.rates = np.zeros(len(flow_job))
-        self.offered = np.zeros(len(global_links))
-        self.carried = np.zeros(len(global_links))
         self.dirty = True
         self.completions: list[tuple[float, int]] = []
         self.events = 0
@@ -399,6 +409,7 @@ class _Component:
         self.w0 = snap["w0"]
         self.w0_idx = list(snap["w0_idx"])
         self.ff_ms = snap["ff"]
+        self.need_full = True
         self.dirty = True
 
     # -- the event loop
@@ -428,19 +439,80 @@ class _Component:
             self._process()
 
     def _recompute_rates(self) -> None:
-        on = self.flow_on
-        self.rates[:] = 0.0
-        if on.any():
-            if self.cap_bind.size:
-                self.rates[on] = max_min_rates(self.inc_bind[on], self.demand[on], self.cap_bind)
-            else:
-                self.rates[on] = self.demand[on]
-            self.offered = self.demand[on] @ self.inc_f[on]
-            self.carried = self.rates[on] @ self.inc_f[on]
+        """Re-solve max-min for the flows an event can have affected.
+
+        Max-min splits into independent groups of flows joined by tight links
+        (links whose offered demand reaches capacity). A group holding no
+        changed flow, through links tight before or after the event, keeps
+        both its links' tightness and its members' demands, so it keeps its
+        rates; only the changed flows' group is solved again.
+        """
+        want = np.where(self.flow_on, self.demand, 0.0)
+        offered = self._per_link(want)
+        tight = tight_links(offered, self.cap) & self.bind
+        if self.need_full:
+            group = want > 0
+            self.rates = np.zeros(len(want))
+            self.need_full = False
         else:
-            self.offered = np.zeros(len(self.cap))
-            self.carried = np.zeros(len(self.cap))
+            changed = want != self.prev_want
+            if not changed.any():
+                self.dirty = False
+                return
+            live = (want > 0) | (self.prev_want > 0)
+            group = self._group_of(changed, tight | self.prev_tight, live)
+        self._solve(group, want)
+        self.prev_want = want
+        self.prev_tight = tight
+        carried = self._per_link(self.rates)
+        over = offered > self.cap * (1 + 1e-9)
+        self.per_ms = np.stack(
+            [carried, over.astype(np.float64), np.maximum(0.0, offered - self.cap)]
+        )
         self.dirty = False
+
+    def _group_of(
+        self,
+        seed: npt.NDArray[np.bool_],
+        links: npt.NDArray[np.bool_],
+        live: npt.NDArray[np.bool_],
+    ) -> npt.NDArray[np.bool_]:
+        """Flows reachable from `seed` through `links` via live flows (breadth-first)."""
+        usable = links[self.bind_link] & live[self.bind_flow]
+        e_flow, e_link = self.bind_flow[usable], self.bind_link[usable]
+        members = seed.copy()
+        size = int(members.sum())
+        while True:
+            reached = np.zeros(len(links), dtype=bool)
+            reached[e_link[members[e_flow]]] = True
+            members[e_flow[reached[e_link]]] = True
+            grown = int(members.sum())
+            if grown == size:
+                return members
+            size = grown
+
+    def _solve(self, group: npt.NDArray[np.bool_], want: FloatArray) -> None:
+        sending = group & (want > 0)
+        self.rates[group & ~sending] = 0.0
+        idx = np.flatnonzero(sending)
+        if idx.size == 0:
+            return
+        key = idx.tobytes() + want[idx].tobytes()
+        rates = self.memo.get(key)
+        if rates is None:
+            mine = sending[self.bind_flow]
+            rates = max_min_rates_sparse(
+                self.bind_flow[mine], self.bind_link[mine], np.where(sending, want, 0.0), self.cap
+            )[idx]
+            if len(self.memo) >= _RATE_MEMO_ENTRIES:
+                self.memo.clear()
+            self.memo[key] = rates
+        self.rates[idx] = rates
+
+    def _per_link(self, per_flow: FloatArray) -> FloatArray:
+        """Sum a per-flow quantity over the flows crossing each link."""
+        sums = np.bincount(self.ent_link, weights=per_flow[self.ent_flow], minlength=len(self.cap))
+        return sums.astype(np.float64, copy=False)
 
     def _advance(self, dt: float, timed: npt.NDArray[np.bool_]) -> None:
         if dt <= 0:
@@ -448,12 +520,8 @@ class _Component:
         on = self.flow_on
         if on.any():
             self.flow_rem[on] -= self.rates[on] * dt
-            over = self.offered > self.cap * (1 + 1e-9)
-            seg = np.stack(
-                [self.carried * dt, over * dt, np.maximum(0.0, self.offered - self.cap) * dt]
-            )
-            self.tot += seg
-            self._log(self.clock, dt, seg / dt)
+            self.tot += self.per_ms * dt
+            self._log(self.clock, dt, self.per_ms)
         self.down_rem[timed] -= dt
         self.clock += dt
 
