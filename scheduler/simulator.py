@@ -208,6 +208,24 @@ class _Member:
     align_now: bool  # re-align at the next iteration boundary
 
 
+# The per-job and per-flow arrays a rewind restores: one list, so state added
+# to the component cannot be snapshotted without being restored.
+_REWOUND_STATE = (
+    "mode",
+    "phase",
+    "down_rem",
+    "wait_until",
+    "iter_start",
+    "anchor",
+    "pending_align",
+    "flow_rem",
+    "flow_on",
+    "demand",
+    "epoch_iters",
+    "tot",
+)
+
+
 class _Component:
     """Jobs that may share links, simulated together from `clock` on."""
 
@@ -344,23 +362,7 @@ class _Component:
         bucket_now = int(self.clock // (self.settings.bucket_s * 1e3))
         self.snapshot = {
             "clock": self.clock,
-            "arrays": [
-                a.copy()
-                for a in (
-                    self.mode,
-                    self.phase,
-                    self.down_rem,
-                    self.wait_until,
-                    self.iter_start,
-                    self.anchor,
-                    self.pending_align,
-                    self.flow_rem,
-                    self.flow_on,
-                    self.demand,
-                    self.epoch_iters,
-                    self.tot,
-                )
-            ],
+            "arrays": [getattr(self, name).copy() for name in _REWOUND_STATE],
             "records": [len(r.starts) for r in self.runs],
             "work": [r.work_done for r in self.runs],
             "adj": [r.adjustments for r in self.runs],
@@ -377,20 +379,8 @@ class _Component:
         snap = self.snapshot
         assert snap is not None
         self.clock = snap["clock"]
-        (
-            self.mode,
-            self.phase,
-            self.down_rem,
-            self.wait_until,
-            self.iter_start,
-            self.anchor,
-            self.pending_align,
-            self.flow_rem,
-            self.flow_on,
-            self.demand,
-            self.epoch_iters,
-            self.tot,
-        ) = [a.copy() for a in snap["arrays"]]
+        for name, saved in zip(_REWOUND_STATE, snap["arrays"], strict=True):
+            setattr(self, name, saved.copy())
         for r, n, w, a in zip(self.runs, snap["records"], snap["work"], snap["adj"], strict=True):
             del r.starts[n:]
             del r.ends[n:]
