@@ -3,13 +3,14 @@
 #   cassini.p4      (v1model) with p4c            -> p4src/build/p4c-out/bmv2/
 #   cassini_tna.p4  (TNA)     with bf-p4c         -> p4src/build/p4c-out/tofino/
 # Usage: scripts/build_p4.sh [bmv2|tofino|all]   (default: all)
+#        P4_OUT=DIR scripts/build_p4.sh ...       (write DIR/bmv2, DIR/tofino instead)
 # Each compiler also writes its own P4Info; tests/test_p4c.py compares p4c's
 # with p4src/build/cassini.p4info.txtpb, the one the control plane loads.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 src="$root/p4src"
-out="$src/build/p4c-out"
+out="${P4_OUT:-$src/build/p4c-out}"
 what="${1:-all}"
 
 case "$what" in

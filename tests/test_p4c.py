@@ -3,6 +3,7 @@ their P4Info with p4src/build/cassini.p4info.txtpb (names, ids, widths, scopes).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +13,6 @@ import pytest
 from controlplane.p4info import P4InfoIndex, load_p4info
 
 ROOT = Path(__file__).resolve().parent.parent
-P4SRC = ROOT / "p4src"
 
 pytestmark = pytest.mark.needs_tool
 
@@ -42,58 +42,30 @@ def _summary(index: P4InfoIndex) -> dict:
     }
 
 
-def _compile(cmd: list[str], out: Path) -> P4InfoIndex:
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+def _build(target: str, out: Path) -> None:
+    """Compile with the project's own build script, the one recipe users run too."""
+    cmd = ["bash", str(ROOT / "scripts" / "build_p4.sh"), target]
+    result = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "P4_OUT": str(out)},
+    )
     assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}"
-    return load_p4info(out)
 
 
 @pytest.mark.skipif(shutil.which("p4c") is None, reason="p4c is not installed on this machine")
 def test_p4c_v1model_p4info_matches_ours(tmp_path):
-    p4info = tmp_path / "cassini.p4info.txt"
-    compiled = _compile(
-        [
-            "p4c",
-            "--target",
-            "bmv2",
-            "--arch",
-            "v1model",
-            "--std",
-            "p4-16",
-            "-I",
-            str(P4SRC),
-            "-o",
-            str(tmp_path),
-            "--p4runtime-files",
-            str(p4info),
-            str(P4SRC / "cassini.p4"),
-        ],
-        p4info,
-    )
-    assert (tmp_path / "cassini.json").exists()
+    _build("bmv2", tmp_path)
+    assert (tmp_path / "bmv2" / "cassini.json").exists()
+    compiled = load_p4info(tmp_path / "bmv2" / "cassini.p4info.txt")
     assert _summary(compiled) == _summary(load_p4info())
 
 
 @pytest.mark.skipif(shutil.which("bf-p4c") is None, reason="bf-p4c (Tofino SDE) is not installed")
 def test_bf_p4c_tna_p4info_matches_ours(tmp_path):
-    p4info = tmp_path / "cassini_tna.p4info.txt"
-    compiled = _compile(
-        [
-            "bf-p4c",
-            "--target",
-            "tofino",
-            "--arch",
-            "tna",
-            "--std",
-            "p4-16",
-            "-I",
-            str(P4SRC),
-            "-o",
-            str(tmp_path),
-            "--p4runtime-files",
-            str(p4info),
-            str(P4SRC / "cassini_tna.p4"),
-        ],
-        p4info,
-    )
+    _build("tofino", tmp_path)
+    compiled = load_p4info(tmp_path / "tofino" / "cassini_tna.p4info.txt")
     assert _summary(compiled) == _summary(load_p4info())
