@@ -265,6 +265,12 @@ class P4RuntimeSession:
             f"{err.code().name}: {err.details()}"
         )
 
+    def _not_primary(self, what: str, err: grpc.RpcError) -> NotPrimaryError:
+        return NotPrimaryError(
+            f"device {self.device_id} at {self.address} refused {what}: "
+            f"this session is not primary ({err.details()})"
+        )
+
     # --- pipeline --------------------------------------------------------------
 
     def set_pipeline(self, p4info: P4InfoIndex, device_config: bytes = b"") -> None:
@@ -282,10 +288,7 @@ class P4RuntimeSession:
             self._stub.SetForwardingPipelineConfig(request, timeout=self.timeout)
         except grpc.RpcError as err:
             if err.code() == grpc.StatusCode.PERMISSION_DENIED:
-                raise NotPrimaryError(
-                    f"device {self.device_id} at {self.address} refused the pipeline: "
-                    f"this session is not primary ({err.details()})"
-                ) from None
+                raise self._not_primary("the pipeline", err) from None
             raise self._rpc_failed("SetForwardingPipelineConfig", err) from None
         self.p4info = p4info
 
@@ -338,10 +341,7 @@ class P4RuntimeSession:
                 self._stub.Write(request, timeout=self.timeout)
             except grpc.RpcError as err:
                 if err.code() == grpc.StatusCode.PERMISSION_DENIED:
-                    raise NotPrimaryError(
-                        f"device {self.device_id} at {self.address} refused the write: "
-                        f"this session is not primary ({err.details()})"
-                    ) from None
+                    raise self._not_primary("the write", err) from None
                 if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise self._rpc_failed("Write", err) from None
                 failures.extend(_update_errors(err, batch, start))
