@@ -141,7 +141,7 @@ def run_experiment(
     """Simulate every scheduler on the same trace and topology (sequentially)."""
     settings = settings or SimSettings(seed=seed)
     router = Router(topology)
-    book = ProfileBook()
+    book = ProfileBook(nic_gbps=topology.nic_gbps())
     results: dict[str, SimResult] = {}
     summaries: list[SchedulerSummary] = []
     for name in schedulers:

@@ -779,7 +779,7 @@ class _Run:
         self.finished: set[str] = set()
         self.comps: list[_Component] = []
         self.comp_of: dict[str, _Component] = {}
-        self.book = book or ProfileBook()
+        self.book = book or ProfileBook(nic_gbps=topology.nic_gbps())
         self.flow_cache: dict[tuple[tuple[str, ...], str], list[list[int]]] = {}
         self.decisions = 0
         self.events_retired = 0

@@ -257,3 +257,17 @@ def _no_memo(recompute):  # type: ignore[no-untyped-def]
         return recompute(self)
 
     return wrapped
+
+
+def test_profiles_follow_the_topologys_nic_rate() -> None:
+    # One source of truth: a 100 Gbps cluster runs 100 Gbps profiles, so a job
+    # alone takes its 100 Gbps iteration time, not the 50 Gbps default's.
+    from scheduler.profiles import build_profile
+
+    topo = leaf_spine(2, 1, 2, server_gbps=100, uplink_gbps=100)
+    trace = [TraceJob("v", "vgg16", 2, 10)]
+    res = simulate(trace, topo, FixedScheduler({"v": ("s01", "s03")}), SimSettings())
+    (job,) = res.jobs
+    fast = build_profile("vgg16", 2, nic_gbps=100.0).iteration_ms
+    assert fast < build_profile("vgg16", 2, nic_gbps=50.0).iteration_ms
+    assert job.iteration_ms == pytest.approx(np.full(10, fast))

@@ -80,6 +80,14 @@ class Topology:
     def total_gpus(self) -> int:
         return sum(s.gpus for s in self.servers)
 
+    def nic_gbps(self) -> float:
+        """The line rate job profiles are derived at: the slowest server NIC.
+
+        Profiles are per model, not per server, so a mixed cluster is profiled
+        at the rate every worker can reach.
+        """
+        return min(s.nic_gbps for s in self.servers)
+
     def capacity_gbps(self) -> dict[DirectedLink, float]:
         """Capacity of every directed link, the one place the scheduler reads it."""
         caps: dict[DirectedLink, float] = {}

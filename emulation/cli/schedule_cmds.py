@@ -197,6 +197,7 @@ def _schedule(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     models = load_models()
     capacity = topo.total_gpus()
+    nic = topo.nic_gbps()
     jobs: list[Job] = []
     skipped: list[str] = []
     used = 0
@@ -206,7 +207,6 @@ def _schedule(args: argparse.Namespace) -> int:
         if used + workers > capacity:
             skipped.append(name)
             continue
-        nic = min(s.nic_gbps for s in topo.servers)
         jobs.append(
             Job(
                 name,

@@ -124,15 +124,20 @@ class ProfileBook:
     one run share a book so they agree on every profile.
     """
 
-    def __init__(self, models: Mapping[str, ModelSpec] | None = None) -> None:
+    def __init__(
+        self, models: Mapping[str, ModelSpec] | None = None, nic_gbps: float = 50.0
+    ) -> None:
         self.models = dict(models) if models is not None else load_models()
+        self.nic_gbps = nic_gbps
         self._cache: dict[tuple[str, int, int | None], Profile] = {}
 
     def get(self, model: str, workers: int, batch_size: int | None = None) -> Profile:
         key = (model, workers, batch_size)
         prof = self._cache.get(key)
         if prof is None:
-            prof = build_profile(model, workers, batch_size=batch_size, models=self.models)
+            prof = build_profile(
+                model, workers, batch_size=batch_size, nic_gbps=self.nic_gbps, models=self.models
+            )
             self._cache[key] = prof
         return prof
 

@@ -41,7 +41,7 @@ def make_scheduler(
 ) -> Scheduler:
     """Build a scheduler by its CLI name; pass one `book` to share profiles across a run."""
     key = name.strip().lower()
-    book = book or ProfileBook()
+    book = book or ProfileBook(nic_gbps=topology.nic_gbps())
     info = ClusterInfo.of(topology)
     if key == "random":
         return RandomScheduler(info, seed)
