@@ -158,3 +158,22 @@ def test_tofino_artifacts_and_bmv2_queue_commands(tmp_path, capsys):
     assert main(["bmv2", "queues", "--print", "--rate-scale", "0.01"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 144 and lines[0].startswith("set_queue_depth 1067 ")
+
+
+def test_output_piped_into_a_closed_reader_ends_quietly():
+    # `cassini ... | head` must not print a traceback when the reader leaves
+    # early. The reading end is closed before the child has started, so its
+    # first write is certain to hit a broken pipe.
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "emulation", "topo", "show", "--links"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err

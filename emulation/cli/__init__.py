@@ -8,6 +8,7 @@ show` stays fast.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -52,6 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cassini: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`cassini ... | head`): stop quietly, as Unix
+        # tools do, and keep Python from complaining when it flushes stdout.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return int(result or 0)
 
 
