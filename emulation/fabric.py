@@ -443,10 +443,6 @@ class EmulatedFabric:
     def tor_of(self, server: str) -> str:
         return self.chip.switch_of_port[self.chip.server_port[server]]
 
-    def switch_log(self) -> list[str]:
-        """The last lines the switch process logged (empty when it runs in-process)."""
-        return list(self._log_tail)
-
     def ping(
         self, pairs: Iterable[tuple[str, str]], wait_s: float = 2.0
     ) -> dict[tuple[str, str], float | None]:

@@ -223,7 +223,3 @@ def _write_report(exp: Experiment, path: Path, paths: dict[str, Path]) -> Path:
     ]
     path.write_text("\n".join(lines))
     return path
-
-
-def link_label(link: tuple[str, str]) -> str:
-    return f"{link[0]}->{link[1]}"

@@ -696,7 +696,7 @@ class _Component:
             pending_align=bool(self.pending_align[j]),
         )
 
-    def commit_stats(self, upto_ms: float) -> None:
+    def commit_stats(self) -> None:
         """Hand the link counters to the run-wide series (once, when dissolved)."""
         if self.dedicated:
             return
@@ -778,7 +778,6 @@ class _Run:
         self.live: list[str] = []
         self.finished: set[str] = set()
         self.comps: list[_Component] = []
-        self.comp_of: dict[str, _Component] = {}
         self.book = book or ProfileBook(nic_gbps=topology.nic_gbps())
         self.flow_cache: dict[tuple[tuple[str, ...], str], list[list[int]]] = {}
         self.decisions = 0
@@ -1048,7 +1047,7 @@ class _Run:
                 comp.flow_on[comp.job_flows[j]] = False
 
     def _retire(self, comp: _Component) -> None:
-        comp.commit_stats(comp.clock)
+        comp.commit_stats()
         self.events_retired += comp.events
         self.ff_retired += comp.ff_ms
 

@@ -53,11 +53,6 @@ def normalize_mac(mac: str) -> str:
     return mac.lower()
 
 
-def mac_bytes(mac: str) -> bytes:
-    """The 6 bytes of a MAC, as the data plane matches them."""
-    return bytes(int(part, 16) for part in mac.split(":"))
-
-
 def is_valid_ip(ip: str) -> bool:
     try:
         ipaddress.IPv4Address(ip)

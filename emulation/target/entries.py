@@ -30,7 +30,6 @@ from topologies.errors import UserInputError, did_you_mean
 # rename in the P4 program fails loudly instead of silently not forwarding.
 FORWARD_TABLE = "CassiniIngress.logical_forward"
 FORWARD_ACTION = "CassiniIngress.set_egress_port"
-DROP_ACTION = "CassiniIngress.drop"
 WRED_TABLE = "CassiniEgress.wred_profile"
 WRED_ACTION = "CassiniEgress.set_wred"
 

@@ -64,10 +64,6 @@ def ipv4_offset(frame: bytes | bytearray) -> int:
     return offset
 
 
-def ecn_of(frame: bytes | bytearray, ip_offset: int) -> int:
-    return frame[ip_offset + 1] & 0x03
-
-
 def set_ce(frame: bytearray, ip_offset: int) -> None:
     """Set ECN to CE and patch the header checksum incrementally (RFC 1624, eqn. 3).
 

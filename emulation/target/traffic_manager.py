@@ -113,7 +113,6 @@ class TrafficManager:
         for port, (peer, delay) in config.cable_peers().items():
             self.cable_peer[port] = peer
             self.cable_delay[port] = delay
-        self.cabled_ports = sorted(config.cable_peers())
 
         # PFC: cells each ingress port holds in egress queues.
         pfc = config.pfc

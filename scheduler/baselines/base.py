@@ -261,7 +261,3 @@ def slots_used(placement: PlacementMap) -> dict[str, int]:
         for s in servers:
             used[s] = used.get(s, 0) + 1
     return used
-
-
-def fits(placement: PlacementMap, gpus: Mapping[str, int]) -> bool:
-    return all(n <= gpus.get(s, 0) for s, n in slots_used(placement).items())
