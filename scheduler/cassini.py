@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -24,7 +24,14 @@ from scheduler.affinity import (
     link_id,
     unique_shifts,
 )
-from scheduler.compatibility import SOLVERS, LinkSolution, bins_for_precision, compatibility
+from scheduler.compatibility import (
+    SOLVERS,
+    LinkSolution,
+    bins_for_precision,
+    compatibility,
+    free_running_score,
+)
+from scheduler.pacing import coupled_groups, paced_profile, pacing_options
 from scheduler.types import Placement, Profile, Schedule
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import DirectedLink
@@ -34,6 +41,8 @@ AGGREGATES = ("mean", "min", "p10")
 # "paper": any cycle in the affinity graph discards the candidate (Theorem 1);
 # "consistent" (our choice, default): only cycles whose shifts disagree do.
 CYCLE_RULES = ("consistent", "paper")
+# (our choice) Pacing must beat running free by this much compatibility.
+FREE_RUNNING_MARGIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,13 @@ class CandidateResult:
     discarded: str | None
     shifts_ms: Mapping[str, float]
     rule: str = "acyclic"
+    periods_ms: Mapping[str, float] = field(default_factory=dict)
+    idle: float = 0.0  # mean fraction of their time paced jobs idle
+
+    @property
+    def value(self) -> float:
+        """What candidates are ranked by: compatibility minus the pacing it costs."""
+        return self.score - self.idle
 
 
 @dataclass(frozen=True)
@@ -103,6 +119,72 @@ def solve_link(
     return solution, {job: solution.shifts_ms[f"#{i}"] for i, job in enumerate(ordered)}
 
 
+@dataclass(frozen=True)
+class _GroupPlan:
+    """How one group of coupled jobs runs: its links' scores, shifts and paced periods."""
+
+    value: float
+    link_scores: dict[DirectedLink, float]
+    link_shifts: dict[DirectedLink, dict[str, float]]
+    periods_ms: dict[str, float]
+    half_bin_ms: float
+
+
+def _plan_group(
+    links: Mapping[DirectedLink, tuple[str, ...]],
+    profiles: Mapping[str, Profile],
+    capacities: Mapping[DirectedLink, float],
+    precision_deg: float,
+    solver: str,
+    cache: dict[LinkKey, LinkSolution],
+    pace: bool,
+) -> _GroupPlan | None:
+    """The best way to run one group, or None when running free is as good.
+
+    (our choice) With `pace`, each pacing option is scored as its links' mean
+    compatibility minus its jobs' mean idling fraction, and must beat the
+    links' free-running expectation (`free_running_score`): otherwise the
+    group runs unaligned, without shifts, and loses no time idling. Without
+    `pace` the jobs keep their own iteration times, rounded onto each circle
+    (the paper), and are always shifted.
+    """
+    jobs = sorted({j for group in links.values() for j in group})
+    own = {j: profiles[j].iteration_ms for j in jobs}
+    options = pacing_options(own, list(links.values())) if pace else [own]
+    best: _GroupPlan | None = None
+    for periods in options:
+        paced = {j: paced_profile(profiles[j], periods[j]) for j in jobs}
+        scores: dict[DirectedLink, float] = {}
+        shifts: dict[DirectedLink, dict[str, float]] = {}
+        half_bin_ms = 0.0
+        for link, group in links.items():
+            solution, link_shift = solve_link(
+                group, paced, capacities[link], precision_deg, solver, cache
+            )
+            scores[link] = solution.score
+            shifts[link] = link_shift
+            half_bin_ms = max(
+                half_bin_ms, solution.perimeter_ms / bins_for_precision(precision_deg) / 2
+            )
+        idle = float(np.mean([periods[j] / own[j] - 1.0 for j in jobs]))
+        value = float(np.mean(list(scores.values()))) - idle
+        if best is None or value > best.value + 1e-12:
+            best = _GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
+    assert best is not None
+    if pace:
+        free = float(
+            np.mean(
+                [
+                    free_running_score([profiles[j] for j in group], capacities[link])
+                    for link, group in links.items()
+                ]
+            )
+        )
+        if best.value <= free + FREE_RUNNING_MARGIN:
+            return None
+    return best
+
+
 def evaluate_candidate(
     placement: Placement,
     profiles: Mapping[str, Profile],
@@ -114,8 +196,16 @@ def evaluate_candidate(
     index: int = 0,
     cache: dict[LinkKey, LinkSolution] | None = None,
     cycles: str = "consistent",
+    pace: bool = True,
 ) -> CandidateResult:
-    """Score one placement (Algorithm 2, step 2) and derive its per-job shifts."""
+    """Score one placement (Algorithm 2, step 2) and derive its per-job shifts.
+
+    Only links the jobs' peaks can oversubscribe ("coupling" links) constrain
+    rotations: on any other shared link every rotation scores 1, so it joins
+    no affinity edge (our choice; the paper draws every shared link). Jobs
+    joined through coupling links form groups; each group is planned by
+    `_plan_group` (paced, shifted, or left free-running).
+    """
     _check_options(solver, aggregate, cycles)
     cache = {} if cache is None else cache
     missing = [job for job in placement if job not in profiles]
@@ -126,29 +216,37 @@ def evaluate_candidate(
         for job, servers in placement.items()
     }
     shared = {link: jobs for link, jobs in jobs_per_link(job_links).items() if len(jobs) > 1}
-    link_scores: dict[str, float] = {}
-    link_shifts: dict[DirectedLink, dict[str, float]] = {}
-    half_bin_ms = 0.0
-    for link, jobs in shared.items():
+    for link in shared:
         if link not in capacities:
             raise UserInputError(f"no capacity for link {link_id(link)}")
-        solution, shifts = solve_link(
-            jobs, profiles, capacities[link], precision_deg, solver, cache
-        )
-        link_scores[link_id(link)] = solution.score
-        link_shifts[link] = shifts
-        half_bin_ms = max(
-            half_bin_ms, solution.perimeter_ms / bins_for_precision(precision_deg) / 2
-        )
-    graph = build_affinity_graph(job_links)
+    peak = {j: max((p.gbps for p in profiles[j].phases), default=0.0) for j in placement}
+    coupling = {
+        link: jobs
+        for link, jobs in shared.items()
+        if sum(peak[j] for j in jobs) > capacities[link] * (1 + 1e-9)
+    }
+    link_scores = {link_id(link): 1.0 for link in shared}
+    link_shifts: dict[DirectedLink, dict[str, float]] = {}
+    periods: dict[str, float] = {}
+    half_bin_ms = 0.0
+    for group in coupled_groups(coupling.values()):
+        group_links = {link: jobs for link, jobs in coupling.items() if jobs[0] in group}
+        plan = _plan_group(group_links, profiles, capacities, precision_deg, solver, cache, pace)
+        if plan is None:
+            for link, jobs in group_links.items():
+                link_scores[link_id(link)] = free_running_score(
+                    [profiles[j] for j in jobs], capacities[link]
+                )
+            continue
+        link_scores.update({link_id(link): score for link, score in plan.link_scores.items()})
+        link_shifts.update(plan.link_shifts)
+        periods.update(plan.periods_ms)
+        half_bin_ms = max(half_bin_ms, plan.half_bin_ms)
+    aligned = {job: job_links[job] & link_shifts.keys() for job in periods}
+    graph = build_affinity_graph(aligned)
     # (our choice) Shifts on a cycle "agree" within half a bin of the coarsest
     # circle involved: closer than that is below the solver's resolution.
-    result = unique_shifts(
-        graph,
-        link_shifts,
-        {j: p.iteration_ms for j, p in profiles.items()},
-        tolerance_ms=max(1.0, half_bin_ms),
-    )
+    result = unique_shifts(graph, link_shifts, periods, tolerance_ms=max(1.0, half_bin_ms))
     discarded = None
     if result.rule == INCONSISTENT_CYCLE:
         discarded = "inconsistent cycle in the affinity graph: " + "; ".join(result.conflicts[:3])
@@ -159,6 +257,7 @@ def evaluate_candidate(
             + ")"
         )
     shifts = {job: round(result.shifts_ms.get(job, 0.0), 6) for job in placement}
+    idle = [periods[j] / profiles[j].iteration_ms - 1.0 for j in periods]
     return CandidateResult(
         index=index,
         placement=dict(placement),
@@ -167,6 +266,8 @@ def evaluate_candidate(
         discarded=discarded,
         shifts_ms=shifts,
         rule=result.rule,
+        periods_ms={j: round(q, 6) for j, q in periods.items()},
+        idle=float(np.mean(idle)) if idle else 0.0,
     )
 
 
@@ -192,11 +293,22 @@ def _evaluate_chunk(
     solver: str,
     aggregate: str,
     cycles: str,
+    pace: bool,
 ) -> list[CandidateResult]:
     cache: dict[LinkKey, LinkSolution] = {}
     return [
         evaluate_candidate(
-            p, profiles, router, capacities, precision_deg, solver, aggregate, i, cache, cycles
+            p,
+            profiles,
+            router,
+            capacities,
+            precision_deg,
+            solver,
+            aggregate,
+            i,
+            cache,
+            cycles,
+            pace,
         )
         for i, p in chunk
     ]
@@ -212,6 +324,7 @@ def choose(
     aggregate: str = "mean",
     workers: int = 1,
     cycles: str = "consistent",
+    pace: bool = True,
 ) -> CassiniDecision:
     """Pick the best candidate placement and its time-shifts (Algorithm 2)."""
     if not candidates:
@@ -233,22 +346,24 @@ def choose(
                     solver,
                     aggregate,
                     cycles,
+                    pace,
                 )
                 for c in chunks
             ]
             results = sorted((r for f in futures for r in f.result()), key=lambda r: r.index)
     else:
         results = _evaluate_chunk(
-            indexed, profiles, router, capacities, precision_deg, solver, aggregate, cycles
+            indexed, profiles, router, capacities, precision_deg, solver, aggregate, cycles, pace
         )
     valid = [r for r in results if r.discarded is None]
     pool_of = valid or results
-    best = max(pool_of, key=lambda r: (r.score, -r.index))
+    best = max(pool_of, key=lambda r: (r.value, -r.index))
     schedule = Schedule(
         placement=best.placement,
         shifts_ms=best.shifts_ms,
         link_scores=best.link_scores,
         score=best.score if not math.isnan(best.score) else 0.0,
+        periods_ms=best.periods_ms,
     )
     return CassiniDecision(
         best=best, schedule=schedule, candidates=tuple(results), fallback=not valid

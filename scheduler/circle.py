@@ -21,13 +21,32 @@ def _lcm_units(iteration_ms: Sequence[float], quantum_ms: float) -> tuple[int, l
     return math.lcm(*units), units
 
 
+def _commensurate_perimeter(
+    iteration_ms: Sequence[float], limit_ms: float, max_units: int = 64
+) -> float | None:
+    """The exact LCM when every time is a whole multiple of min(T) / k for a small k.
+
+    Paced periods (`scheduler.pacing`) are built that way; their quantum is
+    rarely a whole millisecond, so quantizing to 1 ms would blur them again.
+    """
+    shortest = min(iteration_ms)
+    for k in range(1, max_units + 1):
+        quantum = shortest / k
+        units = [t / quantum for t in iteration_ms]
+        if all(abs(u - round(u)) <= 1e-6 * u for u in units):
+            perimeter = math.lcm(*(round(u) for u in units)) * quantum
+            return perimeter if perimeter <= limit_ms * (1 + 1e-9) else None
+    return None
+
+
 def unified_perimeter(
     iteration_ms: Sequence[float], quantum_ms: float = 1.0, cap_factor: float = 8
 ) -> tuple[float, bool]:
     """Perimeter p_l = LCM of the iteration times quantized to `quantum_ms`.
 
-    Returns (perimeter_ms, approximated). Quantizing to `quantum_ms` always
-    happens and is not reported. (our choice) When the LCM exceeds
+    Returns (perimeter_ms, approximated). Times that are whole multiples of a
+    common quantum min(T) / k (k <= 64) get their exact LCM. Otherwise
+    quantizing to `quantum_ms` always happens and is not reported. (our choice) When the LCM exceeds
     cap_factor x max T, the quantum grows in whole multiples (2q, 3q, ...)
     until it fits, i.e. the finest coarser grid that fits is used: iteration
     times are then rounded more coarsely and `approximated` is True. A huge
@@ -46,6 +65,9 @@ def unified_perimeter(
     if quantum_ms <= 0 or cap_factor < 1:
         raise UserInputError("quantum_ms must be > 0 and cap_factor >= 1")
     limit = cap_factor * max(iteration_ms)
+    exact = _commensurate_perimeter(iteration_ms, limit)
+    if exact is not None:
+        return exact, False
     longest_units = math.ceil(max(iteration_ms) / quantum_ms)
     for multiple in range(1, 2 * longest_units + 2):
         quantum = quantum_ms * multiple

@@ -323,3 +323,34 @@ def score_at(
     for j, p in enumerate(profiles):
         total += np.roll(problem.demands[j], round(rotations_deg.get(p.name, 0.0) / step))
     return score_from_excess(excess_sum(total, capacity_gbps), problem.bins, capacity_gbps)
+
+
+def free_running_score(profiles: Sequence[Profile], capacity_gbps: float) -> float:
+    """The expected score when the jobs run at their own pace, unaligned.
+
+    Jobs with incommensurate periods slide through every relative phase, so
+    at a random instant each job's demand is an independent draw from its own
+    profile (level x fraction of the iteration). The expected excess is then
+    exact by convolving those distributions; this is what a schedule must beat
+    for pacing to pay off.
+
+    >>> from scheduler.types import Phase, Profile
+    >>> half = Profile("a", "m", "data", 2, 100.0, (Phase(50.0, 50.0), Phase(50.0, 0.0)))
+    >>> free_running_score([half, half], 50.0)  # both up a quarter of the time: 50 Gbps excess
+    0.75
+    """
+    if not capacity_gbps > 0:
+        raise UserInputError(f"link capacity must be > 0 Gbps, got {capacity_gbps}")
+    total: dict[float, float] = {0.0: 1.0}
+    for p in profiles:
+        levels: dict[float, float] = {}
+        for phase in p.phases:
+            levels[phase.gbps] = levels.get(phase.gbps, 0.0) + phase.duration_ms / p.iteration_ms
+        summed: dict[float, float] = {}
+        for a, pa in total.items():
+            for b, pb in levels.items():
+                key = round(a + b, 6)
+                summed[key] = summed.get(key, 0.0) + pa * pb
+        total = summed
+    excess = sum(prob * max(0.0, level - capacity_gbps) for level, prob in total.items())
+    return round(max(0.0, 1.0 - excess / capacity_gbps), 9)

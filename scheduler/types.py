@@ -57,9 +57,11 @@ Placement = Mapping[str, tuple[str, ...]]
 
 @dataclass(frozen=True)
 class Schedule:
-    """Cassini's answer: where jobs run and how much each delays its iterations."""
+    """Cassini's answer: where jobs run, how much each delays its iterations,
+    and the period each paced agent keeps (jobs absent from it run free)."""
 
     placement: Mapping[str, tuple[str, ...]]
     shifts_ms: Mapping[str, float]
     link_scores: Mapping[str, float] = field(default_factory=dict)
     score: float = 1.0
+    periods_ms: Mapping[str, float] = field(default_factory=dict)

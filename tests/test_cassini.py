@@ -12,6 +12,7 @@ import pytest
 from emulation.cli import main
 from scheduler.candidates import locality_candidates
 from scheduler.cassini import choose, evaluate_candidate
+from scheduler.pacing import pacing_options
 from scheduler.profiles import build_profile
 from scheduler.types import Job, Phase, Profile
 from topologies.errors import UserInputError
@@ -37,29 +38,47 @@ class TableRouter:
 
 
 def test_inconsistent_candidate_is_discarded_and_consistent_one_chosen() -> None:
-    up, down = ("t1", "agg"), ("agg", "t2")
+    ab, bc, ca = ("t1", "agg"), ("agg", "t2"), ("t2", "t3")
     router = TableRouter(
         {
-            ("s1",): frozenset({up, down}),
-            ("s2",): frozenset({up, down}),
-            ("s3",): frozenset({up}),
-            ("s4",): frozenset({up}),
+            ("s1",): frozenset({ab, ca}),
+            ("s2",): frozenset({ab, bc}),
+            ("s3",): frozenset({bc, ca}),
+            ("s4",): frozenset({ab}),
+            ("s5",): frozenset({ab, bc}),
+            ("s6",): frozenset({bc}),
         }
     )
-    # On the 50 Gbps uplink b must sit half an iteration from a; on the 100 Gbps
-    # downlink both fit unshifted (trivial, shift 0): no single shift does both.
-    caps = {up: 50.0, down: 100.0}
-    profiles = {"a": half("a"), "b": half("b")}
-    cycle = {"a": ("s1",), "b": ("s2",)}
-    tree = {"a": ("s3",), "b": ("s4",)}
-    decision = choose([cycle, tree], profiles, router, caps)  # type: ignore[arg-type]
+    # Every link wants its two half-duty jobs half an iteration apart: around
+    # the triangle a-b-c that puts a half an iteration from itself.
+    caps = {ab: 50.0, bc: 50.0, ca: 50.0}
+    profiles = {"a": half("a"), "b": half("b"), "c": half("c")}
+    triangle = {"a": ("s1",), "b": ("s2",), "c": ("s3",)}
+    chain = {"a": ("s4",), "b": ("s5",), "c": ("s6",)}
+    decision = choose([triangle, chain], profiles, router, caps)  # type: ignore[arg-type]
     first, second = decision.candidates
     assert first.discarded is not None and "inconsistent cycle" in first.discarded
     assert first.rule == "inconsistent-cycle"
     assert second.discarded is None and second.rule == "acyclic"
     assert decision.best.index == 1 and not decision.fallback
+    assert decision.schedule.shifts_ms == {"a": 0.0, "b": 100.0, "c": 0.0}
+    assert decision.schedule.link_scores == {"t1->agg": 1.0, "agg->t2": 1.0}
+    assert decision.schedule.periods_ms == {"a": 200.0, "b": 200.0, "c": 200.0}
+
+
+def test_links_that_cannot_be_oversubscribed_do_not_constrain_shifts() -> None:
+    up, down = ("t1", "agg"), ("agg", "t2")
+    router = TableRouter({("s1",): frozenset({up, down}), ("s2",): frozenset({up, down})})
+    # Both jobs fit the 100 Gbps downlink at any rotation; only the uplink binds.
+    decision = choose(
+        [{"a": ("s1",), "b": ("s2",)}],
+        {"a": half("a"), "b": half("b")},
+        router,  # type: ignore[arg-type]
+        {up: 50.0, down: 100.0},
+    )
+    assert decision.best.rule == "acyclic" and decision.best.discarded is None
     assert decision.schedule.shifts_ms == {"a": 0.0, "b": 100.0}
-    assert decision.schedule.link_scores == {"t1->agg": 1.0}
+    assert decision.schedule.link_scores == {"t1->agg": 1.0, "agg->t2": 1.0}
 
 
 def test_ties_go_to_the_lower_index_and_scores_order_candidates() -> None:
@@ -134,7 +153,7 @@ def test_testbed_choice_is_deterministic_and_parallel_matches_serial(testbed_job
     assert serial == parallel
     assert any(c.link_scores for c in serial.candidates)  # the snapshot does share links
     valid = [c for c in serial.candidates if c.discarded is None]
-    assert serial.best.score == max(c.score for c in valid)
+    assert serial.best.value == max(c.value for c in valid)
     for c in serial.candidates:
         assert 0.0 <= c.score <= 1.0
         assert all(0.0 <= s <= 1.0 for s in c.link_scores.values())
@@ -151,7 +170,11 @@ def test_identical_links_are_solved_once(testbed_jobs: tuple) -> None:
         placement, {a.name: a.profile, b.name: b.profile}, router, topo.capacity_gbps(), cache=cache
     )
     assert len(res.link_scores) >= 2
-    assert len(cache) == 1  # every shared link carries the same pair at 50 Gbps
+    options = pacing_options(
+        {a.name: a.profile.iteration_ms, b.name: b.profile.iteration_ms}, [(a.name, b.name)]
+    )
+    # every shared link carries the same pair at 50 Gbps: one solve per pacing option
+    assert len(cache) == len(options) > 1
     assert res.rule == "consistent-cycle"
     assert res.shifts_ms[a.name] == 0.0
 

@@ -51,6 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     compat.add_argument("--precision-deg", type=float, default=5.0, help="angle grid (default 5)")
     compat.add_argument("--solver", default="auto", help="exact, fast or auto (default)")
     compat.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    compat.add_argument(
+        "--no-pace",
+        action="store_true",
+        help="score at the jobs' own iteration times, rounded onto the circle (the paper)",
+    )
     compat.add_argument("--json", action="store_true", help="machine-readable output")
     compat.set_defaults(handler=_compat)
 
@@ -73,6 +78,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="affinity-graph cycles: 'consistent' keeps cycles whose shifts agree (default), 'paper' discards any",
     )
     sched.add_argument("--seed", type=int, default=0, help="seed of the candidate generator")
+    sched.add_argument(
+        "--no-pace",
+        action="store_true",
+        help="score at the jobs' own iteration times, rounded onto each circle (the paper)",
+    )
     sched.add_argument(
         "--processes", type=int, default=1, help="evaluate candidates in N processes"
     )
@@ -135,6 +145,7 @@ def _jobs_from_list(spec: str, workers: int, models_file: str | None) -> list[An
 
 def _compat(args: argparse.Namespace) -> int:
     from scheduler.compatibility import compatibility
+    from scheduler.pacing import paced_periods, paced_profile
     from scheduler.profiles import load_profiles_file
 
     _positive(args.workers, "--workers")
@@ -143,12 +154,19 @@ def _compat(args: argparse.Namespace) -> int:
         profiles = list(load_profiles_file(args.jobs_file).values())
     else:
         profiles = _jobs_from_list(args.jobs, args.workers, args.models)
+    own_ms = {p.name: p.iteration_ms for p in profiles}
+    periods = dict(own_ms)
+    peaks = sum(max((ph.gbps for ph in p.phases), default=0.0) for p in profiles)
+    if not args.no_pace and peaks > args.capacity_gbps:
+        periods = paced_periods(own_ms, [list(own_ms)])
+        profiles = [paced_profile(p, periods[p.name]) for p in profiles]
     sol = compatibility(profiles, args.capacity_gbps, args.precision_deg, args.solver)
     out = {
         "score": round(sol.score, 6),
         "perimeter_ms": round(sol.perimeter_ms, 6),
         "rotations_deg": {k: round(v, 6) for k, v in sol.rotations_deg.items()},
         "shifts_ms": {k: round(v, 3) for k, v in sol.shifts_ms.items()},
+        "periods_ms": {k: round(v, 3) for k, v in periods.items()},
         "solver": sol.solver,
         "approximated": sol.approximated,
         "elapsed_ms": round(sol.elapsed_ms, 3),
@@ -161,10 +179,11 @@ def _compat(args: argparse.Namespace) -> int:
         f"compatibility score {sol.score:.4f} on a {args.capacity_gbps:g} Gbps link, solver {sol.solver}, {sol.elapsed_ms:.1f} ms"
     )
     print(f"unified circle {sol.perimeter_ms:g} ms{approx}, precision {args.precision_deg:g} deg")
-    print(f"{'job':<18}{'iter_ms':>10}{'rotation_deg':>14}{'shift_ms':>10}")
+    print(f"{'job':<18}{'iter_ms':>10}{'paced_ms':>10}{'rotation_deg':>14}{'shift_ms':>10}")
     for p in profiles:
         print(
-            f"{p.name:<18}{p.iteration_ms:>10.1f}{sol.rotations_deg[p.name]:>14.1f}{sol.shifts_ms[p.name]:>10.1f}"
+            f"{p.name:<18}{own_ms[p.name]:>10.1f}{periods[p.name]:>10.1f}"
+            f"{sol.rotations_deg[p.name]:>14.1f}{sol.shifts_ms[p.name]:>10.1f}"
         )
     return 0
 
@@ -229,6 +248,7 @@ def _schedule(args: argparse.Namespace) -> int:
         aggregate=args.aggregate,
         workers=args.processes,
         cycles=args.cycles,
+        pace=not args.no_pace,
     )
     elapsed = (time.perf_counter() - started) * 1e3
     best = decision.best
@@ -243,6 +263,7 @@ def _schedule(args: argparse.Namespace) -> int:
                     "fallback": decision.fallback,
                     "placement": {j: list(s) for j, s in best.placement.items()},
                     "shifts_ms": {j: round(v, 3) for j, v in best.shifts_ms.items()},
+                    "periods_ms": {j: round(v, 3) for j, v in best.periods_ms.items()},
                     "link_scores": {k: round(v, 6) for k, v in best.link_scores.items()},
                     "skipped_jobs": skipped,
                     "candidates": [
@@ -272,11 +293,13 @@ def _schedule(args: argparse.Namespace) -> int:
     print(
         f"chosen: candidate {best.index}, score {best.score:.4f}, shift rule {best.rule}{fallback}"
     )
-    print(f"\n{'job':<18}{'model':<15}{'workers':>8}  {'shift_ms':>9}  servers")
+    print(f"\n{'job':<18}{'model':<15}{'workers':>8}  {'shift_ms':>9}  {'paced_ms':>9}  servers")
     for j in jobs:
         servers = ",".join(best.placement[j.name])
+        paced = best.periods_ms.get(j.name)
+        paced_text = f"{paced:>9.1f}" if paced is not None else f"{'free':>9}"
         print(
-            f"{j.name:<18}{j.profile.model:<15}{j.workers:>8}  {best.shifts_ms[j.name]:>9.1f}  {servers}"
+            f"{j.name:<18}{j.profile.model:<15}{j.workers:>8}  {best.shifts_ms[j.name]:>9.1f}  {paced_text}  {servers}"
         )
     print("\nshared links of the chosen placement:" + ("" if best.link_scores else " none"))
     for link, score in best.link_scores.items():
