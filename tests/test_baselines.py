@@ -108,7 +108,6 @@ def test_cassini_keeps_base_worker_counts(variant: str, base: str) -> None:
         10.0,
         servers=tuple(sorted(GPUS))[:6],
         ideal_iteration_ms=280.0,
-        shift_ms=0.0,
     )
     jobs = [running] + [
         JobStatus(f"n{i}", m, w, 300, 5.0, 0.0, ideal_iteration_ms=200.0)
@@ -122,6 +121,11 @@ def test_cassini_keeps_base_worker_counts(variant: str, base: str) -> None:
     }
     assert any(dict(v.placement) == dict(c) for c in b.candidates)  # picked one of the base's own
     assert v.score is not None and set(v.shifts_ms) <= set(v.placement)
+    assert v.new_schedule and set(v.periods_ms) <= set(v.placement)
+    for name, period in v.periods_ms.items():  # agents pace at or above the job's own time
+        job = next(j for j in jobs if j.name == name)
+        own = ProfileBook(nic_gbps=TOPO.nic_gbps()).get(job.model, len(v.placement[name]))
+        assert own.iteration_ms <= period < own.iteration_ms * 1.1
 
 
 def test_pollux_efficiency_and_greedy_counts() -> None:

@@ -64,6 +64,7 @@ class FixedBook(ProfileBook):
 class FixedScheduler:
     placement: Mapping[str, tuple[str, ...]]
     shifts: Mapping[str, float] = field(default_factory=dict)
+    periods: Mapping[str, float] = field(default_factory=dict)
     name: str = "fixed"
     dedicated: bool = False
     migration_s: float = 0.0
@@ -71,7 +72,13 @@ class FixedScheduler:
     def decide(self, view: ClusterView) -> Allocation:
         live = {j.name for j in view.jobs}
         p = {k: v for k, v in self.placement.items() if k in live}
-        return Allocation(p, (p,), {k: v for k, v in self.shifts.items() if k in live})
+        return Allocation(
+            p,
+            (p,),
+            {k: v for k, v in self.shifts.items() if k in live},
+            periods_ms={k: v for k, v in self.periods.items() if k in live},
+            new_schedule=bool(self.periods),
+        )
 
     def next_tick(self, now_s: float, view: ClusterView) -> float:
         return float("inf")
@@ -84,6 +91,7 @@ def _two_jobs(shift_b: float | None, fast: bool = True, iterations: int = 50):
     sched = FixedScheduler(
         {"a": ("s01", "s03"), "b": ("s02", "s04")},
         {} if shift_b is None else {"a": 0.0, "b": shift_b},
+        {} if shift_b is None else {"a": 200.0, "b": 200.0},
     )
     return simulate(trace, topo, sched, SimSettings(fast_forward=fast), book=FixedBook(HALF))
 
@@ -98,10 +106,11 @@ def test_overlapped_jobs_stretch_by_hand_computed_amount() -> None:
 
 def test_interleaved_jobs_do_not_stretch() -> None:
     res = _two_jobs(100.0)  # shift T/2: b sends while a computes
-    for job in res.jobs:
-        assert job.iteration_ms == pytest.approx(np.full(50, 200.0))
     a, b = res.jobs
-    assert b.iteration_start_ms[0] == pytest.approx(100.0)  # the agent delayed b by its shift
+    assert a.iteration_ms == pytest.approx(np.full(50, 200.0))
+    # the agent delayed b's first iteration by its shift; that wait is b's cost
+    assert b.iteration_ms == pytest.approx(np.r_[300.0, np.full(49, 200.0)])
+    assert b.iteration_end_ms[0] == pytest.approx(300.0)
     assert res.links.oversub_ms.sum() == pytest.approx(0.0)
 
 

@@ -5,8 +5,9 @@ placements it rates equally; `scheduler.cassini.choose` scores each by the
 compatibility of the jobs sharing each link and returns the best with one
 time-shift per job. Worker counts, leases and hyper-parameters are the
 base's: Cassini only picks among the base's own placements and adds shifts.
-When the base placed nothing new (nothing to choose), the previous shifts
-stay in force, so agents are not re-aligned for nothing.
+When the base placed nothing new (nothing to choose), the agents keep the
+grids they have, so they are not re-aligned for nothing. A new schedule
+re-aligns every paced agent (shifts are relative to the decision time).
 """
 
 from __future__ import annotations
@@ -43,15 +44,11 @@ class CassiniAugmented:
         previous = {j.name: j.servers for j in view.running()}
         moved = [n for n, s in alloc.placement.items() if sorted(s) != sorted(previous.get(n, ()))]
         if not moved:
-            shifts = {
-                n: by_name[n].shift_ms for n in alloc.placement if by_name[n].shift_ms is not None
-            }
             return Allocation(
                 placement=alloc.placement,
                 candidates=alloc.candidates,
-                shifts_ms={n: float(s) for n, s in shifts.items() if s is not None},
                 work_per_iteration=alloc.work_per_iteration,
-                note="no new placement: shifts kept",
+                note="no new placement: agents keep their grids",
             )
         candidates = alloc.candidates or (alloc.placement,)
         profiles = {
@@ -74,6 +71,8 @@ class CassiniAugmented:
             shifts_ms=dict(best.shifts_ms),
             work_per_iteration=alloc.work_per_iteration,
             score=decision.schedule.score,
+            periods_ms=dict(best.periods_ms),
+            new_schedule=True,
             note=f"candidate {best.index} of {len(candidates)}, score {decision.schedule.score:.3f}",
         )
 

@@ -40,7 +40,6 @@ class JobStatus:
     since_s: float = 0.0
     ideal_iteration_ms: float = 0.0
     batch_size: int | None = None
-    shift_ms: float | None = None
 
     @property
     def running(self) -> bool:
@@ -70,7 +69,12 @@ class ClusterView:
 
 @dataclass(frozen=True)
 class Allocation:
-    """A scheduler's answer. `candidates[0]` is the base scheduler's own pick."""
+    """A scheduler's answer. `candidates[0]` is the base scheduler's own pick.
+
+    With `new_schedule` the agents of the jobs in `periods_ms` re-align: job j
+    starts iterations on the grid now + shifts_ms[j] + k x periods_ms[j].
+    Without it every agent keeps the grid it has.
+    """
 
     placement: PlacementMap
     candidates: tuple[PlacementMap, ...] = ()
@@ -78,6 +82,8 @@ class Allocation:
     work_per_iteration: Mapping[str, float] = field(default_factory=dict)
     score: float | None = None
     note: str = ""
+    periods_ms: Mapping[str, float] = field(default_factory=dict)
+    new_schedule: bool = False
 
 
 class Scheduler(Protocol):
