@@ -41,7 +41,9 @@ class SchedulerSummary:
     mean_jct_s: float
     oversub_link_s: float
     excess_gbit: float
+    marked_gbit: float
     per_model_mean_ms: Mapping[str, float]
+    per_model_marked_gbit: Mapping[str, float]
     wall_s: float
     events: int
     fast_forwarded_s: float
@@ -67,6 +69,7 @@ class Experiment:
 def _summary_dict(s: SchedulerSummary) -> dict[str, Any]:
     d = dict(s.__dict__)
     d["per_model_mean_ms"] = dict(s.per_model_mean_ms)
+    d["per_model_marked_gbit"] = dict(s.per_model_marked_gbit)
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in d.items()}
 
 
@@ -91,11 +94,16 @@ def summarise(result: SimResult, wall_s: float = 0.0) -> SchedulerSummary:
         p99_slowdown=float(np.percentile(sd, 99)),
         mean_jct_s=float(np.mean([j.completion_s for j in result.jobs])),
         oversub_link_s=float(result.links.oversub_ms.sum() / 1e3),
-        excess_gbit=float(result.links.excess_mbit.sum() / 1e3 / 1e3),
+        excess_gbit=float(result.links.excess_mbit.sum() / 1e3),
+        marked_gbit=float(sum(j.marked_mbit for j in result.jobs) / 1e3),
         per_model_mean_ms={
             m: float(np.concatenate(v).mean())
             for m, v in sorted(per_model.items())
             if sum(map(len, v))
+        },
+        per_model_marked_gbit={
+            m: float(sum(j.marked_mbit for j in result.jobs if j.model == m) / 1e3)
+            for m in sorted(per_model)
         },
         wall_s=wall_s,
         events=result.events,
@@ -124,6 +132,7 @@ def speedups(summaries: Sequence[SchedulerSummary]) -> dict[str, dict[str, float
                 "congestion": (b.oversub_link_s / v.oversub_link_s)
                 if v.oversub_link_s > 0
                 else float("inf"),
+                "marked": (b.marked_gbit / v.marked_gbit) if v.marked_gbit > 0 else float("inf"),
             }
     return out
 

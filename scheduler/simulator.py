@@ -32,6 +32,9 @@ the offered demand (sum of the active flows' line-rate demands) exceeds
 capacity, and the Mbit offered beyond capacity (integral of the excess). A
 switch would mark ECN in exactly those periods; the simulator has no queues,
 so it reports these as "oversubscribed ms" and "excess Mbit", not as marks.
+Per job, "marked Mbit" is the traffic it sent through a link while that link
+was oversubscribed: the packets a marking switch would have marked, which is
+how the paper counts a job's ECN marks.
 
 Agents: a schedule from Cassini gives job j a time-shift t_j and a period
 Q_j >= T_j (`scheduler.pacing`) at decision time t; the agent starts
@@ -104,6 +107,7 @@ class JobResult:
     ideal_iteration_ms: FloatArray
     adjustments: int
     migrations: int
+    marked_mbit: float = 0.0
 
     @property
     def completion_s(self) -> float:
@@ -171,6 +175,7 @@ class _JobRun:
         "resume_ms",
         "load_links",
         "load_gbps",
+        "marked_mbit",
     )
 
     def __init__(self, trace: TraceJob) -> None:
@@ -191,6 +196,7 @@ class _JobRun:
         self.resume_ms = 0.0  # earliest time the next iteration may start
         self.load_links: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.load_gbps = 0.0  # peak per-flow demand this job puts on each of load_links
+        self.marked_mbit = 0.0  # sent through oversubscribed links (the ECN stand-in)
 
 
 @dataclass
@@ -227,6 +233,7 @@ _REWOUND_STATE = (
     "demand",
     "epoch_iters",
     "tot",
+    "job_marked",
 )
 
 
@@ -314,8 +321,10 @@ class _Component:
         self.ff_ms = 0.0
         self.window: _Window | None = None
         self.epoch_iters = np.zeros(n, dtype=np.int64)
-        self.w0: tuple[float, FloatArray] | None = None
+        self.w0: tuple[float, FloatArray, FloatArray] | None = None
         self.tot = np.zeros((3, len(global_links)))
+        self.job_marked = np.zeros(n)  # Mbit each job sent through oversubscribed links
+        self.marked_rate = np.zeros(n)
         self.bucket_log: dict[int, FloatArray] = {}
         self.snapshot: dict[str, Any] | None = None
         for j, m in enumerate(members):
@@ -476,6 +485,13 @@ class _Component:
         self.prev_tight = tight
         carried = self._per_link(self.rates)
         over = offered > self.cap * (1 + 1e-9)
+        flow_over = np.bincount(
+            self.ent_flow, weights=over[self.ent_link].astype(np.float64), minlength=len(want)
+        )
+        marked = np.bincount(
+            self.flow_job, weights=self.rates * (flow_over > 0), minlength=len(self.runs)
+        )
+        self.marked_rate = marked.astype(np.float64, copy=False)
         self.per_ms = np.stack(
             [carried, over.astype(np.float64), np.maximum(0.0, offered - self.cap)]
         )
@@ -531,6 +547,7 @@ class _Component:
         if on.any():
             self.flow_rem[on] -= self.rates[on] * dt
             self.tot += self.per_ms * dt
+            self.job_marked += self.marked_rate * dt
             self._log(self.clock, dt, self.per_ms)
         self.down_rem[timed] -= dt
         self.clock += dt
@@ -638,15 +655,17 @@ class _Component:
         if self.w0 is None:
             done_since = [len(self.runs[j].starts) - int(self.epoch_iters[j]) for j in live]
             if min(done_since) >= self.settings.warmup_iterations:
-                self.w0 = (self.clock, self.tot.copy())
+                self.w0 = (self.clock, self.tot.copy(), self.job_marked.copy())
                 self.w0_idx = [len(r.starts) for r in self.runs]
             return
-        t0, tot0 = self.w0
+        t0, tot0, marked0 = self.w0
         if all(
             len(self.runs[j].starts) - self.w0_idx[j] >= self.settings.window_iterations
             for j in live
         ):
-            self.window = _Window(length=self.clock - t0, tot=self.tot - tot0)
+            self.window = _Window(
+                length=self.clock - t0, tot=self.tot - tot0, marked=self.job_marked - marked0
+            )
 
     def _try_jump(self, limit: float, exact_stop: bool) -> bool:
         """Skip k whole windows: the last window's records repeat, shifted by k x length."""
@@ -688,6 +707,7 @@ class _Component:
         self.wait_until += shift
         self.due += shift
         self.tot += k * win.tot
+        self.job_marked += k * win.marked
         self._log(self.clock, shift, win.tot / length)
         self.clock += shift
         self.ff_ms += shift
@@ -707,7 +727,9 @@ class _Component:
         )
 
     def commit_stats(self) -> None:
-        """Hand the link counters to the run-wide series (once, when dissolved)."""
+        """Hand the link and job counters to the run (once, when dissolved)."""
+        for run, marked in zip(self.runs, self.job_marked.tolist(), strict=True):
+            run.marked_mbit += marked
         if self.dedicated:
             return
         for b, row in self.bucket_log.items():
@@ -719,6 +741,7 @@ class _Component:
 class _Window:
     length: float
     tot: FloatArray
+    marked: FloatArray
 
 
 class _Stats:
@@ -1073,6 +1096,7 @@ class _Run:
                     ideal_iteration_ms=np.array(run.ideal),
                     adjustments=run.adjustments,
                     migrations=run.migrations,
+                    marked_mbit=run.marked_mbit,
                 )
             )
         return SimResult(

@@ -101,7 +101,12 @@ def test_overlapped_jobs_stretch_by_hand_computed_amount() -> None:
     # both Up phases overlap: 25 Gbps each, so 100 ms of sending takes 200 ms
     for job in res.jobs:
         assert job.iteration_ms == pytest.approx(np.full(50, 300.0))
+        # both ring flows (one each way) crossed a link offered 100 of 50 Gbps
+        # for their whole Up phase: every bit marked, 2 x 50 Gbps x 100 ms per iteration
+        assert job.marked_mbit == pytest.approx(50 * 2 * 50.0 * 100.0)
     assert res.links.oversub_ms.sum() > 0
+    exact = _two_jobs(None, fast=False)
+    assert [j.marked_mbit for j in exact.jobs] == pytest.approx([j.marked_mbit for j in res.jobs])
 
 
 def test_interleaved_jobs_do_not_stretch() -> None:
@@ -112,6 +117,7 @@ def test_interleaved_jobs_do_not_stretch() -> None:
     assert b.iteration_ms == pytest.approx(np.r_[300.0, np.full(49, 200.0)])
     assert b.iteration_end_ms[0] == pytest.approx(300.0)
     assert res.links.oversub_ms.sum() == pytest.approx(0.0)
+    assert a.marked_mbit == b.marked_mbit == 0.0
 
 
 def test_pipeline_job_alone_runs_at_its_profile_time() -> None:

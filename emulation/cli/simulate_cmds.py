@@ -149,16 +149,19 @@ def _simulate(args: argparse.Namespace) -> int:
         print(paths["summary"].read_text(), end="")
         return 0
     by = {s.name: s for s in exp.summaries}
-    print(f"{'scheduler':12s} {'mean ms':>8s} {'p99 ms':>8s} {'JCT s':>8s} {'oversub link-s':>15s}")
+    print(
+        f"{'scheduler':12s} {'mean ms':>8s} {'p99 ms':>8s} {'JCT s':>8s} {'oversub link-s':>15s} {'marked Gbit':>12s}"
+    )
     for n in names:
         x = by[n]
         print(
-            f"{n:12s} {x.mean_ms:8.1f} {x.p99_ms:8.1f} {x.mean_jct_s:8.1f} {x.oversub_link_s:15.1f}"
+            f"{n:12s} {x.mean_ms:8.1f} {x.p99_ms:8.1f} {x.mean_jct_s:8.1f} {x.oversub_link_s:15.1f} {x.marked_gbit:12.1f}"
         )
     for variant, sp in exp.speedups.items():
         print(
             f"{variant} vs {sp['base']}: mean {sp['mean']:.2f}x, p99 {sp['p99']:.2f}x, "
-            f"p99 slowdown {sp['p99_slowdown']:.2f}x, congestion {sp['congestion']:.2f}x"
+            f"p99 slowdown {sp['p99_slowdown']:.2f}x, congestion {sp['congestion']:.2f}x, "
+            f"marked {sp['marked']:.2f}x"
         )
     print(f"report: {paths['report']}")
     return 0
