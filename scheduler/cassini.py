@@ -58,6 +58,8 @@ class CandidateResult:
     rule: str = "acyclic"
     periods_ms: Mapping[str, float] = field(default_factory=dict)
     idle: float = 0.0  # mean fraction of their time paced jobs idle
+    # Jobs whose shifts are relative to each other (one affinity component each).
+    groups: tuple[tuple[str, ...], ...] = ()
 
     @property
     def value(self) -> float:
@@ -268,6 +270,7 @@ def evaluate_candidate(
         rule=result.rule,
         periods_ms={j: round(q, 6) for j, q in periods.items()},
         idle=float(np.mean(idle)) if idle else 0.0,
+        groups=result.components,
     )
 
 
@@ -364,6 +367,7 @@ def choose(
         link_scores=best.link_scores,
         score=best.score if not math.isnan(best.score) else 0.0,
         periods_ms=best.periods_ms,
+        groups=best.groups,
     )
     return CassiniDecision(
         best=best, schedule=schedule, candidates=tuple(results), fallback=not valid

@@ -1009,6 +1009,7 @@ class _Run:
             if name not in regroup:
                 regroup.append(name)
         members: list[_Member] = []
+        first_dues = self._first_dues(alloc, regroup, now) if alloc.new_schedule else {}
         for name in regroup:
             run = self.runs[name]
             if not run.servers:
@@ -1020,8 +1021,7 @@ class _Run:
             new_grid = alloc.new_schedule or run.carry is None
             if alloc.new_schedule:
                 run.grid_period = float(alloc.periods_ms.get(name, math.nan))
-                if not math.isnan(run.grid_period):
-                    first_due = now + float(alloc.shifts_ms.get(name, 0.0))
+                first_due = first_dues.get(name, math.nan)
             elif run.carry is None:
                 run.grid_period = math.nan  # moved without a schedule: runs free
             members.append(
@@ -1033,6 +1033,25 @@ class _Run:
             )
             comp.take_snapshot()
             self.comps.append(comp)
+
+    def _first_dues(self, alloc: Allocation, names: list[str], now: float) -> dict[str, float]:
+        """First grid point of every paced job of a new schedule (see `first_grid_points`)."""
+        ready: dict[str, float] = {}
+        for name in names:
+            run = self.runs[name]
+            if name not in alloc.periods_ms or not run.servers:
+                continue
+            carry = run.carry
+            if carry is None:  # new, moved or resumed
+                ready[name] = max(now, run.resume_ms)
+            elif carry.mode == _WAIT:
+                ready[name] = now
+            else:  # the in-flight iteration should end about one iteration after it began
+                tj = run.trace
+                own = self.profile(tj.model, len(run.servers), tj.batch_size).iteration_ms
+                ready[name] = max(now, carry.iter_start + own)
+        groups = alloc.groups or (tuple(sorted(ready)),)  # no groups: all shifts relative
+        return first_grid_points(groups, alloc.shifts_ms, alloc.periods_ms, ready, now)
 
     def _groups(self, members: list[_Member]) -> list[list[_Member]]:
         """Connected components of jobs through shared links (union-find)."""
@@ -1109,6 +1128,52 @@ class _Run:
             fast_forwarded_ms=self.ff_retired,
             metadata={"settings": self.settings.__dict__.copy(), "topology": self.topology.name},
         )
+
+
+def first_grid_points(
+    groups: Sequence[Sequence[str]],
+    shifts_ms: Mapping[str, float],
+    periods_ms: Mapping[str, float],
+    ready_ms: Mapping[str, float],
+    now: float,
+) -> dict[str, float]:
+    """When each job of a new schedule starts its first aligned iteration.
+
+    Job j's grid is now + shift_j + c + k x Q_j; it starts at the first grid
+    point at or after it is ready. Shifts within a group are relative, so
+    (our choice, as agents reporting their phase would allow) each group
+    takes the one offset c that makes its jobs wait least in total, trying
+    the offsets that let one job start the moment it is ready.
+
+    b should run 50 ms after a; a is ready at 130, b now. Moving the group by
+    50 ms lets b start at once and a wait 20 ms (the cheapest of the offsets):
+
+    >>> first_grid_points([("a", "b")], {"a": 0.0, "b": 50.0}, {"a": 100.0, "b": 100.0},
+    ...                   {"a": 130.0, "b": 0.0}, 0.0)
+    {'a': 150.0, 'b': 0.0}
+    """
+    out: dict[str, float] = {}
+    for group in groups:
+        jobs = [j for j in group if j in ready_ms and j in periods_ms]
+        if not jobs:
+            continue
+
+        def grid_points(c: float, jobs: list[str] = jobs) -> dict[str, float]:
+            points = {}
+            for j in jobs:
+                q, base = periods_ms[j], now + shifts_ms.get(j, 0.0) + c
+                points[j] = base + math.ceil((ready_ms[j] - base) / q - 1e-9) * q
+            return points
+
+        offsets = [0.0] + [
+            (ready_ms[j] - now - shifts_ms.get(j, 0.0)) % periods_ms[j] for j in jobs
+        ]
+        best = min(
+            (grid_points(c) for c in offsets),
+            key=lambda p: sum(p[j] - ready_ms[j] for j in jobs),
+        )
+        out.update(best)
+    return out
 
 
 def simulate(

@@ -65,3 +65,4 @@ class Schedule:
     link_scores: Mapping[str, float] = field(default_factory=dict)
     score: float = 1.0
     periods_ms: Mapping[str, float] = field(default_factory=dict)
+    groups: tuple[tuple[str, ...], ...] = ()  # jobs whose shifts only matter relative to each other

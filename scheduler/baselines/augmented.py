@@ -72,6 +72,7 @@ class CassiniAugmented:
             work_per_iteration=alloc.work_per_iteration,
             score=decision.schedule.score,
             periods_ms=dict(best.periods_ms),
+            groups=best.groups,
             new_schedule=True,
             note=f"candidate {best.index} of {len(candidates)}, score {decision.schedule.score:.3f}",
         )

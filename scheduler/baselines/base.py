@@ -73,7 +73,8 @@ class Allocation:
 
     With `new_schedule` the agents of the jobs in `periods_ms` re-align: job j
     starts iterations on the grid now + shifts_ms[j] + k x periods_ms[j].
-    Without it every agent keeps the grid it has.
+    Without it every agent keeps the grid it has. Shifts within one of
+    `groups` are relative: the agents may move a whole group by one offset.
     """
 
     placement: PlacementMap
@@ -84,6 +85,7 @@ class Allocation:
     note: str = ""
     periods_ms: Mapping[str, float] = field(default_factory=dict)
     new_schedule: bool = False
+    groups: tuple[tuple[str, ...], ...] = ()
 
 
 class Scheduler(Protocol):
