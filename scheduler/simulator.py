@@ -207,7 +207,7 @@ class _Carry:
     wait_until: float
     iter_start: float
     flow_rem: FloatArray
-    due: float
+    grid_due: float
 
 
 @dataclass
@@ -227,7 +227,7 @@ _REWOUND_STATE = (
     "down_rem",
     "wait_until",
     "iter_start",
-    "due",
+    "grid_due",
     "flow_rem",
     "flow_on",
     "demand",
@@ -310,7 +310,7 @@ class _Component:
         self.down_rem = np.zeros(n)
         self.wait_until = np.zeros(n)
         self.iter_start = np.zeros(n)
-        self.due = np.array([m.first_due for m in members])  # next scheduled start
+        self.grid_due = np.array([m.first_due for m in members])  # next scheduled start
         self.flow_rem = np.zeros(len(flow_job))
         self.flow_on = np.zeros(len(flow_job), dtype=bool)
         self.demand = np.zeros(len(flow_job))
@@ -347,9 +347,9 @@ class _Component:
                 self.flow_on[live] = True
                 self.demand[fl] = self.phase_gbps[j][carry.phase] * self.flow_share[fl]
             if not m.new_grid:
-                self.due[j] = carry.due
+                self.grid_due[j] = carry.grid_due
             else:  # the in-flight iteration ends first; the grid applies from the next
-                self.due[j] -= self.grid_period[j]
+                self.grid_due[j] -= self.grid_period[j]
         else:
             self.mode[j] = _WAIT
             ready = max(self.clock, m.run.resume_ms)
@@ -358,7 +358,7 @@ class _Component:
         m.run.carry = None
 
     def _agent_start(self, j: int, ready: float) -> float:
-        """When job j's agent lets an iteration ready at `ready` start (due: `self.due[j]`).
+        """When job j's agent lets an iteration ready at `ready` start (due: `self.grid_due[j]`).
 
         Early: at its due grid point (pacing). Late: at once, and with drift
         noise on only if late by at most `realign_tolerance` x period; later
@@ -369,14 +369,14 @@ class _Component:
         mean iteration time 0.93x Themis's with the rule, 1.05x without, on
         Poisson seeds 1-6), so the rule is left to the drift experiments.
         """
-        due, q = float(self.due[j]), float(self.grid_period[j])
+        due, q = float(self.grid_due[j]), float(self.grid_period[j])
         if math.isnan(due) or math.isnan(q):
             return ready
         late = ready - due
         if self.settings.drift_sigma <= 0 or late <= self.settings.realign_tolerance * q + _TOL_MS:
             return max(ready, due)
         due += math.ceil(late / q - 1e-9) * q
-        self.due[j] = due
+        self.grid_due[j] = due
         self.runs[j].adjustments += 1
         return due
 
@@ -633,7 +633,7 @@ class _Component:
             self.completions.append((now, j))
             self._reset_epoch()
             return
-        self.due[j] += self.grid_period[j]  # nan stays nan: no grid
+        self.grid_due[j] += self.grid_period[j]  # nan stays nan: no grid
         start = self._agent_start(j, now)
         # An iteration counts from when the job was ready: agent waits are its cost.
         self.iter_start[j] = now
@@ -705,7 +705,7 @@ class _Component:
             run.work_done += k * n * run.work_per_iter
         self.iter_start += shift
         self.wait_until += shift
-        self.due += shift
+        self.grid_due += shift
         self.tot += k * win.tot
         self.job_marked += k * win.marked
         self._log(self.clock, shift, win.tot / length)
@@ -723,7 +723,7 @@ class _Component:
             wait_until=float(self.wait_until[j]),
             iter_start=float(self.iter_start[j]),
             flow_rem=self.flow_rem[fl].copy(),
-            due=float(self.due[j]),
+            grid_due=float(self.grid_due[j]),
         )
 
     def commit_stats(self) -> None:
