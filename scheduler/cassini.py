@@ -37,17 +37,27 @@ from topologies.errors import UserInputError, did_you_mean
 from topologies.model import DirectedLink
 from topologies.routing import Router
 
-AGGREGATES = ("mean", "min", "p10")
+# How candidates are ranked. "total" (our choice, default): least oversubscription
+# summed over shared links plus pacing idle summed over jobs. The paper's "mean"
+# of link scores rewards a placement for every extra shared link that can never
+# be oversubscribed (each scores 1), so it favours spreading traffic out; "min"
+# and "p10" (our choice) look at the worst links.
+AGGREGATES = ("total", "mean", "min", "p10")
 # "paper": any cycle in the affinity graph discards the candidate (Theorem 1);
 # "consistent" (our choice, default): only cycles whose shifts disagree do.
 CYCLE_RULES = ("consistent", "paper")
-# (our choice) Pacing must beat running free by this much compatibility.
+# (our choice) Pacing must beat running free by this much, in links' worth of
+# oversubscription (1 = one link always oversubscribed by its capacity).
 FREE_RUNNING_MARGIN = 0.01
 
 
 @dataclass(frozen=True)
 class CandidateResult:
-    """One placement's evaluation. `discarded` says why it cannot be used, if so."""
+    """One placement's evaluation. `discarded` says why it cannot be used, if so.
+
+    `score` is the aggregate of the link scores (the mean, the paper's, when
+    ranking by "total"); `value` is what candidates are ranked by.
+    """
 
     index: int
     placement: Mapping[str, tuple[str, ...]]
@@ -57,14 +67,10 @@ class CandidateResult:
     shifts_ms: Mapping[str, float]
     rule: str = "acyclic"
     periods_ms: Mapping[str, float] = field(default_factory=dict)
-    idle: float = 0.0  # mean fraction of their time paced jobs idle
+    idle: float = 0.0  # fraction of their time paced jobs idle, summed over jobs
     # Jobs whose shifts are relative to each other (one affinity component each).
     groups: tuple[tuple[str, ...], ...] = ()
-
-    @property
-    def value(self) -> float:
-        """What candidates are ranked by: compatibility minus the pacing it costs."""
-        return self.score - self.idle
+    value: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ def _aggregate(scores: Sequence[float], how: str) -> float:
     """Candidate score from its shared links: mean (the paper), or min / p10 (our choice)."""
     if not scores:
         return 1.0
-    if how == "mean":
+    if how in ("mean", "total"):
         return float(np.mean(scores))
     if how == "min":
         return float(min(scores))
@@ -143,9 +149,10 @@ def _plan_group(
 ) -> _GroupPlan | None:
     """The best way to run one group, or None when running free is as good.
 
-    (our choice) With `pace`, each pacing option is scored as its links' mean
-    compatibility minus its jobs' mean idling fraction, and must beat the
-    links' free-running expectation (`free_running_score`): otherwise the
+    (our choice) With `pace`, each pacing option costs its links'
+    oversubscription (1 - score, summed) plus its jobs' idling fractions
+    (summed), and must beat the links' free-running expectation
+    (`free_running_score`) by FREE_RUNNING_MARGIN: otherwise the
     group runs unaligned, without shifts, and loses no time idling. Without
     `pace` the jobs keep their own iteration times, rounded onto each circle
     (the paper), and are always shifted.
@@ -168,19 +175,15 @@ def _plan_group(
             half_bin_ms = max(
                 half_bin_ms, solution.perimeter_ms / bins_for_precision(precision_deg) / 2
             )
-        idle = float(np.mean([periods[j] / own[j] - 1.0 for j in jobs]))
-        value = float(np.mean(list(scores.values()))) - idle
+        idle = sum(periods[j] / own[j] - 1.0 for j in jobs)
+        value = -sum(1.0 - s for s in scores.values()) - idle
         if best is None or value > best.value + 1e-12:
             best = _GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
     assert best is not None
     if pace:
-        free = float(
-            np.mean(
-                [
-                    free_running_score([profiles[j] for j in group], capacities[link])
-                    for link, group in links.items()
-                ]
-            )
+        free = -sum(
+            1.0 - free_running_score([profiles[j] for j in group], capacities[link])
+            for link, group in links.items()
         )
         if best.value <= free + FREE_RUNNING_MARGIN:
             return None
@@ -194,7 +197,7 @@ def evaluate_candidate(
     capacities: Mapping[DirectedLink, float],
     precision_deg: float = 5.0,
     solver: str = "auto",
-    aggregate: str = "mean",
+    aggregate: str = "total",
     index: int = 0,
     cache: dict[LinkKey, LinkSolution] | None = None,
     cycles: str = "consistent",
@@ -259,18 +262,24 @@ def evaluate_candidate(
             + ")"
         )
     shifts = {job: round(result.shifts_ms.get(job, 0.0), 6) for job in placement}
-    idle = [periods[j] / profiles[j].iteration_ms - 1.0 for j in periods]
+    idle = sum(periods[j] / profiles[j].iteration_ms - 1.0 for j in periods)
+    score = _aggregate(list(link_scores.values()), aggregate)
+    if aggregate == "total":
+        value = -sum(1.0 - s for s in link_scores.values()) - idle
+    else:
+        value = score - idle / max(1, len(periods))
     return CandidateResult(
         index=index,
         placement=dict(placement),
-        score=_aggregate(list(link_scores.values()), aggregate),
+        score=score,
         link_scores=link_scores,
         discarded=discarded,
         shifts_ms=shifts,
         rule=result.rule,
         periods_ms={j: round(q, 6) for j, q in periods.items()},
-        idle=float(np.mean(idle)) if idle else 0.0,
+        idle=idle,
         groups=result.components,
+        value=value,
     )
 
 
@@ -324,7 +333,7 @@ def choose(
     capacities: Mapping[DirectedLink, float],
     precision_deg: float = 5.0,
     solver: str = "auto",
-    aggregate: str = "mean",
+    aggregate: str = "total",
     workers: int = 1,
     cycles: str = "consistent",
     pace: bool = True,

@@ -97,6 +97,39 @@ def test_ties_go_to_the_lower_index_and_scores_order_candidates() -> None:
     assert decision.best.index == 1
 
 
+def test_total_ranking_counts_oversubscription_not_shared_links() -> None:
+    tight, roomy, spare1, spare2, spare3 = (
+        ("t1", "a1"),
+        ("t2", "a2"),
+        ("x", "1"),
+        ("x", "2"),
+        ("x", "3"),
+    )
+    router = TableRouter(
+        {
+            ("s1",): frozenset({tight, spare1, spare2, spare3}),
+            ("s2",): frozenset({tight, spare1, spare2, spare3}),
+            ("s3",): frozenset({roomy}),
+            ("s4",): frozenset({roomy}),
+        }
+    )
+    caps = {tight: 50.0, roomy: 60.0, spare1: 200.0, spare2: 200.0, spare3: 200.0}
+    hog = Profile("h", "m", "data", 2, 200.0, (Phase(150.0, 50.0), Phase(50.0, 0.0)))
+    profiles = {"a": hog, "b": replace(hog, name="b")}
+    spread = {"a": ("s1",), "b": ("s2",)}  # 50 Gbps link half oversubscribed + 3 idle ones
+    compact = {"a": ("s3",), "b": ("s4",)}  # one 60 Gbps link, a third oversubscribed
+    args = (profiles, router, caps)
+    by_mean = choose([spread, compact], *args, precision_deg=10.0, aggregate="mean")  # type: ignore[arg-type]
+    by_total = choose([spread, compact], *args, precision_deg=10.0)  # type: ignore[arg-type]
+    first, second = by_total.candidates
+    assert first.link_scores["t1->a1"] == pytest.approx(0.5)
+    assert second.link_scores["t2->a2"] == pytest.approx(1 - 0.5 * (100 - 60) / 60)
+    assert first.score == pytest.approx(0.875)  # the paper's mean prefers spread
+    assert first.score > second.score
+    assert by_mean.best.index == 0
+    assert by_total.best.index == 1  # less oversubscription in total
+
+
 @pytest.fixture(scope="module")
 def testbed_jobs() -> tuple:
     topo = load_topology("cassini-testbed")
@@ -230,7 +263,10 @@ def test_cli_schedule_json_on_default_testbed(capsys: pytest.CaptureFixture[str]
     assert max(used.values()) == 1
     assert set(doc["shifts_ms"]) == set(doc["placement"])
     assert len(doc["candidates"]) == 10
-    assert doc["score"] == max(c["score"] for c in doc["candidates"] if c["discarded"] is None)
+    valid = [c for c in doc["candidates"] if c["discarded"] is None]
+    chosen = next(c for c in valid if c["index"] == doc["chosen"])
+    assert chosen["value"] == max(c["value"] for c in valid)
+    assert doc["score"] == chosen["score"]
 
 
 def test_cli_schedule_reads_a_trace_file(capsys: pytest.CaptureFixture[str], tmp_path) -> None:

@@ -70,7 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     sched.add_argument("--precision-deg", type=float, default=5.0, help="angle grid (default 5)")
     sched.add_argument("--solver", default="auto", help="exact, fast or auto (default)")
     sched.add_argument(
-        "--aggregate", default="mean", help="candidate score: mean (default), min or p10"
+        "--aggregate",
+        default="total",
+        help="rank candidates by total oversubscription plus pacing idle (default), "
+        "or the mean (paper), min or p10 of link scores",
     )
     sched.add_argument(
         "--cycles",
@@ -270,6 +273,7 @@ def _schedule(args: argparse.Namespace) -> int:
                         {
                             "index": c.index,
                             "score": round(c.score, 6),
+                            "value": round(c.value, 6),
                             "shared_links": len(c.link_scores),
                             "rule": c.rule,
                             "discarded": c.discarded,

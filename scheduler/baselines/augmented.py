@@ -30,7 +30,7 @@ class CassiniAugmented:
     name: str = "th+cassini"
     precision_deg: float = 5.0
     solver: str = "auto"
-    aggregate: str = "mean"
+    aggregate: str = "total"
     dedicated: bool = False
     book: ProfileBook = field(default_factory=ProfileBook, compare=False, repr=False)
 
