@@ -128,8 +128,12 @@ def solve_link(
 
 
 @dataclass(frozen=True)
-class _GroupPlan:
-    """How one group of coupled jobs runs: its links' scores, shifts and paced periods."""
+class GroupPlan:
+    """How one group of coupled jobs runs: its links' scores, shifts and paced periods.
+
+    `value` is minus its cost: oversubscription (1 - score) summed over its
+    links plus idling fractions summed over its jobs.
+    """
 
     value: float
     link_scores: dict[DirectedLink, float]
@@ -138,7 +142,7 @@ class _GroupPlan:
     half_bin_ms: float
 
 
-def _plan_group(
+def plan_group(
     links: Mapping[DirectedLink, tuple[str, ...]],
     profiles: Mapping[str, Profile],
     capacities: Mapping[DirectedLink, float],
@@ -146,7 +150,7 @@ def _plan_group(
     solver: str,
     cache: dict[LinkKey, LinkSolution],
     pace: bool,
-) -> _GroupPlan | None:
+) -> GroupPlan | None:
     """The best way to run one group, or None when running free is as good.
 
     (our choice) With `pace`, each pacing option costs its links'
@@ -160,7 +164,7 @@ def _plan_group(
     jobs = sorted({j for group in links.values() for j in group})
     own = {j: profiles[j].iteration_ms for j in jobs}
     options = pacing_options(own, list(links.values())) if pace else [own]
-    best: _GroupPlan | None = None
+    best: GroupPlan | None = None
     for periods in options:
         paced = {j: paced_profile(profiles[j], periods[j]) for j in jobs}
         scores: dict[DirectedLink, float] = {}
@@ -178,7 +182,7 @@ def _plan_group(
         idle = sum(periods[j] / own[j] - 1.0 for j in jobs)
         value = -sum(1.0 - s for s in scores.values()) - idle
         if best is None or value > best.value + 1e-12:
-            best = _GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
+            best = GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
     assert best is not None
     if pace:
         free = -sum(
@@ -209,7 +213,7 @@ def evaluate_candidate(
     rotations: on any other shared link every rotation scores 1, so it joins
     no affinity edge (our choice; the paper draws every shared link). Jobs
     joined through coupling links form groups; each group is planned by
-    `_plan_group` (paced, shifted, or left free-running).
+    `plan_group` (paced, shifted, or left free-running).
     """
     _check_options(solver, aggregate, cycles)
     cache = {} if cache is None else cache
@@ -236,7 +240,7 @@ def evaluate_candidate(
     half_bin_ms = 0.0
     for group in coupled_groups(coupling.values()):
         group_links = {link: jobs for link, jobs in coupling.items() if jobs[0] in group}
-        plan = _plan_group(group_links, profiles, capacities, precision_deg, solver, cache, pace)
+        plan = plan_group(group_links, profiles, capacities, precision_deg, solver, cache, pace)
         if plan is None:
             for link, jobs in group_links.items():
                 link_scores[link_id(link)] = free_running_score(

@@ -230,6 +230,24 @@ def test_cli_compat_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["rotations_deg"]["vgg16"] == 0.0
 
 
+def test_cli_compat_paces_the_papers_perfect_pair(capsys: pytest.CaptureFixture[str]) -> None:
+    """The paper: WideResNet101 and VGG16 interleave perfectly with a 150 ms shift."""
+    code, out, _ = run_cli(
+        capsys, "compat", "--jobs", "wideresnet101,vgg16", "--workers", "4", "--json"
+    )
+    doc = json.loads(out)
+    assert code == 0 and doc["plan"] == "paced"
+    assert doc["score"] > 0.98 > 0.75 > doc["free_running_score"]
+    periods = doc["periods_ms"]
+    assert periods["vgg16"] == periods["wideresnet101"]  # VGG16 idles to WRN's period
+    assert doc["shifts_ms"]["vgg16"] == pytest.approx(150.0, abs=5.0)
+    code, out, _ = run_cli(
+        capsys, "compat", "--jobs", "wideresnet101,vgg16", "--workers", "4", "--json", "--no-pace"
+    )
+    unpaced = json.loads(out)
+    assert unpaced["plan"] == "unpaced" and unpaced["approximated"]
+
+
 def test_cli_compat_bad_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "compat", "--jobs", "vgg16,resnet50", "--solver", "exakt")
     assert code == 2 and err.count("\n") == 1 and "Did you mean 'exact'" in err

@@ -147,8 +147,9 @@ def _jobs_from_list(spec: str, workers: int, models_file: str | None) -> list[An
 
 
 def _compat(args: argparse.Namespace) -> int:
-    from scheduler.compatibility import compatibility
-    from scheduler.pacing import paced_periods, paced_profile
+    from scheduler.cassini import plan_group
+    from scheduler.compatibility import compatibility, free_running_score
+    from scheduler.pacing import paced_profile
     from scheduler.profiles import load_profiles_file
 
     _positive(args.workers, "--workers")
@@ -158,14 +159,34 @@ def _compat(args: argparse.Namespace) -> int:
     else:
         profiles = _jobs_from_list(args.jobs, args.workers, args.models)
     own_ms = {p.name: p.iteration_ms for p in profiles}
+    free = free_running_score(profiles, args.capacity_gbps)
     periods = dict(own_ms)
+    plan = "unpaced (the paper: own iteration times rounded onto the circle)"
     peaks = sum(max((ph.gbps for ph in p.phases), default=0.0) for p in profiles)
-    if not args.no_pace and peaks > args.capacity_gbps:
-        periods = paced_periods(own_ms, [list(own_ms)])
-        profiles = [paced_profile(p, periods[p.name]) for p in profiles]
-    sol = compatibility(profiles, args.capacity_gbps, args.precision_deg, args.solver)
+    if not args.no_pace and peaks > args.capacity_gbps and len(profiles) > 1:
+        link = ("link", "link")
+        chosen = plan_group(
+            {link: tuple(own_ms)},
+            {p.name: p for p in profiles},
+            {link: args.capacity_gbps},
+            args.precision_deg,
+            args.solver,
+            {},
+            pace=True,
+        )
+        if chosen is None:
+            plan = "free (no schedule beats running unaligned by enough to pay for pacing)"
+        else:
+            plan = "paced"
+            periods = chosen.periods_ms
+    elif not args.no_pace:
+        plan = "paced"
+    paced = [paced_profile(p, periods[p.name]) for p in profiles]
+    sol = compatibility(paced, args.capacity_gbps, args.precision_deg, args.solver)
     out = {
         "score": round(sol.score, 6),
+        "free_running_score": round(free, 6),
+        "plan": plan.split(" ")[0],
         "perimeter_ms": round(sol.perimeter_ms, 6),
         "rotations_deg": {k: round(v, 6) for k, v in sol.rotations_deg.items()},
         "shifts_ms": {k: round(v, 3) for k, v in sol.shifts_ms.items()},
@@ -181,6 +202,7 @@ def _compat(args: argparse.Namespace) -> int:
     print(
         f"compatibility score {sol.score:.4f} on a {args.capacity_gbps:g} Gbps link, solver {sol.solver}, {sol.elapsed_ms:.1f} ms"
     )
+    print(f"running unaligned: expected score {free:.4f}; plan: {plan}")
     print(f"unified circle {sol.perimeter_ms:g} ms{approx}, precision {args.precision_deg:g} deg")
     print(f"{'job':<18}{'iter_ms':>10}{'paced_ms':>10}{'rotation_deg':>14}{'shift_ms':>10}")
     for p in profiles:
@@ -295,7 +317,8 @@ def _schedule(args: argparse.Namespace) -> int:
         "  (every candidate was discarded; best score used anyway)" if decision.fallback else ""
     )
     print(
-        f"chosen: candidate {best.index}, score {best.score:.4f}, shift rule {best.rule}{fallback}"
+        f"chosen: candidate {best.index}, score {best.score:.4f}, cost {-best.value:.4f}, "
+        f"shift rule {best.rule}{fallback}"
     )
     print(f"\n{'job':<18}{'model':<15}{'workers':>8}  {'shift_ms':>9}  {'paced_ms':>9}  servers")
     for j in jobs:
@@ -308,12 +331,14 @@ def _schedule(args: argparse.Namespace) -> int:
     print("\nshared links of the chosen placement:" + ("" if best.link_scores else " none"))
     for link, score in best.link_scores.items():
         print(f"  {link:<16} {score:.4f}")
-    print(f"\n{'candidate':>9}  {'score':>7}  {'shared':>6}  {'rule':<19} status")
+    print(f"\n{'candidate':>9}  {'score':>7}  {'cost':>7}  {'shared':>6}  {'rule':<19} status")
     for c in decision.candidates:
         status = (
             f"discarded: {c.discarded}"
             if c.discarded
             else ("chosen" if c.index == best.index else "ok")
         )
-        print(f"{c.index:>9}  {c.score:>7.4f}  {len(c.link_scores):>6}  {c.rule:<19} {status}")
+        print(
+            f"{c.index:>9}  {c.score:>7.4f}  {-c.value:>7.4f}  {len(c.link_scores):>6}  {c.rule:<19} {status}"
+        )
     return 0
