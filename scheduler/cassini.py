@@ -310,8 +310,9 @@ def _evaluate_chunk(
     aggregate: str,
     cycles: str,
     pace: bool,
+    cache: dict[LinkKey, LinkSolution] | None = None,
 ) -> list[CandidateResult]:
-    cache: dict[LinkKey, LinkSolution] = {}
+    cache = {} if cache is None else cache
     return [
         evaluate_candidate(
             p,
@@ -341,8 +342,13 @@ def choose(
     workers: int = 1,
     cycles: str = "consistent",
     pace: bool = True,
+    cache: dict[LinkKey, LinkSolution] | None = None,
 ) -> CassiniDecision:
-    """Pick the best candidate placement and its time-shifts (Algorithm 2)."""
+    """Pick the best candidate placement and its time-shifts (Algorithm 2).
+
+    `cache` (link contents -> solution) may be kept across calls with the
+    same precision and solver: the same job pairs meet again and again.
+    """
     if not candidates:
         raise UserInputError("Cassini needs at least one candidate placement")
     _check_options(solver, aggregate, cycles)
@@ -369,7 +375,16 @@ def choose(
             results = sorted((r for f in futures for r in f.result()), key=lambda r: r.index)
     else:
         results = _evaluate_chunk(
-            indexed, profiles, router, capacities, precision_deg, solver, aggregate, cycles, pace
+            indexed,
+            profiles,
+            router,
+            capacities,
+            precision_deg,
+            solver,
+            aggregate,
+            cycles,
+            pace,
+            cache,
         )
     valid = [r for r in results if r.discarded is None]
     pool_of = valid or results

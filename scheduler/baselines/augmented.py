@@ -15,11 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scheduler.cassini import choose
+from scheduler.cassini import LinkKey, choose
+from scheduler.compatibility import LinkSolution
 from topologies.model import DirectedLink
 from topologies.routing import Router
 
 from .base import Allocation, ClusterView, ProfileBook, Scheduler
+
+SOLUTION_CACHE_ENTRIES = 20_000  # (our choice) bound on remembered link solutions
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,8 @@ class CassiniAugmented:
     aggregate: str = "total"
     dedicated: bool = False
     book: ProfileBook = field(default_factory=ProfileBook, compare=False, repr=False)
+    # Link solutions kept across decisions (the same pairs meet again); cleared when full.
+    solutions: dict[LinkKey, LinkSolution] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def migration_s(self) -> float:
@@ -55,6 +60,8 @@ class CassiniAugmented:
             name: self.book.get(by_name[name].model, len(servers), by_name[name].batch_size)
             for name, servers in candidates[0].items()
         }
+        if len(self.solutions) > SOLUTION_CACHE_ENTRIES:
+            self.solutions.clear()
         decision = choose(
             candidates,
             profiles,
@@ -63,6 +70,7 @@ class CassiniAugmented:
             precision_deg=self.precision_deg,
             solver=self.solver,
             aggregate=self.aggregate,
+            cache=self.solutions,
         )
         best = decision.best
         return Allocation(
