@@ -305,6 +305,7 @@ class _Component:
         self.phase_gbps = [np.array([p.gbps for p in m.profile.phases]) for m in members]
         self.period = np.array([m.profile.iteration_ms for m in members])
         self.grid_period = np.array([m.run.grid_period for m in members])
+        self.min_iter = [float(sum(p.duration_ms for p in m.profile.phases)) for m in members]
         self.mode = np.full(n, _WAIT, dtype=np.int64)
         self.phase = np.zeros(n, dtype=np.int64)
         self.down_rem = np.zeros(n)
@@ -327,9 +328,27 @@ class _Component:
         self.marked_rate = np.zeros(n)
         self.bucket_log: dict[int, FloatArray] = {}
         self.snapshot: dict[str, Any] | None = None
+        self.snap_before_jump = False
         for j, m in enumerate(members):
             self._enter(j, m)
         self._reset_epoch()
+        # Event times kept absolute so the next event is one `min` away: per
+        # flow when it finishes at its current rate (`fin`) and from when it
+        # counts as finished (`due`, the completion tolerance), per job its next
+        # timed event (end of a compute phase or of a wait; inf otherwise).
+        self.fin = np.full(len(flow_job), np.inf)
+        self.due = np.full(len(flow_job), np.inf)
+        self.fin_min = math.inf
+        self.due_min = math.inf
+        self.jt = np.full(n, np.inf)
+        self.jt_min = math.inf
+        self._retime_all()
+        self.check_up = True  # an entering job may be Up with every flow already done
+        # Link counters change only when rates do: the segment since `seg_t`
+        # is logged in one piece when they change or are read.
+        self.seg_t = clock
+        self.seg_on = False
+        self.blocked = False  # the window cannot be skipped until the epoch changes
 
     # -- setup
     def _enter(self, j: int, m: _Member) -> None:
@@ -382,12 +401,16 @@ class _Component:
 
     def _reset_epoch(self) -> None:
         self.window = None
+        self.blocked = False
         self.w0 = None
         self.w0_idx: list[int] = []
         self.epoch_iters = np.array([len(r.starts) for r in self.runs], dtype=np.int64)
 
     # -- snapshots for rewinding
     def take_snapshot(self) -> None:
+        self.snap_before_jump = False
+        self._flush()
+        self._sync_down()
         bucket_now = int(self.clock // (self.settings.bucket_s * 1e3))
         self.snapshot = {
             "clock": self.clock,
@@ -402,6 +425,7 @@ class _Component:
             "w0": self.w0,
             "w0_idx": list(self.w0_idx),
             "ff": self.ff_ms,
+            "blocked": self.blocked,
         }
 
     def restore(self) -> None:
@@ -428,34 +452,103 @@ class _Component:
         self.w0 = snap["w0"]
         self.w0_idx = list(snap["w0_idx"])
         self.ff_ms = snap["ff"]
+        self.blocked = snap["blocked"]
         self.need_full = True
         self.dirty = True
+        self.seg_t = self.clock
+        self.seg_on = False
+        self.fin[:] = np.inf
+        self.due[:] = np.inf
+        self.fin_min = math.inf
+        self.due_min = math.inf
+        self._retime_all()
+        self.check_up = True
 
     # -- the event loop
-    def run_until(self, limit: float, exact_stop: bool = False) -> None:
-        """Advance to `limit` (forward runs may overshoot by less than one skipped window)."""
+    def run_until(
+        self, limit: float, exact_stop: bool = False, stop_at_completion: bool = False
+    ) -> None:
+        """Advance to `limit` (forward runs may overshoot by less than one skipped window).
+
+        With `stop_at_completion` it returns right after the first event in
+        which a job finished (a scheduler decision is due then).
+        """
+        done_before = len(self.completions)
         while self.clock < limit - _TOL_MS:
             if not (self.mode != _DONE).any():
+                self._flush()
                 self.clock = limit
+                self.seg_t = limit
                 return
-            if self.window is not None and self._try_jump(limit, exact_stop):
+            if self.window is not None and not self.blocked and self._try_jump(limit, exact_stop):
                 continue
             if self.dirty:
                 self._recompute_rates()
-            dt = limit - self.clock
-            on = self.flow_on
-            if on.any():
-                dt = min(dt, float((self.flow_rem[on] / self.rates[on]).min()))
-            timed = (self.mode == _DOWN) | ((self.mode == _UP) & ~self.has_flows)
-            if timed.any():
-                dt = min(dt, float(self.down_rem[timed].min()))
-            waiting = self.mode == _WAIT
-            if waiting.any():
-                dt = min(dt, float(self.wait_until[waiting].min() - self.clock))
-            dt = max(dt, 0.0)
-            self._advance(dt, timed)
+            t = min(limit, self.fin_min, self.jt_min)
+            if t > self.clock:
+                if self.seg_on:
+                    self.flow_rem -= self.rates * (t - self.clock)
+                self.clock = t
             self.events += 1
             self._process()
+            if stop_at_completion and len(self.completions) > done_before:
+                break
+        self._flush()
+
+    def _retime_all(self) -> None:
+        """Each job's next timed event, from its mode (after entering or restoring)."""
+        mode = self.mode
+        timed = (mode == _DOWN) | ((mode == _UP) & ~self.has_flows)
+        self.jt = np.where(
+            mode == _WAIT, self.wait_until, np.where(timed, self.clock + self.down_rem, np.inf)
+        )
+        self.jt_min = float(self.jt.min()) if len(self.jt) else math.inf
+
+    def _retime(self, j: int) -> None:
+        mode = self.mode[j]
+        if mode == _WAIT:
+            self.jt[j] = self.wait_until[j]
+        elif mode == _DOWN or (mode == _UP and not self.has_flows[j]):
+            self.jt[j] = self.clock + self.down_rem[j]
+        else:
+            self.jt[j] = np.inf
+
+    def _sync_down(self) -> None:
+        """Write the compute time left back into `down_rem` (read by snapshots and carries)."""
+        mode = self.mode
+        timed = (mode == _DOWN) | ((mode == _UP) & ~self.has_flows)
+        self.down_rem[timed] = self.jt[timed] - self.clock
+
+    def _flush(self) -> None:
+        """Log the constant-rate segment since `seg_t` (only while flows were sending)."""
+        dt = self.clock - self.seg_t
+        if dt > 0 and self.seg_on:
+            self.tot += self.per_ms * dt
+            self.job_marked += self.marked_rate * dt
+            self._log(self.seg_t, dt, self.per_ms)
+        self.seg_t = self.clock
+
+    def _refresh_fin(self) -> None:
+        """Absolute finish times of the sending flows at their current rates."""
+        on = self.flow_on
+        self.seg_on = bool(on.any())
+        if not self.seg_on:
+            self.fin[:] = np.inf
+            self.due[:] = np.inf
+            self.fin_min = math.inf
+            self.due_min = math.inf
+            return
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inv = 1.0 / self.rates
+            fin = self.clock + self.flow_rem * inv
+            due = self.clock + (self.flow_rem - 1e-9 * (1 + self.demand)) * inv
+        off = ~on
+        fin[off] = np.inf
+        due[off] = np.inf
+        self.fin = fin
+        self.due = due
+        self.fin_min = float(fin.min())
+        self.due_min = float(due.min())
 
     def _recompute_rates(self) -> None:
         """Re-solve max-min for the flows an event can have affected.
@@ -467,8 +560,6 @@ class _Component:
         rates; only the changed flows' group is solved again.
         """
         want = np.where(self.flow_on, self.demand, 0.0)
-        offered = self._per_link(want)
-        tight = tight_links(offered, self.cap) & self.bind
         if self.need_full:
             group = want > 0
             self.rates = np.zeros(len(want))
@@ -477,25 +568,34 @@ class _Component:
             changed = want != self.prev_want
             if not changed.any():
                 self.dirty = False
+                self._refresh_fin()
                 return
             live = (want > 0) | (self.prev_want > 0)
+            group = None
+        self._flush()
+        offered = self._per_link(want)
+        tight = tight_links(offered, self.cap) & self.bind
+        if group is None:
             group = self._group_of(changed, tight | self.prev_tight, live)
         self._solve(group, want)
         self.prev_want = want
         self.prev_tight = tight
-        carried = self._per_link(self.rates)
-        over = offered > self.cap * (1 + 1e-9)
+        per_ms = np.empty((3, len(self.cap)))
+        per_ms[0] = self._per_link(self.rates)
+        np.greater(offered, self.cap * (1 + 1e-9), out=per_ms[1])
+        np.subtract(offered, self.cap, out=per_ms[2])
+        np.maximum(per_ms[2], 0.0, out=per_ms[2])
+        self.per_ms = per_ms
+        # a job's traffic counts as marked while any link on its flow's path is over
         flow_over = np.bincount(
-            self.ent_flow, weights=over[self.ent_link].astype(np.float64), minlength=len(want)
+            self.ent_flow, weights=per_ms[1][self.ent_link], minlength=len(want)
         )
         marked = np.bincount(
             self.flow_job, weights=self.rates * (flow_over > 0), minlength=len(self.runs)
         )
         self.marked_rate = marked.astype(np.float64, copy=False)
-        self.per_ms = np.stack(
-            [carried, over.astype(np.float64), np.maximum(0.0, offered - self.cap)]
-        )
         self.dirty = False
+        self._refresh_fin()
 
     def _group_of(
         self,
@@ -540,18 +640,6 @@ class _Component:
         sums = np.bincount(self.ent_link, weights=per_flow[self.ent_flow], minlength=len(self.cap))
         return sums.astype(np.float64, copy=False)
 
-    def _advance(self, dt: float, timed: npt.NDArray[np.bool_]) -> None:
-        if dt <= 0:
-            return
-        on = self.flow_on
-        if on.any():
-            self.flow_rem[on] -= self.rates[on] * dt
-            self.tot += self.per_ms * dt
-            self.job_marked += self.marked_rate * dt
-            self._log(self.clock, dt, self.per_ms)
-        self.down_rem[timed] -= dt
-        self.clock += dt
-
     def _log(self, t0: float, dt: float, per_ms: FloatArray) -> None:
         """Spread a constant-rate segment over the time buckets it covers."""
         width = self.settings.bucket_s * 1e3
@@ -568,26 +656,35 @@ class _Component:
 
     def _process(self) -> None:
         now = self.clock
-        on = self.flow_on
-        if on.any():
-            done = on & (self.flow_rem <= 1e-9 * (1 + self.demand))
-            if done.any():
+        ready: set[int] = set()
+        if self.due_min <= now:
+            done = np.flatnonzero(self.due <= now)
+            if done.size:
                 self.flow_on[done] = False
                 self.flow_rem[done] = 0.0
+                self.fin[done] = np.inf
+                self.due[done] = np.inf
                 self.dirty = True
-        mode = self.mode
-        ready = (mode == _WAIT) & (self.wait_until <= now + _TOL_MS)
-        timed = (mode == _DOWN) | ((mode == _UP) & ~self.has_flows)
-        ready |= timed & (self.down_rem <= _TOL_MS)
-        up = (mode == _UP) & self.has_flows
-        if up.any():
-            flowing = np.bincount(self.flow_job[self.flow_on], minlength=len(mode)) > 0
-            ready |= up & ~flowing
-        for j in np.flatnonzero(ready).tolist():
+                for j in set(self.flow_job[done].tolist()):
+                    if self.mode[j] == _UP and not self.flow_on[self.job_flows[j]].any():
+                        ready.add(j)
+        if self.check_up:
+            self.check_up = False
+            up = (self.mode == _UP) & self.has_flows
+            if up.any():
+                flowing = np.bincount(self.flow_job[self.flow_on], minlength=len(up)) > 0
+                ready.update(np.flatnonzero(up & ~flowing).tolist())
+        if self.jt_min <= now + _TOL_MS:
+            ready.update(np.flatnonzero(self.jt <= now + _TOL_MS).tolist())
+        if not ready:
+            return
+        for j in sorted(ready):
             if self.mode[j] == _WAIT:
                 self._begin_phase(j, 0)
             else:
                 self._next_phase(j)
+            self._retime(j)
+        self.jt_min = float(self.jt.min())
 
     def _begin_phase(self, j: int, k: int) -> None:
         self.phase[j] = k
@@ -655,6 +752,7 @@ class _Component:
         if self.w0 is None:
             done_since = [len(self.runs[j].starts) - int(self.epoch_iters[j]) for j in live]
             if min(done_since) >= self.settings.warmup_iterations:
+                self._flush()
                 self.w0 = (self.clock, self.tot.copy(), self.job_marked.copy())
                 self.w0_idx = [len(r.starts) for r in self.runs]
             return
@@ -663,9 +761,11 @@ class _Component:
             len(self.runs[j].starts) - self.w0_idx[j] >= self.settings.window_iterations
             for j in live
         ):
+            self._flush()
             self.window = _Window(
                 length=self.clock - t0, tot=self.tot - tot0, marked=self.job_marked - marked0
             )
+            self.blocked = False
 
     def _try_jump(self, limit: float, exact_stop: bool) -> bool:
         """Skip k whole windows: the last window's records repeat, shifted by k x length."""
@@ -676,21 +776,32 @@ class _Component:
             return False
         templates: list[tuple[int, int]] = []
         k_max = 10**12
+        # A record ending on the window's opening edge (up to rounding) belongs
+        # to the window before: copying it too would repeat one iteration per
+        # skipped window, overlapping records and ending the job early.
+        edge = self.clock - length + max(_TOL_MS, 1e-9 * abs(self.clock))
         for j, run in enumerate(self.runs):
             if self.mode[j] == _DONE:
                 templates.append((0, 0))
                 continue
-            lo = bisect.bisect_right(run.ends, self.clock - length)
+            lo = bisect.bisect_right(run.ends, edge)
             n = len(run.ends) - lo
             if n <= 0:
                 return False
             templates.append((lo, n))
             left = math.ceil((run.trace.iterations - run.work_done) / run.work_per_iter - 1e-9)
             k_max = min(k_max, (left - 2 * n) // n)
+        if k_max < 1:
+            # a job is within two windows of its end: no skip until the epoch resets
+            self.blocked = True
+            return False
         span = (limit - self.clock) / length
         k = min(k_max, math.floor(span) if exact_stop else math.ceil(span))
         if k < 1:
             return False
+        if self.snap_before_jump:
+            self.take_snapshot()
+        self._flush()
         shift = k * length
         offsets = (np.arange(1, k + 1) * length)[:, None]
         for j, run in enumerate(self.runs):
@@ -706,15 +817,41 @@ class _Component:
         self.iter_start += shift
         self.wait_until += shift
         self.grid_due += shift
+        self.jt += shift
+        self.jt_min += shift
+        self.fin += shift
+        self.due += shift
+        self.fin_min += shift
+        self.due_min += shift
         self.tot += k * win.tot
         self.job_marked += k * win.marked
         self._log(self.clock, shift, win.tot / length)
         self.clock += shift
+        self.seg_t = self.clock
         self.ff_ms += shift
         return True
 
     # -- reading state out
+    def earliest_end(self) -> float:
+        """A lower bound on when the first job still running here can finish.
+
+        Its remaining iterations at full speed: contention and waiting only slow
+        a job down. Jitter can shorten a compute phase, so with drift the bound
+        is the clock (a component that ends earlier than expected is rewound).
+        """
+        if self.settings.drift_sigma > 0:
+            return self.clock
+        best = math.inf
+        base = self.clock
+        for j, run in enumerate(self.runs):
+            if self.mode[j] == _DONE:
+                continue
+            left = math.ceil((run.trace.iterations - run.work_done) / run.work_per_iter - 1e-9)
+            best = min(best, base + max(left - 1, 0) * self.min_iter[j])
+        return best
+
     def carry_out(self, j: int) -> _Carry:
+        self._sync_down()
         fl = self.job_flows[j]
         return _Carry(
             mode=int(self.mode[j]),
@@ -728,6 +865,7 @@ class _Component:
 
     def commit_stats(self) -> None:
         """Hand the link and job counters to the run (once, when dissolved)."""
+        self._flush()
         for run, marked in zip(self.runs, self.job_marked.tolist(), strict=True):
             run.marked_mbit += marked
         if self.dedicated:
@@ -846,11 +984,7 @@ class _Run:
                 raise RuntimeError(
                     f"simulation passed {self.settings.max_sim_s} s without finishing"
                 )
-            for comp in self.comps:
-                if comp.clock < t_ext:
-                    if comp.clock <= now + _TOL_MS:
-                        comp.take_snapshot()
-                    comp.run_until(t_ext)
+            self._run_components(now, t_ext)
             completions = sorted(
                 (t, comp.runs[j].trace.name)
                 for comp in self.comps
@@ -889,6 +1023,38 @@ class _Run:
         for comp in self.comps:
             self._retire(comp)
         return self._result(now)
+
+    def _run_components(self, now: float, t_ext: float) -> None:
+        """Bring every component up to the next decision: `t_ext` or the first job end.
+
+        Each component stops at its first job end, which lowers the bound for
+        the ones after it. Components go in order of the earliest time one of
+        their jobs could end, so the ones most likely to end first set the
+        bound early, and the others do not run past a decision that may rewind
+        them (a component that cannot end before the bound runs straight to it).
+        """
+        bound = t_ext
+        for comp in self.comps:
+            for t, j in comp.completions:  # found in an earlier step, not yet decided on
+                if comp.runs[j].trace.name not in self.finished:
+                    bound = min(bound, t)
+        ends = [comp.earliest_end() for comp in self.comps]
+        for i in sorted(range(len(self.comps)), key=ends.__getitem__):
+            comp = self.comps[i]
+            if comp.clock < bound:
+                if comp.clock <= now + _TOL_MS:
+                    # Past the last component that could end before the bound,
+                    # the bound is final: a component stops exactly at the
+                    # decision and needs a snapshot only if it skips past it.
+                    if ends[i] < bound:
+                        comp.take_snapshot()
+                    else:
+                        comp.snapshot = None
+                        comp.snap_before_jump = True
+                n_done = len(comp.completions)
+                comp.run_until(bound, stop_at_completion=True)
+                if len(comp.completions) > n_done:
+                    bound = min(bound, comp.completions[n_done][0])
 
     def _finish(self, name: str, t: float) -> None:
         run = self.runs[name]

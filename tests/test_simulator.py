@@ -286,3 +286,40 @@ def test_profiles_follow_the_topologys_nic_rate() -> None:
     fast = build_profile("vgg16", 2, nic_gbps=100.0).iteration_ms
     assert fast < build_profile("vgg16", 2, nic_gbps=50.0).iteration_ms
     assert job.iteration_ms == pytest.approx(np.full(10, fast))
+
+
+def test_small_filling_matches_vectorised_filling() -> None:
+    # Small contention groups are filled in plain Python, big ones with numpy:
+    # both must give the same rates, float for float.
+    from scheduler.fluid import _fill, _fill_small
+
+    rng = np.random.default_rng(11)
+    for case in range(300):
+        n_f, n_l = int(rng.integers(1, 25)), int(rng.integers(1, 10))
+        inc = rng.random((n_f, n_l)) < 0.35
+        inc[np.arange(n_f), rng.integers(0, n_l, n_f)] = True  # every flow crosses a link
+        rows, cols = np.nonzero(inc)
+        demand = rng.choice([12.5, 25.0, 50.0], n_f) * rng.uniform(0.3, 1.0, n_f)
+        cap = rng.choice([25.0, 50.0, 100.0], n_l)
+        tol = 1e-9 * np.maximum(cap, 1.0)
+        small = _fill_small(rows, cols, demand, cap, tol)
+        big = _fill(rows, cols, demand, cap, tol)
+        assert np.array_equal(small, big), case
+        assert small.sum() > 0
+
+
+def test_fast_forward_is_exact_without_contention() -> None:
+    # Jobs alone repeat their iteration exactly, so skipping windows must
+    # neither repeat an iteration (records overlapping, jobs ending early) nor
+    # drop one: finish times match the exact mode.
+    topo = load_topology("cassini-testbed")
+    trace = poisson_trace(25, topo.total_gpus(), 0.9, seed=1)
+    fast, exact = (
+        simulate(trace, topo, make_scheduler("ideal", topo), SimSettings(fast_forward=ff, seed=1))
+        for ff in (True, False)
+    )
+    assert fast.fast_forwarded_ms > 0
+    for f, e in zip(fast.jobs, exact.jobs, strict=True):
+        assert np.all(f.iteration_start_ms[1:] >= f.iteration_end_ms[:-1] - 1e-6), f.name
+        assert len(f.iteration_ms) == len(e.iteration_ms)
+        assert f.finish_s == pytest.approx(e.finish_s, rel=1e-9), f.name
