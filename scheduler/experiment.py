@@ -113,6 +113,13 @@ def summarise(result: SimResult, wall_s: float = 0.0) -> SchedulerSummary:
     )
 
 
+def _ratio(base: float, variant: float) -> float:
+    """base / variant; inf when only the base has any, 1 when neither has."""
+    if variant > 0:
+        return base / variant
+    return float("inf") if base > 0 else 1.0
+
+
 def speedups(summaries: Sequence[SchedulerSummary]) -> dict[str, dict[str, float]]:
     """Base / Cassini ratios (>1 means the Cassini variant is better)."""
     by = {s.name: s for s in summaries}
@@ -129,10 +136,8 @@ def speedups(summaries: Sequence[SchedulerSummary]) -> dict[str, dict[str, float
                 "jct": b.mean_jct_s / v.mean_jct_s,
                 "mean_slowdown": b.mean_slowdown / v.mean_slowdown,
                 "p99_slowdown": b.p99_slowdown / v.p99_slowdown,
-                "congestion": (b.oversub_link_s / v.oversub_link_s)
-                if v.oversub_link_s > 0
-                else float("inf"),
-                "marked": (b.marked_gbit / v.marked_gbit) if v.marked_gbit > 0 else float("inf"),
+                "congestion": _ratio(b.oversub_link_s, v.oversub_link_s),
+                "marked": _ratio(b.marked_gbit, v.marked_gbit),
             }
     return out
 

@@ -117,3 +117,24 @@ def test_dynamic_case_cassini_picks_compatible_placement(seed: int) -> None:
     assert by_name["th+cassini"].oversub_link_s > 0.0  # incompatible neighbours remain
     assert exp.speedups["th+cassini"]["congestion"] >= 1.5
     assert exp.speedups["th+cassini"]["marked"] > 1.05
+
+
+def test_congestion_ratios_when_a_scheduler_leaves_none() -> None:
+    from dataclasses import replace
+
+    from scheduler.baselines import make_scheduler
+    from scheduler.experiment import speedups, summarise
+    from scheduler.simulator import simulate
+
+    topo = load_topology("cassini-testbed")
+    trace = poisson_trace(4, topo.total_gpus(), 0.5, 2)
+    base = summarise(simulate(trace, topo, make_scheduler("themis", topo, 2)))
+    quiet = replace(base, oversub_link_s=0.0, marked_gbit=0.0)
+    both_quiet = speedups([replace(quiet, name="themis"), replace(quiet, name="th+cassini")])
+    assert both_quiet["th+cassini"]["congestion"] == 1.0  # neither congests: equal
+    loud = replace(base, name="themis", oversub_link_s=5.0, marked_gbit=2.0)
+    only_base = speedups([loud, replace(quiet, name="th+cassini")])
+    assert only_base["th+cassini"]["congestion"] == float("inf")
+    assert only_base["th+cassini"]["marked"] == float("inf")
+    half = speedups([loud, replace(loud, name="th+cassini", oversub_link_s=2.5, marked_gbit=0.5)])
+    assert half["th+cassini"]["congestion"] == 2.0 and half["th+cassini"]["marked"] == 4.0

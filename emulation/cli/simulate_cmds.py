@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -160,8 +161,12 @@ def _simulate(args: argparse.Namespace) -> int:
     for variant, sp in exp.speedups.items():
         print(
             f"{variant} vs {sp['base']}: mean {sp['mean']:.2f}x, p99 {sp['p99']:.2f}x, "
-            f"p99 slowdown {sp['p99_slowdown']:.2f}x, congestion {sp['congestion']:.2f}x, "
-            f"marked {sp['marked']:.2f}x"
+            f"p99 slowdown {sp['p99_slowdown']:.2f}x, congestion {_times(sp['congestion'])}, "
+            f"marked {_times(sp['marked'])}"
         )
     print(f"report: {paths['report']}")
     return 0
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.2f}x" if math.isfinite(ratio) else "inf (none left)"
