@@ -354,38 +354,14 @@ def choose(
     _check_options(solver, aggregate, cycles)
     bins_for_precision(precision_deg)
     indexed = list(enumerate(candidates))
+    settings = (profiles, router, capacities, precision_deg, solver, aggregate, cycles, pace)
     if workers > 1 and len(indexed) > 1:
         chunks = [indexed[i::workers] for i in range(min(workers, len(indexed)))]
         with ProcessPoolExecutor(max_workers=len(chunks)) as pool:
-            futures = [
-                pool.submit(
-                    _evaluate_chunk,
-                    c,
-                    profiles,
-                    router,
-                    capacities,
-                    precision_deg,
-                    solver,
-                    aggregate,
-                    cycles,
-                    pace,
-                )
-                for c in chunks
-            ]
+            futures = [pool.submit(_evaluate_chunk, c, *settings) for c in chunks]
             results = sorted((r for f in futures for r in f.result()), key=lambda r: r.index)
     else:
-        results = _evaluate_chunk(
-            indexed,
-            profiles,
-            router,
-            capacities,
-            precision_deg,
-            solver,
-            aggregate,
-            cycles,
-            pace,
-            cache,
-        )
+        results = _evaluate_chunk(indexed, *settings, cache)
     valid = [r for r in results if r.discarded is None]
     pool_of = valid or results
     best = max(pool_of, key=lambda r: (r.value, -r.index))
