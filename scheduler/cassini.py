@@ -132,7 +132,8 @@ class GroupPlan:
     """How one group of coupled jobs runs: its links' scores, shifts and paced periods.
 
     `value` is minus its cost: oversubscription (1 - score) summed over its
-    links plus idling fractions summed over its jobs.
+    links plus idling fractions summed over its jobs. A group left to run
+    free has no shifts and no periods, and its links' free-running scores.
     """
 
     value: float
@@ -150,8 +151,8 @@ def plan_group(
     solver: str,
     cache: dict[LinkKey, LinkSolution],
     pace: bool,
-) -> GroupPlan | None:
-    """The best way to run one group, or None when running free is as good.
+) -> GroupPlan:
+    """The best way to run one group: paced and shifted, or free-running.
 
     (our choice) With `pace`, each pacing option costs its links'
     oversubscription (1 - score, summed) plus its jobs' idling fractions
@@ -185,12 +186,13 @@ def plan_group(
             best = GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
     assert best is not None
     if pace:
-        free = -sum(
-            1.0 - free_running_score([profiles[j] for j in group], capacities[link])
+        free_scores = {
+            link: free_running_score([profiles[j] for j in group], capacities[link])
             for link, group in links.items()
-        )
-        if best.value <= free + FREE_RUNNING_MARGIN:
-            return None
+        }
+        free_value = -sum(1.0 - s for s in free_scores.values())
+        if best.value <= free_value + FREE_RUNNING_MARGIN:
+            return GroupPlan(free_value, free_scores, {}, {}, 0.0)
     return best
 
 
@@ -228,11 +230,10 @@ def evaluate_candidate(
     for link in shared:
         if link not in capacities:
             raise UserInputError(f"no capacity for link {link_id(link)}")
-    peak = {j: max((p.gbps for p in profiles[j].phases), default=0.0) for j in placement}
     coupling = {
         link: jobs
         for link, jobs in shared.items()
-        if sum(peak[j] for j in jobs) > capacities[link] * (1 + 1e-9)
+        if sum(profiles[j].peak_gbps for j in jobs) > capacities[link] * (1 + 1e-9)
     }
     link_scores = {link_id(link): 1.0 for link in shared}
     link_shifts: dict[DirectedLink, dict[str, float]] = {}
@@ -241,12 +242,6 @@ def evaluate_candidate(
     for group in coupled_groups(coupling.values()):
         group_links = {link: jobs for link, jobs in coupling.items() if jobs[0] in group}
         plan = plan_group(group_links, profiles, capacities, precision_deg, solver, cache, pace)
-        if plan is None:
-            for link, jobs in group_links.items():
-                link_scores[link_id(link)] = free_running_score(
-                    [profiles[j] for j in jobs], capacities[link]
-                )
-            continue
         link_scores.update({link_id(link): score for link, score in plan.link_scores.items()})
         link_shifts.update(plan.link_shifts)
         periods.update(plan.periods_ms)

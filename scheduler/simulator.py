@@ -285,7 +285,7 @@ class _Component:
         self.ent_link = np.array([lk for _, lk in pairs], dtype=np.intp)
         # Links whose summed peak demand in this component fits their capacity
         # can never bind: max-min only needs the others (fewer pairs, faster).
-        peak = np.array([max((p.gbps for p in m.profile.phases), default=0.0) for m in members])
+        peak = np.array([m.profile.peak_gbps for m in members])
         flow_peak = peak[self.flow_job] * self.flow_share if len(flow_job) else np.zeros(0)
         self.bind = self._per_link(flow_peak) > self.cap * (1 + 1e-9)
         bound = self.bind[self.ent_link]
@@ -1073,7 +1073,7 @@ class _Run:
             return
         flows = self.flows(run.servers, prof.parallelism)
         run.load_links = np.array([lk for f in flows for lk in f], dtype=np.int64)
-        run.load_gbps = max((p.gbps for p in prof.phases), default=0.0)
+        run.load_gbps = prof.peak_gbps
         np.add.at(self.peak_load, run.load_links, run.load_gbps)
 
     def coupling(self) -> npt.NDArray[np.bool_]:

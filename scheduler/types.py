@@ -34,6 +34,11 @@ class Profile:
     phases: tuple[Phase, ...]
     batch_size: int = 0
 
+    @property
+    def peak_gbps(self) -> float:
+        """The highest demand of any phase: what the job can add to a link at worst."""
+        return max((p.gbps for p in self.phases), default=0.0)
+
     def up_fraction(self) -> float:
         busy = sum(p.duration_ms for p in self.phases if p.gbps > 0)
         return busy / self.iteration_ms

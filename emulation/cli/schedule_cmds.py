@@ -114,9 +114,8 @@ def _profiles(args: argparse.Namespace) -> int:
         f"{'model':<15}{'parallelism':<12}{'workers':>8}{'batch':>7}{'iter_ms':>10}{'up_frac':>9}{'peak_gbps':>11}{'phases':>8}"
     )
     for p in profiles:
-        peak = max(ph.gbps for ph in p.phases)
         print(
-            f"{p.name:<15}{p.parallelism:<12}{p.workers:>8}{p.batch_size:>7}{p.iteration_ms:>10.1f}{p.up_fraction():>9.2f}{peak:>11.1f}{len(p.phases):>8}"
+            f"{p.name:<15}{p.parallelism:<12}{p.workers:>8}{p.batch_size:>7}{p.iteration_ms:>10.1f}{p.up_fraction():>9.2f}{p.peak_gbps:>11.1f}{len(p.phases):>8}"
         )
     return 0
 
@@ -162,7 +161,7 @@ def _compat(args: argparse.Namespace) -> int:
     free = free_running_score(profiles, args.capacity_gbps)
     periods = dict(own_ms)
     plan = "unpaced (the paper: own iteration times rounded onto the circle)"
-    peaks = sum(max((ph.gbps for ph in p.phases), default=0.0) for p in profiles)
+    peaks = sum(p.peak_gbps for p in profiles)
     if not args.no_pace and peaks > args.capacity_gbps and len(profiles) > 1:
         link = ("link", "link")
         chosen = plan_group(
@@ -174,7 +173,7 @@ def _compat(args: argparse.Namespace) -> int:
             {},
             pace=True,
         )
-        if chosen is None:
+        if not chosen.periods_ms:
             plan = "free (no schedule beats running unaligned by enough to pay for pacing)"
         else:
             plan = "paced"
