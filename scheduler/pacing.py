@@ -10,16 +10,21 @@ iteration and the time-shifts stop meaning anything within a few seconds.
 period Q_j >= T_j (it idles Q_j - T_j per iteration) where every Q_j of one
 group of jobs coupled through shared links is a whole multiple of one quantum
 q, so each link's perimeter LCM(Q_j) is exact. Among the quanta that keep every
-link's perimeter within `cap_factor` x its longest period, the one with the
-least worst-case idling wins. The idling is a real cost and is charged in the
-simulator (iterations are measured against the unpaced profile time).
+link's perimeter within `cap_factor` x its longest period, `pacing_options`
+offers the least-idling one and a few more harmonic ones; the caller
+(`scheduler.cassini.plan_group`) scores them. The idling is a real cost and
+is charged in the simulator (iterations are measured against the unpaced
+profile time).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
+
+import networkx as nx
 
 from scheduler.types import Phase, Profile
 
@@ -28,24 +33,12 @@ _REL_TOL = 1e-9
 
 def coupled_groups(links: Iterable[Collection[str]]) -> list[set[str]]:
     """Groups of jobs joined through shared links."""
-    parent: dict[str, str] = {}
-
-    def root(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    graph = nx.Graph()
     for jobs in links:
         ordered = sorted(jobs)
-        for other in ordered[1:]:
-            parent[root(other)] = root(ordered[0])
-        if ordered:
-            root(ordered[0])
-    groups: dict[str, set[str]] = {}
-    for job in parent:
-        groups.setdefault(root(job), set()).add(job)
-    return sorted(groups.values(), key=min)
+        graph.add_nodes_from(ordered)
+        graph.add_edges_from(itertools.pairwise(ordered))
+    return sorted((set(c) for c in nx.connected_components(graph)), key=min)
 
 
 def _units(period_ms: float, quantum_ms: float) -> int:
@@ -60,8 +53,8 @@ def _feasible_units(
 ) -> dict[tuple[int, ...], tuple[float, float, int]]:
     """Unit counts per job (sorted by name) -> (quantum, worst idling, largest link LCM).
 
-    Quanta come from min over jobs of T_j / k; a unit assignment is kept with
-    its largest quantum (the least idling for those counts).
+    Quanta come from T_j / k for every job j and k <= max_units; a unit
+    assignment is kept with its largest quantum (the least idling for it).
     """
     jobs = sorted({j for link in links for j in link})
     quanta = sorted({iteration_ms[j] / k for j in jobs for k in range(1, max_units + 1)})
