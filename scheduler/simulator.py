@@ -305,7 +305,6 @@ class _Component:
         self.phase_gbps = [np.array([p.gbps for p in m.profile.phases]) for m in members]
         self.period = np.array([m.profile.iteration_ms for m in members])
         self.grid_period = np.array([m.run.grid_period for m in members])
-        self.min_iter = [float(sum(p.duration_ms for p in m.profile.phases)) for m in members]
         self.mode = np.full(n, _WAIT, dtype=np.int64)
         self.phase = np.zeros(n, dtype=np.int64)
         self.down_rem = np.zeros(n)
@@ -495,12 +494,16 @@ class _Component:
                 break
         self._flush()
 
+    def _timed(self) -> npt.NDArray[np.bool_]:
+        """Jobs whose current phase ends after a fixed time (compute, or Up with no flows)."""
+        return (self.mode == _DOWN) | ((self.mode == _UP) & ~self.has_flows)
+
     def _retime_all(self) -> None:
         """Each job's next timed event, from its mode (after entering or restoring)."""
-        mode = self.mode
-        timed = (mode == _DOWN) | ((mode == _UP) & ~self.has_flows)
         self.jt = np.where(
-            mode == _WAIT, self.wait_until, np.where(timed, self.clock + self.down_rem, np.inf)
+            self.mode == _WAIT,
+            self.wait_until,
+            np.where(self._timed(), self.clock + self.down_rem, np.inf),
         )
         self.jt_min = float(self.jt.min()) if len(self.jt) else math.inf
 
@@ -515,8 +518,7 @@ class _Component:
 
     def _sync_down(self) -> None:
         """Write the compute time left back into `down_rem` (read by snapshots and carries)."""
-        mode = self.mode
-        timed = (mode == _DOWN) | ((mode == _UP) & ~self.has_flows)
+        timed = self._timed()
         self.down_rem[timed] = self.jt[timed] - self.clock
 
     def _flush(self) -> None:
@@ -847,7 +849,7 @@ class _Component:
             if self.mode[j] == _DONE:
                 continue
             left = math.ceil((run.trace.iterations - run.work_done) / run.work_per_iter - 1e-9)
-            best = min(best, base + max(left - 1, 0) * self.min_iter[j])
+            best = min(best, base + max(left - 1, 0) * float(self.period[j]))
         return best
 
     def carry_out(self, j: int) -> _Carry:
