@@ -170,7 +170,6 @@ class _JobRun:
         "finish_ms",
         "adjustments",
         "migrations",
-        "profile",
         "carry",
         "resume_ms",
         "load_links",
@@ -191,7 +190,6 @@ class _JobRun:
         self.finish_ms: float | None = None
         self.adjustments = 0
         self.migrations = 0
-        self.profile: Profile | None = None
         self.carry: _Carry | None = None  # in-flight iteration state when unchanged
         self.resume_ms = 0.0  # earliest time the next iteration may start
         self.load_links: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
@@ -1125,7 +1123,8 @@ class _Run:
             new = placement.get(name, ())
             if sorted(new) != sorted(run.servers):
                 changed.add(name)
-            if new and alloc.new_schedule and (name in alloc.periods_ms or run.grid_period > 0):
+            paced_now = not math.isnan(run.grid_period)
+            if new and alloc.new_schedule and (name in alloc.periods_ms or paced_now):
                 resync.add(name)
         if not changed and not resync:
             return
