@@ -96,6 +96,11 @@ def _write_jobs(exp: Experiment, path: Path) -> Path:
     return path
 
 
+def format_ratio(ratio: float) -> str:
+    """A base / variant ratio for people: infinite when the variant has none left."""
+    return f"{ratio:.2f}x" if math.isfinite(ratio) else "inf (none left)"
+
+
 def _ordered(names: list[str]) -> list[str]:
     return sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
 
@@ -198,14 +203,11 @@ def _write_report(exp: Experiment, path: Path, paths: dict[str, Path]) -> Path:
             "",
         ]
         for variant, sp in exp.speedups.items():
-            cong, marked = sp["congestion"], sp["marked"]
-            cong_txt = "inf (no congestion left)" if not math.isfinite(cong) else f"{cong:.2f}x"
-            marked_txt = "inf (nothing marked)" if not math.isfinite(marked) else f"{marked:.2f}x"
             lines.append(
                 f"- **{variant}** vs {sp['base']}: mean {sp['mean']:.2f}x, p50 {sp['p50']:.2f}x, "
                 f"p90 {sp['p90']:.2f}x, p99 {sp['p99']:.2f}x, JCT {sp['jct']:.2f}x, "
-                f"slowdown mean {sp['mean_slowdown']:.2f}x / p99 {sp['p99_slowdown']:.2f}x, congestion {cong_txt}, "
-                f"marked traffic {marked_txt}"
+                f"slowdown mean {sp['mean_slowdown']:.2f}x / p99 {sp['p99_slowdown']:.2f}x, congestion {format_ratio(sp['congestion'])}, "
+                f"marked traffic {format_ratio(sp['marked'])}"
             )
     lines += [
         "",

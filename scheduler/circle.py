@@ -45,11 +45,12 @@ def unified_perimeter(
     """Perimeter p_l = LCM of the iteration times quantized to `quantum_ms`.
 
     Returns (perimeter_ms, approximated). Times that are whole multiples of a
-    common quantum min(T) / k (k <= 64) get their exact LCM. Otherwise
-    quantizing to `quantum_ms` always happens and is not reported. (our choice) When the LCM exceeds
-    cap_factor x max T, the quantum grows in whole multiples (2q, 3q, ...)
-    until it fits, i.e. the finest coarser grid that fits is used: iteration
-    times are then rounded more coarsely and `approximated` is True. A huge
+    common quantum min(T) / k (k <= 64) get their exact LCM. Otherwise they
+    are quantized to `quantum_ms`, which is not reported. (our choice) When
+    the LCM exceeds cap_factor x max T, the quantum grows in whole multiples
+    (2q, 3q, ...) until it fits, i.e. the finest coarser grid that fits is
+    used: iteration times are then rounded more coarsely and `approximated`
+    is True. A huge
     perimeter would make each job's pattern a sliver of the circle, so the
     discretized search would see nothing.
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -114,7 +113,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from emulation.sim_report import write_outputs
+    from emulation.sim_report import format_ratio, write_outputs
     from scheduler.baselines import parse_scheduler_names
     from scheduler.experiment import run_experiment
     from scheduler.simulator import SimSettings
@@ -161,12 +160,8 @@ def _simulate(args: argparse.Namespace) -> int:
     for variant, sp in exp.speedups.items():
         print(
             f"{variant} vs {sp['base']}: mean {sp['mean']:.2f}x, p99 {sp['p99']:.2f}x, "
-            f"p99 slowdown {sp['p99_slowdown']:.2f}x, congestion {_times(sp['congestion'])}, "
-            f"marked {_times(sp['marked'])}"
+            f"p99 slowdown {sp['p99_slowdown']:.2f}x, congestion {format_ratio(sp['congestion'])}, "
+            f"marked {format_ratio(sp['marked'])}"
         )
     print(f"report: {paths['report']}")
     return 0
-
-
-def _times(ratio: float) -> str:
-    return f"{ratio:.2f}x" if math.isfinite(ratio) else "inf (none left)"
