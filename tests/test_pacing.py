@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 
-from scheduler.baselines.base import Allocation, ClusterView, ProfileBook
+from scheduler.baselines.base import ProfileBook
 from scheduler.circle import unified_perimeter
 from scheduler.compatibility import compatibility, free_running_score
 from scheduler.pacing import paced_periods, paced_profile, pacing_options
 from scheduler.simulator import SimSettings, simulate
 from scheduler.traces import TraceJob
 from scheduler.types import Phase, Profile
+from tests.test_simulator import FixedScheduler
 from topologies.generators import leaf_spine
 
 
@@ -99,26 +98,6 @@ class _BookByModel(ProfileBook):
         return self.profiles[model]
 
 
-@dataclass(frozen=True)
-class _Paced:
-    shifts: Mapping[str, float]
-    periods: Mapping[str, float] = field(default_factory=dict)
-    name: str = "paced"
-    dedicated: bool = False
-    migration_s: float = 0.0
-
-    def decide(self, view: ClusterView) -> Allocation:
-        live = {j.name for j in view.jobs}
-        servers = {"a": ("s01", "s03"), "b": ("s02", "s04")}
-        placement = {k: v for k, v in servers.items() if k in live}
-        return Allocation(
-            placement, (placement,), dict(self.shifts), periods_ms=self.periods, new_schedule=True
-        )
-
-    def next_tick(self, now_s: float, view: ClusterView) -> float:
-        return math.inf
-
-
 def test_agents_that_pace_stay_interleaved_and_free_ones_drift_into_each_other() -> None:
     # a: 100 ms compute + 100 ms at 50 Gbps; b: 80 + 100, so b's own period is 180 ms.
     book = _BookByModel({"a": _profile("a", 100.0, 100.0), "b": _profile("b", 80.0, 100.0)})
@@ -127,7 +106,9 @@ def test_agents_that_pace_stay_interleaved_and_free_ones_drift_into_each_other()
     # a sends in [100, 200) + 200k; b waits 120 ms, computes to 200, sends in [200, 300) + 200k
     shifts = {"a": 0.0, "b": 120.0}
     exact = SimSettings(fast_forward=False)
-    paced = simulate(trace, topo, _Paced(shifts, {"a": 200.0, "b": 200.0}), exact, book=book)
+    placement = {"a": ("s01", "s03"), "b": ("s02", "s04")}
+    paced_agents = FixedScheduler(placement, shifts, {"a": 200.0, "b": 200.0})
+    paced = simulate(trace, topo, paced_agents, exact, book=book)
     assert paced.links.oversub_ms.sum() == pytest.approx(0.0)
     a, b = paced.jobs
     # b idles 20 ms per iteration to keep the grid
@@ -138,6 +119,7 @@ def test_agents_that_pace_stay_interleaved_and_free_ones_drift_into_each_other()
     assert a.iteration_ms[0] + b.iteration_ms[0] == pytest.approx(200.0 + 180.0 + 80.0)
     # the same shifts at the jobs' own periods: b gains 20 ms per iteration on a
     # and slides into a's sending phase within a few iterations
-    own = simulate(trace, topo, _Paced(shifts, {"a": 200.0, "b": 180.0}), exact, book=book)
+    own_agents = FixedScheduler(placement, shifts, {"a": 200.0, "b": 180.0})
+    own = simulate(trace, topo, own_agents, exact, book=book)
     assert own.links.oversub_ms.sum() > 1000.0
     assert max(j.iteration_ms.max() for j in own.jobs) > 200.0
