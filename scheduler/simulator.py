@@ -587,13 +587,16 @@ class _Component:
         np.maximum(per_ms[2], 0.0, out=per_ms[2])
         self.per_ms = per_ms
         # a job's traffic counts as marked while any link on its flow's path is over
-        flow_over = np.bincount(
-            self.ent_flow, weights=per_ms[1][self.ent_link], minlength=len(want)
-        )
-        marked = np.bincount(
-            self.flow_job, weights=self.rates * (flow_over > 0), minlength=len(self.runs)
-        )
-        self.marked_rate = marked.astype(np.float64, copy=False)
+        if per_ms[1].any():
+            flow_over = np.bincount(
+                self.ent_flow, weights=per_ms[1][self.ent_link], minlength=len(want)
+            )
+            marked = np.bincount(
+                self.flow_job, weights=self.rates * (flow_over > 0), minlength=len(self.runs)
+            )
+            self.marked_rate = marked.astype(np.float64, copy=False)
+        else:
+            self.marked_rate = np.zeros(len(self.runs))
         self.dirty = False
         self._refresh_fin()
 
