@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.affinity import link_id
 from scheduler.experiment import Experiment
 
 ORDER = ("ideal", "th+cassini", "themis", "po+cassini", "pollux", "random")
@@ -31,6 +32,7 @@ def write_outputs(exp: Experiment, out_dir: str | Path) -> dict[str, Path]:
     paths["summary"].write_text(json.dumps(_finite(exp.to_json()), indent=1) + "\n")
     paths["iterations"] = _write_iterations(exp, out / "iterations.csv")
     paths["jobs"] = _write_jobs(exp, out / "jobs.csv")
+    paths["links"] = _write_links(exp, out / "links.csv")
     paths.update(_plots(exp, out))
     paths["report"] = _write_report(exp, out / "report.md", paths)
     return paths
@@ -75,6 +77,7 @@ def _write_jobs(exp: Experiment, path: Path) -> Path:
                 "iterations",
                 "adjustments",
                 "migrations",
+                "marked_mbit",
             ]
         )
         for name, res in exp.results.items():
@@ -91,6 +94,31 @@ def _write_jobs(exp: Experiment, path: Path) -> Path:
                         len(j.iteration_ms),
                         j.adjustments,
                         j.migrations,
+                        f"{j.marked_mbit:.3f}",
+                    ]
+                )
+    return path
+
+
+def _write_links(exp: Experiment, path: Path) -> Path:
+    """Per scheduler, time bucket and directed link that carried traffic: the series."""
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(
+            ["scheduler", "bucket_start_s", "link", "utilization", "oversub_ms", "excess_mbit"]
+        )
+        for name, res in exp.results.items():
+            series = res.links
+            util = series.utilization()
+            for b, k in zip(*np.nonzero(series.carried_mbit), strict=True):
+                w.writerow(
+                    [
+                        name,
+                        f"{b * series.bucket_s:.3f}",
+                        link_id(series.links[k]),
+                        f"{util[b, k]:.6f}",
+                        f"{series.oversub_ms[b, k]:.3f}",
+                        f"{series.excess_mbit[b, k]:.3f}",
                     ]
                 )
     return path
@@ -224,6 +252,7 @@ def _write_report(exp: Experiment, path: Path, paths: dict[str, Path]) -> Path:
         f"![per-link congestion]({paths['congestion'].name})",
         "",
         f"Raw records: `{paths['iterations'].name}` (per iteration), `{paths['jobs'].name}` (per job), "
+        f"`{paths['links'].name}` (per link and {exp.settings.get('simulator', {}).get('bucket_s', '')} s bucket), "
         f"`{paths['summary'].name}`.",
         "",
     ]

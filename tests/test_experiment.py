@@ -138,3 +138,25 @@ def test_congestion_ratios_when_a_scheduler_leaves_none() -> None:
     assert only_base["th+cassini"]["marked"] == float("inf")
     half = speedups([loud, replace(loud, name="th+cassini", oversub_link_s=2.5, marked_gbit=0.5)])
     assert half["th+cassini"]["congestion"] == 2.0 and half["th+cassini"]["marked"] == 4.0
+
+
+def test_links_csv_holds_the_utilization_and_congestion_series(tmp_path) -> None:
+    import csv
+
+    topo = load_topology("cassini-testbed")
+    trace = poisson_trace(12, topo.total_gpus(), 0.9, seed=4)
+    exp = run_experiment(trace, topo, ["themis", "ideal"], seed=4)
+    paths = write_outputs(exp, tmp_path)
+    rows = list(csv.DictReader(paths["links"].open()))
+    # Ideal gives every job its own copy of the cluster: no shared series to write
+    assert {r["scheduler"] for r in rows} == {"themis"}
+    assert all(0.0 < float(r["utilization"]) <= 1.0 + 1e-6 for r in rows)
+    assert all("->" in r["link"] for r in rows)
+    for s in exp.summaries:
+        oversub_s = sum(float(r["oversub_ms"]) for r in rows if r["scheduler"] == s.name) / 1e3
+        assert oversub_s == pytest.approx(s.oversub_link_s, rel=1e-6, abs=1e-3)
+    jobs = list(csv.DictReader(paths["jobs"].open()))
+    marked = sum(float(j["marked_mbit"]) for j in jobs if j["scheduler"] == "themis") / 1e3
+    assert marked == pytest.approx(
+        next(s for s in exp.summaries if s.name == "themis").marked_gbit, abs=1e-2
+    )
