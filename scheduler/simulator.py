@@ -13,7 +13,8 @@ are grouped into components (connected through shared links) that simulate
 independently; a scheduler decision rebuilds only the components it touches.
 Inside a component the same holds at each instant for flows joined by links
 whose offered demand reaches capacity, so an event re-solves max-min only for
-the group of flows it changed (exact; solved groups are memoised).
+the group of flows it changed (exact). The event loop itself is compiled
+(`fluid_events`); Python handles what happens once per iteration.
 
 Fast-forward (documented approximation, on by default, `fast_forward=False`
 turns it off): once a component's job set has been unchanged for
@@ -67,15 +68,16 @@ from topologies.model import DirectedLink, Topology
 from topologies.routing import Router
 
 from .baselines.base import Allocation, ClusterView, JobStatus, ProfileBook, Scheduler, slots_used
-from .fluid import max_min_rates_sparse, tight_links
+from .fluid_events import DONE as _DONE
+from .fluid_events import DOWN as _DOWN
+from .fluid_events import TOL_MS as _TOL_MS
+from .fluid_events import UP as _UP
+from .fluid_events import WAIT as _WAIT
+from .fluid_events import begin_phase, log_segment, retime, run_events
 from .traces import TraceJob, check_fits
 from .types import Profile
 
 FloatArray = npt.NDArray[np.float64]
-
-_TOL_MS = 1e-7
-_RATE_MEMO_ENTRIES = 4096  # (our choice) memoised contention groups per component, then reset
-_WAIT, _DOWN, _UP, _DONE = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,11 @@ class _Member:
     new_grid: bool  # a new schedule replaces the carried grid
 
 
+def _row_pointers(rows: npt.NDArray[np.int64], n_rows: int) -> npt.NDArray[np.int64]:
+    """CSR pointers of pairs sorted by row: row r's pairs are ptr[r] : ptr[r + 1]."""
+    return np.searchsorted(rows, np.arange(n_rows + 1)).astype(np.int64)
+
+
 # The per-job and per-flow arrays a rewind restores: one list, so state added
 # to the component cannot be snapshotted without being restored.
 _REWOUND_STATE = (
@@ -237,6 +244,8 @@ _REWOUND_STATE = (
 
 class _Component:
     """Jobs that may share links, simulated together from `clock` on."""
+
+    always_full = False  # re-solve every flow at every event (the reference the tests use)
 
     def __init__(
         self,
@@ -276,31 +285,50 @@ class _Component:
                 share.append(1.0 / max(out_deg[f[0]], in_deg[f[-1]]) if f else 1.0)
         self.flow_job = np.array(flow_job, dtype=np.int64)
         self.flow_share = np.array(share, dtype=np.float64)
-        # The incidence as (flow, link) pairs: a flow crosses a handful of links,
-        # so per-event work is proportional to crossings, not flows x links.
+        # The incidence as (flow, link) pairs in flow order: a flow crosses a
+        # handful of links, so per-event work is proportional to crossings,
+        # not flows x links. `ent_ptr[f]:ent_ptr[f + 1]` are flow f's pairs.
         pairs = [(i, lk) for i, r in enumerate(rows) for lk in sorted(set(r))]
-        self.ent_flow = np.array([f for f, _ in pairs], dtype=np.intp)
-        self.ent_link = np.array([lk for _, lk in pairs], dtype=np.intp)
+        self.ent_flow = np.array([f for f, _ in pairs], dtype=np.int64)
+        self.ent_link = np.array([lk for _, lk in pairs], dtype=np.int64)
+        self.ent_ptr = _row_pointers(self.ent_flow, len(flow_job))
         # Links whose summed peak demand in this component fits their capacity
         # can never bind: max-min only needs the others (fewer pairs, faster).
         peak = np.array([m.profile.peak_gbps for m in members])
         flow_peak = peak[self.flow_job] * self.flow_share if len(flow_job) else np.zeros(0)
-        self.bind = self._per_link(flow_peak) > self.cap * (1 + 1e-9)
+        offered_peak = np.bincount(
+            self.ent_link, weights=flow_peak[self.ent_flow], minlength=len(self.cap)
+        )
+        self.bind = offered_peak > self.cap * (1 + 1e-9)
         bound = self.bind[self.ent_link]
-        self.bind_flow, self.bind_link = self.ent_flow[bound], self.ent_link[bound]
+        bind_flow, bind_link = self.ent_flow[bound], self.ent_link[bound]
+        self.bf_link = bind_link
+        self.bf_ptr = _row_pointers(bind_flow, len(flow_job))
+        by_link = np.argsort(bind_link, kind="stable")
+        self.bl_flow = bind_flow[by_link]
+        self.bl_ptr = _row_pointers(bind_link[by_link], len(global_links))
         # Incremental max-min: an event re-solves only the flows connected to
-        # the flows it changed through tight links (see _recompute_rates); the
-        # solved groups' rates are memoised, since periodic jobs revisit the
-        # same few contention states (exact, the memo resets when full).
-        self.memo: dict[bytes, FloatArray] = {}
+        # the flows it changed through links tight before or after it
+        # (`fluid_events.run_events`); `always_full` re-solves every flow at
+        # every event instead (tests compare the two).
         self.need_full = True
         self.prev_want = np.zeros(len(flow_job))
         self.prev_tight = np.zeros(len(global_links), dtype=bool)
         self.per_ms = np.zeros((3, len(global_links)))
         self.job_flows = [np.flatnonzero(self.flow_job == j) for j in range(n)]
+        # a job's flows are contiguous: flows are numbered member by member
+        self.flow_lo = np.array([f[0] if len(f) else 0 for f in self.job_flows], dtype=np.int64)
+        self.flow_hi = np.array(
+            [f[-1] + 1 if len(f) else 0 for f in self.job_flows], dtype=np.int64
+        )
         self.has_flows = np.array([len(f) > 0 for f in self.job_flows])
-        self.phase_ms = [np.array([p.duration_ms for p in m.profile.phases]) for m in members]
-        self.phase_gbps = [np.array([p.gbps for p in m.profile.phases]) for m in members]
+        # every job's phases, end to end: job j's are ph_lo[j] : ph_lo[j] + ph_n[j]
+        self.ph_n = np.array([len(m.profile.phases) for m in members], dtype=np.int64)
+        self.ph_lo = np.concatenate(([0], np.cumsum(self.ph_n)[:-1])).astype(np.int64)
+        self.ph_ms = np.array([p.duration_ms for m in members for p in m.profile.phases])
+        self.ph_gbps = np.array([p.gbps for m in members for p in m.profile.phases])
+        self.first_ms = self.ph_ms[self.ph_lo].copy() if n else np.zeros(0)  # see _set_first
+        self.ended = np.zeros(n, dtype=np.int64)
         self.period = np.array([m.profile.iteration_ms for m in members])
         self.grid_period = np.array([m.run.grid_period for m in members])
         self.mode = np.full(n, _WAIT, dtype=np.int64)
@@ -323,7 +351,10 @@ class _Component:
         self.tot = np.zeros((3, len(global_links)))
         self.job_marked = np.zeros(n)  # Mbit each job sent through oversubscribed links
         self.marked_rate = np.zeros(n)
-        self.bucket_log: dict[int, FloatArray] = {}
+        # Per time bucket from b0 on: carried Mbit, oversubscribed ms, excess Mbit per link.
+        self.bucket_width = settings.bucket_s * 1e3
+        self.b0 = int(clock // self.bucket_width)
+        self.buckets = np.zeros((1, 3, len(global_links)))
         self.snapshot: dict[str, Any] | None = None
         self.snap_before_jump = False
         for j, m in enumerate(members):
@@ -361,7 +392,8 @@ class _Component:
                 fl = self.job_flows[j]
                 live = fl[self.flow_rem[fl] > _TOL_MS]
                 self.flow_on[live] = True
-                self.demand[fl] = self.phase_gbps[j][carry.phase] * self.flow_share[fl]
+                gbps = self.ph_gbps[self.ph_lo[j] + carry.phase]
+                self.demand[fl] = gbps * self.flow_share[fl]
             if not m.new_grid:
                 self.grid_due[j] = carry.grid_due
             else:  # the in-flight iteration ends first; the grid applies from the next
@@ -372,6 +404,23 @@ class _Component:
             self.iter_start[j] = ready
             self.wait_until[j] = self._agent_start(j, ready)
         m.run.carry = None
+        self._set_first(j)
+
+    def _set_first(self, j: int) -> None:
+        """How long job j's next iteration computes before its first phase ends.
+
+        The profile's time, or under drift that time jittered by a draw seeded
+        by (run seed, job, iteration number): the same iteration gets the same
+        draw however often a rewind re-simulates it.
+        """
+        dur = float(self.ph_ms[self.ph_lo[j]])
+        if self.settings.drift_sigma > 0:
+            run = self.runs[j]
+            rng = np.random.default_rng(
+                [self.settings.seed, zlib.crc32(run.trace.name.encode()), len(run.starts)]
+            )
+            dur = max(0.0, dur * (1.0 + float(rng.normal(0.0, self.settings.drift_sigma))))
+        self.first_ms[j] = dur
 
     def _agent_start(self, j: int, ready: float) -> float:
         """When job j's agent lets an iteration ready at `ready` start (due: `self.grid_due[j]`).
@@ -416,7 +465,7 @@ class _Component:
             "work": [r.work_done for r in self.runs],
             "adj": [r.adjustments for r in self.runs],
             "completions": len(self.completions),
-            "buckets": {b: v.copy() for b, v in self.bucket_log.items() if b >= bucket_now},
+            "buckets": self.buckets[max(bucket_now - self.b0, 0) :].copy(),
             "bucket_now": bucket_now,
             "window": self.window,
             "w0": self.w0,
@@ -441,10 +490,8 @@ class _Component:
                 None if r.finish_ms is not None and r.finish_ms > self.clock else r.finish_ms
             )
         del self.completions[snap["completions"] :]
-        for b in [b for b in self.bucket_log if b >= snap["bucket_now"]]:
-            del self.bucket_log[b]
-        for b, v in snap["buckets"].items():
-            self.bucket_log[b] = v.copy()
+        kept = self.buckets[: max(snap["bucket_now"] - self.b0, 0)]
+        self.buckets = np.concatenate((kept, snap["buckets"]))
         self.window = snap["window"]
         self.w0 = snap["w0"]
         self.w0_idx = list(snap["w0_idx"])
@@ -460,6 +507,8 @@ class _Component:
         self.due_min = math.inf
         self._retime_all()
         self.check_up = True
+        for j in range(len(self.runs)):
+            self._set_first(j)
 
     # -- the event loop
     def run_until(
@@ -479,15 +528,31 @@ class _Component:
                 return
             if self.window is not None and not self.blocked and self._try_jump(limit, exact_stop):
                 continue
-            if self.dirty:
-                self._recompute_rates()
-            t = min(limit, self.fin_min, self.jt_min)
-            if t > self.clock:
-                if self.seg_on:
-                    self.flow_rem -= self.rates * (t - self.clock)
-                self.clock = t
-            self.events += 1
-            self._process()
+            self._cover_buckets(limit)
+            (
+                n_ended, self.clock, self.seg_t, self.seg_on, self.dirty, self.need_full,
+                self.check_up, self.fin_min, self.due_min, self.jt_min, events,
+            ) = run_events(
+                limit, self.clock, self.seg_t, self.seg_on, self.dirty, self.need_full,
+                self.check_up, self.fin_min, self.due_min, self.jt_min, self.always_full,
+                self.mode, self.phase, self.down_rem, self.wait_until, self.jt, self.has_flows,
+                self.flow_lo, self.flow_hi, self.ph_lo, self.ph_n, self.ph_ms, self.ph_gbps,
+                self.first_ms, self.marked_rate, self.job_marked,
+                self.flow_job, self.flow_share, self.flow_rem, self.flow_on, self.demand,
+                self.rates, self.fin, self.due, self.prev_want,
+                self.ent_ptr, self.ent_link, self.bf_ptr, self.bf_link, self.bl_ptr, self.bl_flow,
+                self.cap, self.bind, self.prev_tight, self.tot, self.per_ms,
+                self.buckets, self.b0, self.bucket_width, self.ended,
+            )  # fmt: skip
+            self.events += events
+            if n_ended:
+                for j in self.ended[:n_ended].tolist():
+                    self._end_iteration(j)
+                    retime(
+                        j, self.clock, self.mode, self.has_flows, self.wait_until,
+                        self.down_rem, self.jt,
+                    )  # fmt: skip
+                self.jt_min = float(self.jt.min())
             if stop_at_completion and len(self.completions) > done_before:
                 break
         self._flush()
@@ -505,15 +570,6 @@ class _Component:
         )
         self.jt_min = float(self.jt.min()) if len(self.jt) else math.inf
 
-    def _retime(self, j: int) -> None:
-        mode = self.mode[j]
-        if mode == _WAIT:
-            self.jt[j] = self.wait_until[j]
-        elif mode == _DOWN or (mode == _UP and not self.has_flows[j]):
-            self.jt[j] = self.clock + self.down_rem[j]
-        else:
-            self.jt[j] = np.inf
-
     def _sync_down(self) -> None:
         """Write the compute time left back into `down_rem` (read by snapshots and carries)."""
         timed = self._timed()
@@ -528,199 +584,19 @@ class _Component:
             self._log(self.seg_t, dt, self.per_ms)
         self.seg_t = self.clock
 
-    def _refresh_fin(self) -> None:
-        """Absolute finish times of the sending flows at their current rates."""
-        on = self.flow_on
-        self.seg_on = bool(on.any())
-        if not self.seg_on:
-            self.fin[:] = np.inf
-            self.due[:] = np.inf
-            self.fin_min = math.inf
-            self.due_min = math.inf
-            return
-        with np.errstate(divide="ignore", invalid="ignore"):
-            inv = 1.0 / self.rates
-            fin = self.clock + self.flow_rem * inv
-            due = self.clock + (self.flow_rem - 1e-9 * (1 + self.demand)) * inv
-        off = ~on
-        fin[off] = np.inf
-        due[off] = np.inf
-        self.fin = fin
-        self.due = due
-        self.fin_min = float(fin.min())
-        self.due_min = float(due.min())
-
-    def _recompute_rates(self) -> None:
-        """Re-solve max-min for the flows an event can have affected.
-
-        Max-min splits into independent groups of flows joined by tight links
-        (links whose offered demand reaches capacity). A group holding no
-        changed flow, through links tight before or after the event, keeps
-        both its links' tightness and its members' demands, so it keeps its
-        rates; only the changed flows' group is solved again.
-        """
-        want = np.where(self.flow_on, self.demand, 0.0)
-        if self.need_full:
-            group = want > 0
-            self.rates = np.zeros(len(want))
-            self.need_full = False
-        else:
-            changed = want != self.prev_want
-            if not changed.any():
-                self.dirty = False
-                self._refresh_fin()
-                return
-            live = (want > 0) | (self.prev_want > 0)
-            group = None
-        self._flush()
-        offered = self._per_link(want)
-        tight = tight_links(offered, self.cap) & self.bind
-        if group is None:
-            group = self._group_of(changed, tight | self.prev_tight, live)
-        self._solve(group, want)
-        self.prev_want = want
-        self.prev_tight = tight
-        per_ms = np.empty((3, len(self.cap)))
-        per_ms[0] = self._per_link(self.rates)
-        np.greater(offered, self.cap * (1 + 1e-9), out=per_ms[1])
-        np.subtract(offered, self.cap, out=per_ms[2])
-        np.maximum(per_ms[2], 0.0, out=per_ms[2])
-        self.per_ms = per_ms
-        # a job's traffic counts as marked while any link on its flow's path is over
-        if per_ms[1].any():
-            flow_over = np.bincount(
-                self.ent_flow, weights=per_ms[1][self.ent_link], minlength=len(want)
-            )
-            marked = np.bincount(
-                self.flow_job, weights=self.rates * (flow_over > 0), minlength=len(self.runs)
-            )
-            self.marked_rate = marked.astype(np.float64, copy=False)
-        else:
-            self.marked_rate = np.zeros(len(self.runs))
-        self.dirty = False
-        self._refresh_fin()
-
-    def _group_of(
-        self,
-        seed: npt.NDArray[np.bool_],
-        links: npt.NDArray[np.bool_],
-        live: npt.NDArray[np.bool_],
-    ) -> npt.NDArray[np.bool_]:
-        """Flows reachable from `seed` through `links` via live flows (breadth-first)."""
-        usable = links[self.bind_link] & live[self.bind_flow]
-        e_flow, e_link = self.bind_flow[usable], self.bind_link[usable]
-        members = seed.copy()
-        size = int(members.sum())
-        while True:
-            reached = np.zeros(len(links), dtype=bool)
-            reached[e_link[members[e_flow]]] = True
-            members[e_flow[reached[e_link]]] = True
-            grown = int(members.sum())
-            if grown == size:
-                return members
-            size = grown
-
-    def _solve(self, group: npt.NDArray[np.bool_], want: FloatArray) -> None:
-        sending = group & (want > 0)
-        self.rates[group & ~sending] = 0.0
-        idx = np.flatnonzero(sending)
-        if idx.size == 0:
-            return
-        key = idx.tobytes() + want[idx].tobytes()
-        rates = self.memo.get(key)
-        if rates is None:
-            mine = sending[self.bind_flow]
-            rates = max_min_rates_sparse(
-                self.bind_flow[mine], self.bind_link[mine], np.where(sending, want, 0.0), self.cap
-            )[idx]
-            if len(self.memo) >= _RATE_MEMO_ENTRIES:
-                self.memo.clear()
-            self.memo[key] = rates
-        self.rates[idx] = rates
-
-    def _per_link(self, per_flow: FloatArray) -> FloatArray:
-        """Sum a per-flow quantity over the flows crossing each link."""
-        sums = np.bincount(self.ent_link, weights=per_flow[self.ent_flow], minlength=len(self.cap))
-        return sums.astype(np.float64, copy=False)
+    def _cover_buckets(self, until: float) -> None:
+        """Grow the bucket log so it reaches the bucket holding time `until`."""
+        need = int(until // self.bucket_width) - self.b0 + 1
+        if need > len(self.buckets):
+            grow = max(need, 2 * len(self.buckets)) - len(self.buckets)
+            self.buckets = np.concatenate((self.buckets, np.zeros((grow, *self.buckets.shape[1:]))))
 
     def _log(self, t0: float, dt: float, per_ms: FloatArray) -> None:
-        """Spread a constant-rate segment over the time buckets it covers."""
-        width = self.settings.bucket_s * 1e3
-        t, end = t0, t0 + dt
-        while t < end - 1e-12:
-            b = int(t // width)
-            b_end = min(end, (b + 1) * width)
-            row = self.bucket_log.get(b)
-            if row is None:
-                row = np.zeros_like(per_ms)
-                self.bucket_log[b] = row
-            row += per_ms * (b_end - t)
-            t = b_end
+        self._cover_buckets(t0 + dt)
+        log_segment(t0, dt, per_ms, self.buckets, self.b0, self.bucket_width)
 
-    def _process(self) -> None:
-        now = self.clock
-        ready: set[int] = set()
-        if self.due_min <= now:
-            done = np.flatnonzero(self.due <= now)
-            if done.size:
-                self.flow_on[done] = False
-                self.flow_rem[done] = 0.0
-                self.fin[done] = np.inf
-                self.due[done] = np.inf
-                self.dirty = True
-                for j in set(self.flow_job[done].tolist()):
-                    if self.mode[j] == _UP and not self.flow_on[self.job_flows[j]].any():
-                        ready.add(j)
-        if self.check_up:
-            self.check_up = False
-            up = (self.mode == _UP) & self.has_flows
-            if up.any():
-                flowing = np.bincount(self.flow_job[self.flow_on], minlength=len(up)) > 0
-                ready.update(np.flatnonzero(up & ~flowing).tolist())
-        if self.jt_min <= now + _TOL_MS:
-            ready.update(np.flatnonzero(self.jt <= now + _TOL_MS).tolist())
-        if not ready:
-            return
-        for j in sorted(ready):
-            if self.mode[j] == _WAIT:
-                self._begin_phase(j, 0)
-            else:
-                self._next_phase(j)
-            self._retime(j)
-        self.jt_min = float(self.jt.min())
-
-    def _begin_phase(self, j: int, k: int) -> None:
-        self.phase[j] = k
-        dur = float(self.phase_ms[j][k])
-        if k == 0 and self.settings.drift_sigma > 0:
-            dur = self._jitter(j, dur)
-        gbps = float(self.phase_gbps[j][k])
-        if gbps > 0:
-            self.mode[j] = _UP
-            if self.has_flows[j]:
-                fl = self.job_flows[j]
-                self.demand[fl] = gbps * self.flow_share[fl]
-                self.flow_rem[fl] = self.demand[fl] * dur
-                self.flow_on[fl] = True
-                self.dirty = True
-            else:
-                self.down_rem[j] = dur
-        else:
-            self.mode[j] = _DOWN
-            self.down_rem[j] = dur
-
-    def _jitter(self, j: int, dur: float) -> float:
-        run = self.runs[j]
-        rng = np.random.default_rng(
-            [self.settings.seed, zlib.crc32(run.trace.name.encode()), len(run.starts)]
-        )
-        return max(0.0, dur * (1.0 + float(rng.normal(0.0, self.settings.drift_sigma))))
-
-    def _next_phase(self, j: int) -> None:
-        k = int(self.phase[j]) + 1
-        if k < len(self.phase_ms[j]):
-            self._begin_phase(j, k)
-            return
+    def _end_iteration(self, j: int) -> None:
+        """Job j ended its last phase: record the iteration, then let its agent start the next."""
         run = self.runs[j]
         now = self.clock
         run.starts.append(float(self.iter_start[j]))
@@ -733,6 +609,7 @@ class _Component:
             self.completions.append((now, j))
             self._reset_epoch()
             return
+        self._set_first(j)
         self.grid_due[j] += self.grid_period[j]  # nan stays nan: no grid
         start = self._agent_start(j, now)
         # An iteration counts from when the job was ready: agent waits are its cost.
@@ -740,8 +617,12 @@ class _Component:
         if start > now + _TOL_MS:
             self.mode[j] = _WAIT
             self.wait_until[j] = start
-        else:
-            self._begin_phase(j, 0)
+        elif begin_phase(
+            j, 0, self.first_ms, self.phase, self.mode, self.down_rem, self.has_flows,
+            self.flow_lo, self.flow_hi, self.ph_lo, self.ph_ms, self.ph_gbps,
+            self.flow_share, self.demand, self.flow_rem, self.flow_on,
+        ):  # fmt: skip
+            self.dirty = True
         if self.settings.fast_forward:
             self._track_window()
 
@@ -832,6 +713,8 @@ class _Component:
         self.clock += shift
         self.seg_t = self.clock
         self.ff_ms += shift
+        for j in range(len(self.runs)):  # iteration numbers moved on: new jitter draws
+            self._set_first(j)
         return True
 
     # -- reading state out
@@ -873,9 +756,10 @@ class _Component:
             run.marked_mbit += marked
         if self.dedicated:
             return
-        for b, row in self.bucket_log.items():
-            self.stats.add(b, self.global_links, row)
-        self.bucket_log = {}
+        for i, row in enumerate(self.buckets):
+            if row.any():
+                self.stats.add(self.b0 + i, self.global_links, row)
+        self.buckets = self.buckets[:0]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,345 @@
+"""The fluid simulator's event loop, compiled: phases, max-min rates, link counters.
+
+`scheduler.simulator` keeps the bookkeeping that happens once per iteration
+(records, agents, steady-state windows, scheduler decisions) in Python and
+hands everything between two iteration ends to `run_events`. A long trace
+has millions of events (phase changes, flow completions) and each one
+re-solves max-min for the flows it touched; in compiled code an event costs
+microseconds instead of the ~100 us numpy's per-call overhead costs.
+
+State lives in the component's numpy arrays, passed in and updated in place
+(see `simulator._Component` for what each holds); scalars go in and come
+back out. Modes: WAIT (agent holds the next iteration), DOWN (compute), UP
+(sending), DONE.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from .fluid import compiled, max_min_pairs, tight_link
+
+WAIT, DOWN, UP, DONE = 0, 1, 2, 3
+TOL_MS = 1e-7  # event-time tolerance: events this close count as simultaneous
+OVER = 1e-9  # a link is oversubscribed when offered demand exceeds capacity x (1 + OVER)
+
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+
+@compiled
+def begin_phase(
+    j: int, k: int, first_ms: Floats, phase: Ints, mode: Ints, down_rem: Floats,
+    has_flows: Bools, flow_lo: Ints, flow_hi: Ints, ph_lo: Ints, ph_ms: Floats,
+    ph_gbps: Floats, flow_share: Floats, demand: Floats, flow_rem: Floats, flow_on: Bools,
+) -> bool:  # fmt: skip
+    """Start phase k of job j; returns whether flows changed (rates need solving).
+
+    Phase 0 lasts `first_ms[j]`: the profile's time, jittered under drift.
+    """
+    phase[j] = k
+    dur = first_ms[j] if k == 0 else ph_ms[ph_lo[j] + k]
+    gbps = ph_gbps[ph_lo[j] + k]
+    if gbps > 0:
+        mode[j] = UP
+        if has_flows[j]:
+            for f in range(flow_lo[j], flow_hi[j]):
+                demand[f] = gbps * flow_share[f]
+                flow_rem[f] = demand[f] * dur
+                flow_on[f] = True
+            return True
+        down_rem[j] = dur
+    else:
+        mode[j] = DOWN
+        down_rem[j] = dur
+    return False
+
+
+@compiled
+def retime(
+    j: int, clock: float, mode: Ints, has_flows: Bools, wait_until: Floats, down_rem: Floats,
+    jt: Floats,
+) -> None:  # fmt: skip
+    """Job j's next timed event: end of its wait or compute phase; inf while flows send."""
+    m = mode[j]
+    if m == WAIT:
+        jt[j] = wait_until[j]
+    elif m == DOWN or (m == UP and not has_flows[j]):
+        jt[j] = clock + down_rem[j]
+    else:
+        jt[j] = np.inf
+
+
+@compiled
+def log_segment(
+    t0: float, dt: float, per_ms: Floats, buckets: Floats, b0: int, width: float
+) -> None:
+    """Spread a constant-rate segment over the time buckets it covers."""
+    t = t0
+    end = t0 + dt
+    while t < end - 1e-12:
+        b = int(t // width)
+        b_end = min(end, (b + 1) * width)
+        buckets[b - b0] += per_ms * (b_end - t)
+        t = b_end
+
+
+@compiled
+def _per_link(per_flow: Floats, ent_ptr: Ints, ent_link: Ints, n_links: int) -> Floats:
+    out = np.zeros(n_links)
+    for f in range(len(per_flow)):
+        x = per_flow[f]
+        for e in range(ent_ptr[f], ent_ptr[f + 1]):
+            out[ent_link[e]] += x
+    return out
+
+
+@compiled
+def _group_of(
+    changed: Bools, links: Bools, live: Bools, bf_ptr: Ints, bf_link: Ints, bl_ptr: Ints,
+    bl_flow: Ints,
+) -> Bools:  # fmt: skip
+    """Flows reachable from the changed ones through `links`, via live flows (breadth-first)."""
+    n = len(changed)
+    members = changed.copy()
+    seen_link = np.zeros(len(links), dtype=np.bool_)
+    stack = np.empty(n, dtype=np.int64)
+    top = 0
+    for f in range(n):
+        if members[f]:
+            stack[top] = f
+            top += 1
+    while top > 0:
+        top -= 1
+        f = stack[top]
+        if not live[f]:
+            continue
+        for e in range(bf_ptr[f], bf_ptr[f + 1]):
+            lk = bf_link[e]
+            if not links[lk] or seen_link[lk]:
+                continue
+            seen_link[lk] = True
+            for x in range(bl_ptr[lk], bl_ptr[lk + 1]):
+                g = bl_flow[x]
+                if live[g] and not members[g]:
+                    members[g] = True
+                    stack[top] = g
+                    top += 1
+    return members
+
+
+@compiled
+def _solve(
+    group: Bools, want: Floats, rates: Floats, bf_ptr: Ints, bf_link: Ints, cap: Floats
+) -> None:
+    """Max-min rates of the group's flows, over the links that can bind.
+
+    The group is renumbered compactly first: each filling round then costs the
+    group's size, not the component's.
+    """
+    n = len(want)
+    n_send = 0
+    n_cross = 0
+    for f in range(n):
+        if group[f]:
+            if want[f] > 0:
+                n_send += 1
+                n_cross += bf_ptr[f + 1] - bf_ptr[f]
+            else:
+                rates[f] = 0.0
+    if n_send == 0:
+        return
+    flows = np.empty(n_send, dtype=np.int64)
+    local_link = np.full(len(cap), -1, dtype=np.int64)
+    links = np.empty(n_cross, dtype=np.int64)
+    flow_of = np.empty(n_cross, dtype=np.int64)
+    link_of = np.empty(n_cross, dtype=np.int64)
+    r = 0
+    c = 0
+    n_links = 0
+    for f in range(n):
+        if group[f] and want[f] > 0:
+            flows[r] = f
+            for e in range(bf_ptr[f], bf_ptr[f + 1]):
+                lk = bf_link[e]
+                if local_link[lk] < 0:
+                    local_link[lk] = n_links
+                    links[n_links] = lk
+                    n_links += 1
+                flow_of[c] = r
+                link_of[c] = local_link[lk]
+                c += 1
+            r += 1
+    solved = max_min_pairs(flow_of, link_of, want[flows], cap[links[:n_links]])
+    for i in range(n_send):
+        rates[flows[i]] = solved[i]
+
+
+@compiled
+def run_events(
+    limit: float, clock: float, seg_t: float, seg_on: bool, dirty: bool, need_full: bool,
+    check_up: bool, fin_min: float, due_min: float, jt_min: float, always_full: bool,
+    # per job
+    mode: Ints, phase: Ints, down_rem: Floats, wait_until: Floats, jt: Floats,
+    has_flows: Bools, flow_lo: Ints, flow_hi: Ints, ph_lo: Ints, ph_n: Ints, ph_ms: Floats,
+    ph_gbps: Floats, first_ms: Floats, marked_rate: Floats, job_marked: Floats,
+    # per flow
+    flow_job: Ints, flow_share: Floats, flow_rem: Floats, flow_on: Bools, demand: Floats,
+    rates: Floats, fin: Floats, due: Floats, prev_want: Floats,
+    # crossings: all (flow -> link), binding (flow -> link, link -> flow)
+    ent_ptr: Ints, ent_link: Ints, bf_ptr: Ints, bf_link: Ints, bl_ptr: Ints, bl_flow: Ints,
+    # per link
+    cap: Floats, bind: Bools, prev_tight: Bools, tot: Floats, per_ms: Floats,
+    buckets: Floats, b0: int, width: float, ended: Ints,
+) -> tuple[int, float, float, bool, bool, bool, bool, float, float, float, int]:  # fmt: skip
+    """Advance to `limit` or to the first event in which a job ends an iteration.
+
+    Returns (jobs that ended an iteration, listed in `ended`; the scalars
+    again; events processed). Ended jobs are left in their last phase with no
+    timed event: the caller records the iteration and starts the next one.
+    """
+    n_jobs, n_flows, n_links = len(mode), len(flow_job), len(cap)
+    events = 0
+    n_ended = 0
+    ready = np.zeros(n_jobs, dtype=np.bool_)
+    while clock < limit - TOL_MS:
+        if dirty:
+            # -- re-solve max-min for the flows this event can have affected.
+            # Max-min splits into independent groups of flows joined by tight
+            # links; a group with no changed flow, through links tight before
+            # or after the event, keeps its links' tightness and its members'
+            # demands, so it keeps its rates: only the changed group is solved.
+            want = np.zeros(n_flows)
+            for f in range(n_flows):
+                if flow_on[f]:
+                    want[f] = demand[f]
+            full = need_full or always_full
+            need_full = False
+            changed = want != prev_want
+            solve = full or changed.any()
+            if solve:
+                dt = clock - seg_t
+                if dt > 0 and seg_on:
+                    tot += per_ms * dt
+                    job_marked += marked_rate * dt
+                    log_segment(seg_t, dt, per_ms, buckets, b0, width)
+                seg_t = clock
+                offered = _per_link(want, ent_ptr, ent_link, n_links)
+                tight = np.zeros(n_links, dtype=np.bool_)
+                for lk in range(n_links):
+                    tight[lk] = bind[lk] and tight_link(offered[lk], cap[lk])
+                if full:
+                    group = want > 0
+                    rates[:] = 0.0
+                else:
+                    live = (want > 0) | (prev_want > 0)
+                    group = _group_of(
+                        changed, tight | prev_tight, live, bf_ptr, bf_link, bl_ptr, bl_flow
+                    )
+                _solve(group, want, rates, bf_ptr, bf_link, cap)
+                prev_want[:] = want
+                prev_tight[:] = tight
+                per_ms[0] = _per_link(rates, ent_ptr, ent_link, n_links)
+                any_over = False
+                for lk in range(n_links):
+                    over = offered[lk] > cap[lk] * (1 + OVER)
+                    per_ms[1, lk] = 1.0 if over else 0.0
+                    per_ms[2, lk] = max(offered[lk] - cap[lk], 0.0)
+                    any_over = any_over or over
+                # a job's traffic counts as marked while any link on its path is over
+                marked_rate[:] = 0.0
+                if any_over:
+                    for f in range(n_flows):
+                        for e in range(ent_ptr[f], ent_ptr[f + 1]):
+                            if per_ms[1, ent_link[e]] > 0:
+                                marked_rate[flow_job[f]] += rates[f]
+                                break
+            dirty = False
+            # -- absolute finish times of the sending flows at their current rates
+            seg_on = False
+            fin_min = np.inf
+            due_min = np.inf
+            for f in range(n_flows):
+                if flow_on[f]:
+                    seg_on = True
+                    inv = 1.0 / rates[f]
+                    fin[f] = clock + flow_rem[f] * inv
+                    due[f] = clock + (flow_rem[f] - 1e-9 * (1 + demand[f])) * inv
+                    fin_min = min(fin_min, fin[f])
+                    due_min = min(due_min, due[f])
+                else:
+                    fin[f] = np.inf
+                    due[f] = np.inf
+        t = min(limit, fin_min, jt_min)
+        if t > clock:
+            if seg_on:
+                for f in range(n_flows):
+                    flow_rem[f] -= rates[f] * (t - clock)
+            clock = t
+        events += 1
+        # -- process everything due now, jobs in index order
+        now = clock
+        any_ready = False
+        if due_min <= now:
+            for f in range(n_flows):
+                if due[f] <= now:
+                    flow_on[f] = False
+                    flow_rem[f] = 0.0
+                    fin[f] = np.inf
+                    due[f] = np.inf
+                    dirty = True
+                    j = flow_job[f]
+                    if mode[j] == UP:
+                        sending = False
+                        for g in range(flow_lo[j], flow_hi[j]):
+                            sending = sending or flow_on[g]
+                        if not sending:
+                            ready[j] = True
+                            any_ready = True
+        if check_up:
+            check_up = False
+            for j in range(n_jobs):
+                if mode[j] == UP and has_flows[j]:
+                    sending = False
+                    for g in range(flow_lo[j], flow_hi[j]):
+                        sending = sending or flow_on[g]
+                    if not sending:
+                        ready[j] = True
+                        any_ready = True
+        if jt_min <= now + TOL_MS:
+            for j in range(n_jobs):
+                if jt[j] <= now + TOL_MS:
+                    ready[j] = True
+                    any_ready = True
+        if not any_ready:
+            continue
+        for j in range(n_jobs):
+            if not ready[j]:
+                continue
+            ready[j] = False
+            if mode[j] == WAIT:
+                k = 0
+            else:
+                k = phase[j] + 1
+                if k >= ph_n[j]:
+                    ended[n_ended] = j
+                    n_ended += 1
+                    jt[j] = np.inf
+                    continue
+            if begin_phase(
+                j, k, first_ms, phase, mode, down_rem, has_flows, flow_lo, flow_hi,
+                ph_lo, ph_ms, ph_gbps, flow_share, demand, flow_rem, flow_on,
+            ):  # fmt: skip
+                dirty = True
+            retime(j, clock, mode, has_flows, wait_until, down_rem, jt)
+        jt_min = np.inf
+        for j in range(n_jobs):
+            jt_min = min(jt_min, jt[j])
+        if n_ended > 0:
+            break
+    return (
+        n_ended, clock, seg_t, seg_on, dirty, need_full, check_up,
+        fin_min, due_min, jt_min, events,
+    )  # fmt: skip
