@@ -87,13 +87,43 @@ def log_segment(
 
 
 @compiled
-def _per_link(per_flow: Floats, ent_ptr: Ints, ent_link: Ints, n_links: int) -> Floats:
-    out = np.zeros(n_links)
-    for f in range(len(per_flow)):
-        x = per_flow[f]
-        for e in range(ent_ptr[f], ent_ptr[f + 1]):
-            out[ent_link[e]] += x
-    return out
+def _flush_link(
+    lk: int, clock: float, per_ms: Floats, link_t: Floats, tot: Floats, buckets: Floats,
+    b0: int, width: float,
+) -> None:  # fmt: skip
+    """Log link lk's counters, constant since `link_t[lk]`, up to `clock`."""
+    t = link_t[lk]
+    if clock > t:
+        for row in range(3):
+            tot[row, lk] += per_ms[row, lk] * (clock - t)
+        while t < clock - 1e-12:
+            b = int(t // width)
+            b_end = min(clock, (b + 1) * width)
+            for row in range(3):
+                buckets[b - b0, row, lk] += per_ms[row, lk] * (b_end - t)
+            t = b_end
+    link_t[lk] = clock
+
+
+@compiled
+def _flush_job(
+    j: int, clock: float, marked_rate: Floats, job_marked: Floats, job_t: Floats
+) -> None:
+    if clock > job_t[j]:
+        job_marked[j] += marked_rate[j] * (clock - job_t[j])
+    job_t[j] = clock
+
+
+@compiled
+def flush_all(
+    clock: float, per_ms: Floats, link_t: Floats, tot: Floats, buckets: Floats, b0: int,
+    width: float, marked_rate: Floats, job_marked: Floats, job_t: Floats,
+) -> None:  # fmt: skip
+    """Bring every link's and job's counters up to `clock` (before they are read)."""
+    for lk in range(len(link_t)):
+        _flush_link(lk, clock, per_ms, link_t, tot, buckets, b0, width)
+    for j in range(len(job_t)):
+        _flush_job(j, clock, marked_rate, job_marked, job_t)
 
 
 @compiled
@@ -178,8 +208,103 @@ def _solve(
 
 
 @compiled
+def _resolve(
+    clock: float, full: bool, want: Floats, prev_want: Floats, rates: Floats,
+    flow_job: Ints, flow_lo: Ints, flow_hi: Ints,
+    ent_ptr: Ints, ent_link: Ints, al_ptr: Ints, al_flow: Ints,
+    bf_ptr: Ints, bf_link: Ints, bl_ptr: Ints, bl_flow: Ints,
+    cap: Floats, bind: Bools, tight: Bools, offered: Floats, per_ms: Floats,
+    link_t: Floats, tot: Floats, buckets: Floats, b0: int, width: float,
+    marked_rate: Floats, job_marked: Floats, job_t: Floats,
+) -> None:  # fmt: skip
+    """Re-solve max-min after flows' demands changed, and update the link counters.
+
+    Max-min splits into independent groups of flows joined by tight links; a
+    group with no changed flow, through links tight before or after the
+    event, keeps its links' tightness and its members' demands, so it keeps
+    its rates: only the changed flows' group is solved. Likewise only the
+    links those flows cross change their offered and carried traffic, and
+    only the jobs on them their marked traffic. Each such sum is recomputed
+    whole, in flow order, so it equals a full recomputation bit for bit.
+    """
+    n_flows, n_links, n_jobs = len(want), len(cap), len(flow_lo)
+    changed = want != prev_want
+    if full:
+        changed[:] = True
+    # offered demand and tightness of the links a changed flow crosses
+    link_seen = np.zeros(n_links, dtype=np.bool_)
+    links = np.empty(n_links, dtype=np.int64)
+    n_changed_links = 0
+    for f in range(n_flows):
+        if changed[f]:
+            for e in range(ent_ptr[f], ent_ptr[f + 1]):
+                lk = ent_link[e]
+                if not link_seen[lk]:
+                    link_seen[lk] = True
+                    links[n_changed_links] = lk
+                    n_changed_links += 1
+    new_tight = np.zeros(n_changed_links, dtype=np.bool_)
+    for i in range(n_changed_links):
+        lk = links[i]
+        total = 0.0
+        for x in range(al_ptr[lk], al_ptr[lk + 1]):
+            total += want[al_flow[x]]
+        offered[lk] = total
+        new_tight[i] = bind[lk] and tight_link(total, cap[lk])
+        tight[lk] = tight[lk] or new_tight[i]  # tight before or after, for the search
+    if full:
+        group = want > 0
+        rates[:] = 0.0
+    else:
+        live = (want > 0) | (prev_want > 0)
+        group = _group_of(changed, tight, live, bf_ptr, bf_link, bl_ptr, bl_flow)
+    for i in range(n_changed_links):
+        tight[links[i]] = new_tight[i]
+    _solve(group, want, rates, bf_ptr, bf_link, cap)
+    prev_want[:] = want
+    # carried traffic and congestion of every link a group flow crosses
+    job_seen = np.full(n_jobs, full, dtype=np.bool_)  # full: after a rewind, redo every job
+    n_links_now = n_changed_links
+    for f in range(n_flows):
+        if group[f]:
+            job_seen[flow_job[f]] = True
+            for e in range(ent_ptr[f], ent_ptr[f + 1]):
+                lk = ent_link[e]
+                if not link_seen[lk]:
+                    link_seen[lk] = True
+                    links[n_links_now] = lk
+                    n_links_now += 1
+    for i in range(n_links_now):
+        lk = links[i]
+        _flush_link(lk, clock, per_ms, link_t, tot, buckets, b0, width)
+        carried = 0.0
+        for x in range(al_ptr[lk], al_ptr[lk + 1]):
+            carried += rates[al_flow[x]]
+        was_over = per_ms[1, lk] > 0
+        over = offered[lk] > cap[lk] * (1 + OVER)
+        per_ms[0, lk] = carried
+        per_ms[1, lk] = 1.0 if over else 0.0
+        per_ms[2, lk] = max(offered[lk] - cap[lk], 0.0)
+        if over != was_over:
+            for x in range(al_ptr[lk], al_ptr[lk + 1]):
+                job_seen[flow_job[al_flow[x]]] = True
+    # a job's traffic counts as marked while any link on its flow's path is over
+    for j in range(n_jobs):
+        if not job_seen[j]:
+            continue
+        _flush_job(j, clock, marked_rate, job_marked, job_t)
+        marked = 0.0
+        for f in range(flow_lo[j], flow_hi[j]):
+            for e in range(ent_ptr[f], ent_ptr[f + 1]):
+                if per_ms[1, ent_link[e]] > 0:
+                    marked += rates[f]
+                    break
+        marked_rate[j] = marked
+
+
+@compiled
 def run_events(
-    limit: float, clock: float, seg_t: float, seg_on: bool, dirty: bool, need_full: bool,
+    limit: float, clock: float, seg_on: bool, dirty: bool, need_full: bool,
     check_up: bool, fin_min: float, due_min: float, jt_min: float, always_full: bool,
     # per job
     mode: Ints, phase: Ints, down_rem: Floats, wait_until: Floats, jt: Floats,
@@ -189,73 +314,38 @@ def run_events(
     flow_job: Ints, flow_share: Floats, flow_rem: Floats, flow_on: Bools, demand: Floats,
     rates: Floats, fin: Floats, due: Floats, prev_want: Floats,
     # crossings: all (flow -> link), binding (flow -> link, link -> flow)
-    ent_ptr: Ints, ent_link: Ints, bf_ptr: Ints, bf_link: Ints, bl_ptr: Ints, bl_flow: Ints,
+    ent_ptr: Ints, ent_link: Ints, al_ptr: Ints, al_flow: Ints,
+    bf_ptr: Ints, bf_link: Ints, bl_ptr: Ints, bl_flow: Ints,
     # per link
-    cap: Floats, bind: Bools, prev_tight: Bools, tot: Floats, per_ms: Floats,
-    buckets: Floats, b0: int, width: float, ended: Ints,
-) -> tuple[int, float, float, bool, bool, bool, bool, float, float, float, int]:  # fmt: skip
+    cap: Floats, bind: Bools, tight: Bools, offered: Floats, per_ms: Floats, link_t: Floats,
+    tot: Floats, buckets: Floats, b0: int, width: float,
+    job_t: Floats, ended: Ints,
+) -> tuple[int, float, bool, bool, bool, bool, float, float, float, int]:  # fmt: skip
     """Advance to `limit` or to the first event in which a job ends an iteration.
 
     Returns (jobs that ended an iteration, listed in `ended`; the scalars
     again; events processed). Ended jobs are left in their last phase with no
     timed event: the caller records the iteration and starts the next one.
     """
-    n_jobs, n_flows, n_links = len(mode), len(flow_job), len(cap)
+    n_jobs, n_flows = len(mode), len(flow_job)
     events = 0
     n_ended = 0
     ready = np.zeros(n_jobs, dtype=np.bool_)
     while clock < limit - TOL_MS:
         if dirty:
-            # -- re-solve max-min for the flows this event can have affected.
-            # Max-min splits into independent groups of flows joined by tight
-            # links; a group with no changed flow, through links tight before
-            # or after the event, keeps its links' tightness and its members'
-            # demands, so it keeps its rates: only the changed group is solved.
             want = np.zeros(n_flows)
             for f in range(n_flows):
                 if flow_on[f]:
                     want[f] = demand[f]
             full = need_full or always_full
             need_full = False
-            changed = want != prev_want
-            solve = full or changed.any()
-            if solve:
-                dt = clock - seg_t
-                if dt > 0 and seg_on:
-                    tot += per_ms * dt
-                    job_marked += marked_rate * dt
-                    log_segment(seg_t, dt, per_ms, buckets, b0, width)
-                seg_t = clock
-                offered = _per_link(want, ent_ptr, ent_link, n_links)
-                tight = np.zeros(n_links, dtype=np.bool_)
-                for lk in range(n_links):
-                    tight[lk] = bind[lk] and tight_link(offered[lk], cap[lk])
-                if full:
-                    group = want > 0
-                    rates[:] = 0.0
-                else:
-                    live = (want > 0) | (prev_want > 0)
-                    group = _group_of(
-                        changed, tight | prev_tight, live, bf_ptr, bf_link, bl_ptr, bl_flow
-                    )
-                _solve(group, want, rates, bf_ptr, bf_link, cap)
-                prev_want[:] = want
-                prev_tight[:] = tight
-                per_ms[0] = _per_link(rates, ent_ptr, ent_link, n_links)
-                any_over = False
-                for lk in range(n_links):
-                    over = offered[lk] > cap[lk] * (1 + OVER)
-                    per_ms[1, lk] = 1.0 if over else 0.0
-                    per_ms[2, lk] = max(offered[lk] - cap[lk], 0.0)
-                    any_over = any_over or over
-                # a job's traffic counts as marked while any link on its path is over
-                marked_rate[:] = 0.0
-                if any_over:
-                    for f in range(n_flows):
-                        for e in range(ent_ptr[f], ent_ptr[f + 1]):
-                            if per_ms[1, ent_link[e]] > 0:
-                                marked_rate[flow_job[f]] += rates[f]
-                                break
+            if full or (want != prev_want).any():
+                _resolve(
+                    clock, full, want, prev_want, rates, flow_job, flow_lo, flow_hi,
+                    ent_ptr, ent_link, al_ptr, al_flow, bf_ptr, bf_link, bl_ptr, bl_flow,
+                    cap, bind, tight, offered, per_ms, link_t, tot, buckets, b0, width,
+                    marked_rate, job_marked, job_t,
+                )  # fmt: skip
             dirty = False
             # -- absolute finish times of the sending flows at their current rates
             seg_on = False
@@ -340,6 +430,6 @@ def run_events(
         if n_ended > 0:
             break
     return (
-        n_ended, clock, seg_t, seg_on, dirty, need_full, check_up,
+        n_ended, clock, seg_on, dirty, need_full, check_up,
         fin_min, due_min, jt_min, events,
     )  # fmt: skip

@@ -73,7 +73,7 @@ from .fluid_events import DOWN as _DOWN
 from .fluid_events import TOL_MS as _TOL_MS
 from .fluid_events import UP as _UP
 from .fluid_events import WAIT as _WAIT
-from .fluid_events import begin_phase, log_segment, retime, run_events
+from .fluid_events import begin_phase, flush_all, log_segment, retime, run_events
 from .traces import TraceJob, check_fits
 from .types import Profile
 
@@ -313,7 +313,12 @@ class _Component:
         # every event instead (tests compare the two).
         self.need_full = True
         self.prev_want = np.zeros(len(flow_job))
-        self.prev_tight = np.zeros(len(global_links), dtype=bool)
+        self.tight = np.zeros(len(global_links), dtype=bool)  # offered demand reaches capacity
+        self.offered = np.zeros(len(global_links))  # summed demand of the sending flows
+        # the same crossings by link, flows in order: link l's are al_ptr[l] : al_ptr[l + 1]
+        by_link_all = np.argsort(self.ent_link, kind="stable")
+        self.al_flow = self.ent_flow[by_link_all]
+        self.al_ptr = _row_pointers(self.ent_link[by_link_all], len(global_links))
         self.per_ms = np.zeros((3, len(global_links)))
         self.job_flows = [np.flatnonzero(self.flow_job == j) for j in range(n)]
         # a job's flows are contiguous: flows are numbered member by member
@@ -372,9 +377,11 @@ class _Component:
         self.jt_min = math.inf
         self._retime_all()
         self.check_up = True  # an entering job may be Up with every flow already done
-        # Link counters change only when rates do: the segment since `seg_t`
-        # is logged in one piece when they change or are read.
-        self.seg_t = clock
+        # Counters change only when rates do: each link's since link_t, each
+        # job's marked traffic since job_t, logged in one piece when they
+        # change or are read.
+        self.link_t = np.full(len(global_links), clock)
+        self.job_t = np.full(n, clock)
         self.seg_on = False
         self.blocked = False  # the window cannot be skipped until the epoch changes
 
@@ -499,7 +506,8 @@ class _Component:
         self.blocked = snap["blocked"]
         self.need_full = True
         self.dirty = True
-        self.seg_t = self.clock
+        self.link_t[:] = self.clock
+        self.job_t[:] = self.clock
         self.seg_on = False
         self.fin[:] = np.inf
         self.due[:] = np.inf
@@ -524,25 +532,28 @@ class _Component:
             if not (self.mode != _DONE).any():
                 self._flush()
                 self.clock = limit
-                self.seg_t = limit
+                self.link_t[:] = limit
+                self.job_t[:] = limit
                 return
             if self.window is not None and not self.blocked and self._try_jump(limit, exact_stop):
                 continue
             self._cover_buckets(limit)
             (
-                n_ended, self.clock, self.seg_t, self.seg_on, self.dirty, self.need_full,
+                n_ended, self.clock, self.seg_on, self.dirty, self.need_full,
                 self.check_up, self.fin_min, self.due_min, self.jt_min, events,
             ) = run_events(
-                limit, self.clock, self.seg_t, self.seg_on, self.dirty, self.need_full,
+                limit, self.clock, self.seg_on, self.dirty, self.need_full,
                 self.check_up, self.fin_min, self.due_min, self.jt_min, self.always_full,
                 self.mode, self.phase, self.down_rem, self.wait_until, self.jt, self.has_flows,
                 self.flow_lo, self.flow_hi, self.ph_lo, self.ph_n, self.ph_ms, self.ph_gbps,
                 self.first_ms, self.marked_rate, self.job_marked,
                 self.flow_job, self.flow_share, self.flow_rem, self.flow_on, self.demand,
                 self.rates, self.fin, self.due, self.prev_want,
-                self.ent_ptr, self.ent_link, self.bf_ptr, self.bf_link, self.bl_ptr, self.bl_flow,
-                self.cap, self.bind, self.prev_tight, self.tot, self.per_ms,
-                self.buckets, self.b0, self.bucket_width, self.ended,
+                self.ent_ptr, self.ent_link, self.al_ptr, self.al_flow,
+                self.bf_ptr, self.bf_link, self.bl_ptr, self.bl_flow,
+                self.cap, self.bind, self.tight, self.offered, self.per_ms, self.link_t,
+                self.tot, self.buckets, self.b0, self.bucket_width,
+                self.job_t, self.ended,
             )  # fmt: skip
             self.events += events
             if n_ended:
@@ -576,13 +587,12 @@ class _Component:
         self.down_rem[timed] = self.jt[timed] - self.clock
 
     def _flush(self) -> None:
-        """Log the constant-rate segment since `seg_t` (only while flows were sending)."""
-        dt = self.clock - self.seg_t
-        if dt > 0 and self.seg_on:
-            self.tot += self.per_ms * dt
-            self.job_marked += self.marked_rate * dt
-            self._log(self.seg_t, dt, self.per_ms)
-        self.seg_t = self.clock
+        """Bring the link and job counters up to the clock (before reading them)."""
+        self._cover_buckets(self.clock)
+        flush_all(
+            self.clock, self.per_ms, self.link_t, self.tot, self.buckets, self.b0,
+            self.bucket_width, self.marked_rate, self.job_marked, self.job_t,
+        )  # fmt: skip
 
     def _cover_buckets(self, until: float) -> None:
         """Grow the bucket log so it reaches the bucket holding time `until`."""
@@ -711,7 +721,8 @@ class _Component:
         self.job_marked += k * win.marked
         self._log(self.clock, shift, win.tot / length)
         self.clock += shift
-        self.seg_t = self.clock
+        self.link_t[:] = self.clock
+        self.job_t[:] = self.clock
         self.ff_ms += shift
         for j in range(len(self.runs)):  # iteration numbers moved on: new jitter draws
             self._set_first(j)
