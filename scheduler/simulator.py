@@ -22,7 +22,8 @@ turns it off): once a component's job set has been unchanged for
 completes `window_iterations` iterations, then treats the window as the
 period of a steady state and skips whole windows at once: iteration records
 repeat the window's records shifted by the window length, link counters add
-the window's totals. Skipping stops two windows before any job of the
+the window's totals (in the per-bucket link series, spread evenly over the
+time skipped). Skipping stops two windows before any job of the
 component would finish, and never crosses a scheduler decision that touches
 the component (the component is rewound and re-simulated exactly to the
 decision time instead). The error is bounded by the window's deviation from

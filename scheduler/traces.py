@@ -107,6 +107,7 @@ def dynamic_trace(
     arrive_s: float = 30.0,
     background_workers: int = 6,
     newcomer_workers: int = 3,
+    background_models: Sequence[str] | None = None,
 ) -> tuple[TraceJob, ...]:
     """A busy cluster, then DLRM and ResNet50 arrive together (the paper's case).
 
@@ -122,16 +123,22 @@ def dynamic_trace(
     running jobs there, and equally good placements differ in which running
     job each newcomer meets. Background models are drawn uniformly from the
     other 11 models (the newcomers are the only DLRM and ResNet50 jobs, as in
-    the paper's description).
+    the paper's description), or given as `background_models` (one job each).
     """
     rng = np.random.default_rng(seed)
     names = [m for m in model_names() if m not in ("dlrm", "resnet50")]
+    chosen = [normalize_model_name(m) for m in background_models or ()]
+    for given, model in zip(background_models or (), chosen, strict=True):
+        if model not in model_names():
+            raise UserInputError(did_you_mean(given, model_names(), "background model"))
     count = background_jobs
-    if count is None:
+    if chosen:
+        count = len(chosen)
+    elif count is None:
         count = max(1, (total_gpus - 2 * newcomer_workers) // background_workers)
     out: list[TraceJob] = []
     for i in range(count):
-        model = names[int(rng.integers(0, len(names)))]
+        model = chosen[i] if chosen else names[int(rng.integers(0, len(names)))]
         out.append(
             TraceJob(
                 f"bg{i:03d}-{model}", model, background_workers, int(rng.integers(900, 1001)), 0.0

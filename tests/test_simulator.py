@@ -120,6 +120,32 @@ def test_interleaved_jobs_do_not_stretch() -> None:
     assert a.marked_mbit == b.marked_mbit == 0.0
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_link_series_by_hand(fast: bool) -> None:
+    # Overlapped: the shared uplink is offered 2 x 50 Gbps for 200 ms of each
+    # 300 ms iteration and carries 50; 50 iterations over three 5 s buckets.
+    over = _two_jobs(None, fast=fast).links
+    up = over.links.index(("leaf1", "spine1"))
+    nic = over.links.index(("s01", "leaf1"))
+    assert over.carried_mbit.shape == (3, len(over.links))
+    assert over.carried_mbit[:, up].sum() == pytest.approx(50 * 50.0 * 200.0)
+    assert over.oversub_ms[:, up].sum() == pytest.approx(50 * 200.0)
+    assert over.excess_mbit[:, up].sum() == pytest.approx(50 * 50.0 * 200.0)
+    assert over.carried_mbit[:, nic].sum() == pytest.approx(50 * 25.0 * 200.0)
+    assert over.oversub_ms[:, nic].sum() == 0.0
+    # Interleaved: the same bits cross the uplink, none while it is oversubscribed.
+    apart = _two_jobs(100.0, fast=fast).links
+    assert apart.carried_mbit[:, up].sum() == pytest.approx(2 * 50 * 50.0 * 100.0)
+    assert apart.oversub_ms.sum() == apart.excess_mbit.sum() == 0.0
+    if not fast:  # fast-forward spreads a skipped window's traffic evenly over it
+        # Each bucket holds what was sent in it. An iteration is 100 ms of
+        # compute, then 200 ms sending: the first 5 s hold 16 iterations and
+        # 100 ms more sending.
+        assert over.carried_mbit[:, up] == pytest.approx(
+            [(16 * 200.0 + 100.0) * 50.0, (16 * 200.0 + 100.0) * 50.0, 17 * 200.0 * 50.0]
+        )
+
+
 def test_pipeline_job_alone_runs_at_its_profile_time() -> None:
     # Middle pipeline stages send to both neighbours; together they must not
     # offer more than one worker's NIC demand, or a job would slow itself.

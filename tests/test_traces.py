@@ -51,6 +51,15 @@ def test_snapshot_and_dynamic() -> None:
         assert all(j.iterations >= 900 for j in busy if j.arrival_s == 0)
 
 
+def test_dynamic_with_chosen_background() -> None:
+    dyn = dynamic_trace(24, seed=3, background_models=["ResNet-50", "gpt_2", "vgg19"])
+    background = [j for j in dyn if j.arrival_s == 0]
+    assert [j.model for j in background] == ["resnet50", "gpt2", "vgg19"]
+    assert all(j.workers == 6 for j in background)
+    with pytest.raises(UserInputError, match="background model named 'resnet5'.*resnet50"):
+        dynamic_trace(24, seed=3, background_models=["resnet5"])
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".json"])
 def test_round_trip(tmp_path, suffix: str) -> None:
     jobs = poisson_trace(20, 24, seed=2)
