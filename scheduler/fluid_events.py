@@ -304,7 +304,7 @@ def _resolve(
 
 @compiled
 def run_events(
-    limit: float, clock: float, seg_on: bool, dirty: bool, need_full: bool,
+    limit: float, clock: float, any_sending: bool, dirty: bool, need_full: bool,
     check_up: bool, fin_min: float, due_min: float, jt_min: float, always_full: bool,
     # per job
     mode: Ints, phase: Ints, down_rem: Floats, wait_until: Floats, jt: Floats,
@@ -348,12 +348,12 @@ def run_events(
                 )  # fmt: skip
             dirty = False
             # -- absolute finish times of the sending flows at their current rates
-            seg_on = False
+            any_sending = False
             fin_min = np.inf
             due_min = np.inf
             for f in range(n_flows):
                 if flow_on[f]:
-                    seg_on = True
+                    any_sending = True
                     inv = 1.0 / rates[f]
                     fin[f] = clock + flow_rem[f] * inv
                     due[f] = clock + (flow_rem[f] - 1e-9 * (1 + demand[f])) * inv
@@ -364,7 +364,7 @@ def run_events(
                     due[f] = np.inf
         t = min(limit, fin_min, jt_min)
         if t > clock:
-            if seg_on:
+            if any_sending:
                 for f in range(n_flows):
                     flow_rem[f] -= rates[f] * (t - clock)
             clock = t
@@ -430,6 +430,6 @@ def run_events(
         if n_ended > 0:
             break
     return (
-        n_ended, clock, seg_on, dirty, need_full, check_up,
+        n_ended, clock, any_sending, dirty, need_full, check_up,
         fin_min, due_min, jt_min, events,
     )  # fmt: skip

@@ -383,7 +383,7 @@ class _Component:
         # change or are read.
         self.link_t = np.full(len(global_links), clock)
         self.job_t = np.full(n, clock)
-        self.seg_on = False
+        self.any_sending = False
         self.blocked = False  # the window cannot be skipped until the epoch changes
 
     # -- setup
@@ -509,7 +509,7 @@ class _Component:
         self.dirty = True
         self.link_t[:] = self.clock
         self.job_t[:] = self.clock
-        self.seg_on = False
+        self.any_sending = False
         self.fin[:] = np.inf
         self.due[:] = np.inf
         self.fin_min = math.inf
@@ -540,10 +540,10 @@ class _Component:
                 continue
             self._cover_buckets(limit)
             (
-                n_ended, self.clock, self.seg_on, self.dirty, self.need_full,
+                n_ended, self.clock, self.any_sending, self.dirty, self.need_full,
                 self.check_up, self.fin_min, self.due_min, self.jt_min, events,
             ) = run_events(
-                limit, self.clock, self.seg_on, self.dirty, self.need_full,
+                limit, self.clock, self.any_sending, self.dirty, self.need_full,
                 self.check_up, self.fin_min, self.due_min, self.jt_min, self.always_full,
                 self.mode, self.phase, self.down_rem, self.wait_until, self.jt, self.has_flows,
                 self.flow_lo, self.flow_hi, self.ph_lo, self.ph_n, self.ph_ms, self.ph_gbps,
