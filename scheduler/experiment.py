@@ -10,12 +10,14 @@ its base scheduler.
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 
 from topologies.model import Topology
@@ -174,7 +176,9 @@ def run_experiment(
         "seed": seed,
         "candidates": candidates,
         "simulator": dict(settings.__dict__),
+        "harness": importlib.metadata.version("cassini-harness"),
         "python": platform.python_version(),
         "numpy": np.__version__,
+        "numba": numba.__version__,
     }
     return Experiment(meta, tuple(summaries), speedups(summaries), results)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 
+import numba
 import pytest
 
 from emulation.cli import main
@@ -29,6 +31,9 @@ def test_experiment_summary_and_outputs(tmp_path) -> None:
     summary = json.loads(paths["summary"].read_text())
     assert set(summary["schedulers"]) == {"themis", "th+cassini", "ideal"}
     assert summary["settings"]["seed"] == 4
+    # the versions that produced the numbers travel with them
+    assert summary["settings"]["numba"] == numba.__version__
+    assert summary["settings"]["harness"] == importlib.metadata.version("cassini-harness")
     rows = paths["iterations"].read_text().splitlines()
     assert len(rows) == 1 + 3 * sum(j.iterations for j in trace)
     for key in ("cdf", "per_model", "congestion"):
