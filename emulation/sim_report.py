@@ -206,7 +206,8 @@ def _write_report(exp: Experiment, path: Path, paths: dict[str, Path]) -> Path:
         f"trace **{s.get('trace')}** ({s.get('jobs')} jobs); seed {s.get('seed')}; "
         f"up to {s.get('candidates')} candidate placements per decision.",
         "",
-        f"Simulator settings: `{json.dumps(s.get('simulator'))}`. Python {s.get('python')}, numpy {s.get('numpy')}.",
+        f"Simulator settings: `{json.dumps(s.get('simulator'))}`. Harness {s.get('harness')}, "
+        f"Python {s.get('python')}, numpy {s.get('numpy')}, numba {s.get('numba')}.",
         "",
         "Congestion is the simulator's stand-in for ECN marks: link-seconds during which the "
         "offered demand on a directed link exceeded its capacity (a switch would mark in exactly "
