@@ -208,6 +208,22 @@ def _solve(
 
 
 @compiled
+def _add_links(
+    flows: Bools, ent_ptr: Ints, ent_link: Ints, seen: Bools, links: Ints, n: int
+) -> int:
+    """Append to links[n:] the links the marked flows cross that are not yet seen; new count."""
+    for f in range(len(flows)):
+        if flows[f]:
+            for e in range(ent_ptr[f], ent_ptr[f + 1]):
+                lk = ent_link[e]
+                if not seen[lk]:
+                    seen[lk] = True
+                    links[n] = lk
+                    n += 1
+    return n
+
+
+@compiled
 def _resolve(
     clock: float, full: bool, want: Floats, prev_want: Floats, rates: Floats,
     flow_job: Ints, flow_lo: Ints, flow_hi: Ints,
@@ -234,15 +250,7 @@ def _resolve(
     # offered demand and tightness of the links a changed flow crosses
     link_seen = np.zeros(n_links, dtype=np.bool_)
     links = np.empty(n_links, dtype=np.int64)
-    n_changed_links = 0
-    for f in range(n_flows):
-        if changed[f]:
-            for e in range(ent_ptr[f], ent_ptr[f + 1]):
-                lk = ent_link[e]
-                if not link_seen[lk]:
-                    link_seen[lk] = True
-                    links[n_changed_links] = lk
-                    n_changed_links += 1
+    n_changed_links = _add_links(changed, ent_ptr, ent_link, link_seen, links, 0)
     new_tight = np.zeros(n_changed_links, dtype=np.bool_)
     for i in range(n_changed_links):
         lk = links[i]
@@ -264,16 +272,10 @@ def _resolve(
     prev_want[:] = want
     # carried traffic and congestion of every link a group flow crosses
     job_seen = np.full(n_jobs, full, dtype=np.bool_)  # full: after a rewind, redo every job
-    n_links_now = n_changed_links
+    n_links_now = _add_links(group, ent_ptr, ent_link, link_seen, links, n_changed_links)
     for f in range(n_flows):
         if group[f]:
             job_seen[flow_job[f]] = True
-            for e in range(ent_ptr[f], ent_ptr[f + 1]):
-                lk = ent_link[e]
-                if not link_seen[lk]:
-                    link_seen[lk] = True
-                    links[n_links_now] = lk
-                    n_links_now += 1
     for i in range(n_links_now):
         lk = links[i]
         _flush_link(lk, clock, per_ms, link_t, tot, buckets, b0, width)
