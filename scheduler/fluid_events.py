@@ -305,6 +305,12 @@ def _resolve(
 
 
 @compiled
+def _sending(j: int, flow_lo: Ints, flow_hi: Ints, flow_on: Bools) -> bool:
+    """Has job j a flow still sending? (Its Up phase ends when none has.)"""
+    return bool(flow_on[flow_lo[j] : flow_hi[j]].any())
+
+
+@compiled
 def run_events(
     limit: float, clock: float, any_sending: bool, dirty: bool, need_full: bool,
     check_up: bool, fin_min: float, due_min: float, jt_min: float, always_full: bool,
@@ -383,23 +389,15 @@ def run_events(
                     due[f] = np.inf
                     dirty = True
                     j = flow_job[f]
-                    if mode[j] == UP:
-                        sending = False
-                        for g in range(flow_lo[j], flow_hi[j]):
-                            sending = sending or flow_on[g]
-                        if not sending:
-                            ready[j] = True
-                            any_ready = True
+                    if mode[j] == UP and not _sending(j, flow_lo, flow_hi, flow_on):
+                        ready[j] = True
+                        any_ready = True
         if check_up:
             check_up = False
             for j in range(n_jobs):
-                if mode[j] == UP and has_flows[j]:
-                    sending = False
-                    for g in range(flow_lo[j], flow_hi[j]):
-                        sending = sending or flow_on[g]
-                    if not sending:
-                        ready[j] = True
-                        any_ready = True
+                if mode[j] == UP and has_flows[j] and not _sending(j, flow_lo, flow_hi, flow_on):
+                    ready[j] = True
+                    any_ready = True
         if jt_min <= now + TOL_MS:
             for j in range(n_jobs):
                 if jt[j] <= now + TOL_MS:
