@@ -204,7 +204,8 @@ def _write_report(exp: Experiment, path: Path, paths: dict[str, Path]) -> Path:
         "",
         f"Topology **{s.get('topology')}** ({s.get('servers')} servers, {s.get('gpus')} GPUs); "
         f"trace **{s.get('trace')}** ({s.get('jobs')} jobs); seed {s.get('seed')}; "
-        f"up to {s.get('candidates')} candidate placements per decision.",
+        f"up to {s.get('candidates')} candidate placements per decision; "
+        f"model profiles: {s.get('models', 'built-in')}.",
         "",
         f"Simulator settings: `{json.dumps(s.get('simulator'))}`. Harness {s.get('harness')}, "
         f"Python {s.get('python')}, numpy {s.get('numpy')}, numba {s.get('numba')}.",

@@ -25,6 +25,7 @@ from topologies.routing import Router
 
 from .baselines.base import ProfileBook
 from .baselines.registry import CASSINI_BASE, make_scheduler
+from .profiles import ModelSpec
 from .simulator import SimResult, SimSettings, simulate
 from .traces import TraceJob
 
@@ -153,11 +154,17 @@ def run_experiment(
     candidates: int = 10,
     trace_label: str = "",
     progress: Callable[[str, int, int], None] | None = None,
+    models: Mapping[str, ModelSpec] | None = None,
+    models_label: str = "built-in",
 ) -> Experiment:
-    """Simulate every scheduler on the same trace and topology (sequentially)."""
+    """Simulate every scheduler on the same trace and topology (sequentially).
+
+    `models` replaces the built-in catalogue (a user's measured profiles);
+    `models_label` says where it came from in the run's metadata.
+    """
     settings = settings or SimSettings(seed=seed)
     router = Router(topology)
-    book = ProfileBook(nic_gbps=topology.nic_gbps())
+    book = ProfileBook(models, nic_gbps=topology.nic_gbps())
     results: dict[str, SimResult] = {}
     summaries: list[SchedulerSummary] = []
     for name in schedulers:
@@ -175,6 +182,7 @@ def run_experiment(
         "jobs": len(trace),
         "seed": seed,
         "candidates": candidates,
+        "models": models_label,
         "simulator": dict(settings.__dict__),
         "harness": importlib.metadata.version("cassini-harness"),
         "python": platform.python_version(),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ import numpy as np
 
 from topologies.errors import UserInputError, did_you_mean
 
-from .profiles import build_profile, load_models, model_names, normalize_model_name
+from .profiles import ModelSpec, build_profile, load_models, model_names, normalize_model_name
 
 TRACE_KINDS = ("poisson", "dynamic", "snapshot")
 FIELDS = ("arrival_s", "model", "workers", "iterations", "batch_size", "name")
@@ -56,9 +56,12 @@ def poisson_trace(
     seed: int = 0,
     max_workers: int = 12,
     iterations: tuple[int, int] = (200, 1000),
-    models: Sequence[str] | None = None,
+    models: Mapping[str, ModelSpec] | None = None,
 ) -> tuple[TraceJob, ...]:
     """Poisson arrivals whose offered load is `load` x the cluster's GPUs.
+
+    Models are drawn with equal probability from `models` (default: the 13
+    built-in ones; a user's models file adds its own to the draw).
 
     Load = arrival rate x mean(GPU x seconds per job) / total GPUs (Little's law
     on GPUs), so the mean gap is mean_gpu_seconds / (load x total_gpus). The GPU
@@ -71,11 +74,11 @@ def poisson_trace(
     if not 0.0 < load <= 2.0:
         raise UserInputError(f"--load must be in (0, 2], got {load}")
     rng = np.random.default_rng(seed)
-    names = list(models) if models is not None else model_names()
+    specs = models if models is not None else load_models()
+    names = model_names(specs)
     drawn_models = rng.integers(0, len(names), size=jobs)
     workers = rng.integers(1, min(max_workers, total_gpus) + 1, size=jobs)
     iters = rng.integers(iterations[0], iterations[1] + 1, size=jobs)
-    specs = load_models()
     gpu_seconds = np.array(
         [
             build_profile(names[m], int(w), models=specs).iteration_ms / 1e3 * int(w) * int(n)
@@ -93,10 +96,14 @@ def poisson_trace(
 
 
 def snapshot_trace(
-    jobs: int, total_gpus: int, seed: int = 0, max_workers: int = 12
+    jobs: int,
+    total_gpus: int,
+    seed: int = 0,
+    max_workers: int = 12,
+    models: Mapping[str, ModelSpec] | None = None,
 ) -> tuple[TraceJob, ...]:
     """All jobs present at t = 0 (more than fit queue, FIFO by name)."""
-    base = poisson_trace(jobs, total_gpus, 1.0, seed, max_workers)
+    base = poisson_trace(jobs, total_gpus, 1.0, seed, max_workers, models=models)
     return tuple(TraceJob(j.name, j.model, j.workers, j.iterations, 0.0) for j in base)
 
 
@@ -108,6 +115,7 @@ def dynamic_trace(
     background_workers: int = 6,
     newcomer_workers: int = 3,
     background_models: Sequence[str] | None = None,
+    models: Mapping[str, ModelSpec] | None = None,
 ) -> tuple[TraceJob, ...]:
     """A busy cluster, then DLRM and ResNet50 arrive together (the paper's case).
 
@@ -124,13 +132,15 @@ def dynamic_trace(
     job each newcomer meets. Background models are drawn uniformly from the
     other 11 models (the newcomers are the only DLRM and ResNet50 jobs, as in
     the paper's description), or given as `background_models` (one job each).
+    `models` is the catalogue in use (a user's models file may add to it).
     """
     rng = np.random.default_rng(seed)
-    names = [m for m in model_names() if m not in ("dlrm", "resnet50")]
+    known = model_names(models)
+    names = [m for m in known if m not in ("dlrm", "resnet50")]
     chosen = [normalize_model_name(m) for m in background_models or ()]
     for given, model in zip(background_models or (), chosen, strict=True):
-        if model not in model_names():
-            raise UserInputError(did_you_mean(given, model_names(), "background model"))
+        if model not in known:
+            raise UserInputError(did_you_mean(given, known, "background model"))
     count = background_jobs
     if chosen:
         count = len(chosen)
@@ -155,14 +165,15 @@ def generate_trace(
     jobs: int = 60,
     load: float = 0.9,
     seed: int = 0,
+    models: Mapping[str, ModelSpec] | None = None,
 ) -> tuple[TraceJob, ...]:
     """Dispatch on a trace kind name (`poisson`, `dynamic`, `snapshot`)."""
     if kind == "poisson":
-        return poisson_trace(jobs, total_gpus, load, seed)
+        return poisson_trace(jobs, total_gpus, load, seed, models=models)
     if kind == "snapshot":
-        return snapshot_trace(jobs, total_gpus, seed)
+        return snapshot_trace(jobs, total_gpus, seed, models=models)
     if kind == "dynamic":
-        return dynamic_trace(total_gpus, seed)
+        return dynamic_trace(total_gpus, seed, models=models)
     raise UserInputError(did_you_mean(kind, TRACE_KINDS, "trace kind"))
 
 
@@ -190,20 +201,25 @@ def _row(job: TraceJob) -> dict[str, Any]:
     return {k: d[k] for k in FIELDS}
 
 
-def load_trace(path: str | Path) -> tuple[TraceJob, ...]:
-    """Read a trace file; errors name the file, the line (or entry) and the field."""
+def load_trace(
+    path: str | Path, models: Mapping[str, ModelSpec] | None = None
+) -> tuple[TraceJob, ...]:
+    """Read a trace file; errors name the file, the line (or entry) and the field.
+
+    Jobs may name any model of `models` (default: the built-in ones).
+    """
     src = Path(path)
     if not src.exists():
         raise UserInputError(f"trace file {src} does not exist")
     text = src.read_text()
+    known = model_names(models)
     if src.suffix.lower() == ".json":
-        return _parse_json(text, src.name)
-    return _parse_csv(text, src.name)
+        return _parse_json(text, src.name, known)
+    return _parse_csv(text, src.name, known)
 
 
-def _parse_csv(text: str, where: str) -> tuple[TraceJob, ...]:
+def _parse_csv(text: str, where: str, known: Sequence[str]) -> tuple[TraceJob, ...]:
     reader = csv.reader(io.StringIO(text))
-    known = model_names()
     header: list[str] | None = None
     jobs: list[TraceJob] = []
     for lineno, cells in enumerate(reader, start=1):
@@ -233,7 +249,7 @@ def _parse_csv(text: str, where: str) -> tuple[TraceJob, ...]:
     return _finish(jobs, where)
 
 
-def _parse_json(text: str, where: str) -> tuple[TraceJob, ...]:
+def _parse_json(text: str, where: str, known: Sequence[str]) -> tuple[TraceJob, ...]:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as err:
@@ -242,7 +258,6 @@ def _parse_json(text: str, where: str) -> tuple[TraceJob, ...]:
     if not isinstance(entries, list):
         raise UserInputError(f'{where}: expected a list of jobs or {{"jobs": [...]}}')
     jobs: list[TraceJob] = []
-    known = model_names()
     for i, entry in enumerate(entries):
         at = f"{where}: jobs[{i}]"
         if not isinstance(entry, dict):

@@ -165,3 +165,46 @@ def test_links_csv_holds_the_utilization_and_congestion_series(tmp_path) -> None
     assert marked == pytest.approx(
         next(s for s in exp.summaries if s.name == "themis").marked_gbit, abs=1e-2
     )
+
+
+QUIET_MODEL = """\
+models:
+  quiet:
+    display: Quiet
+    params_m: 1.0
+    parallelism: data
+    batch_size: 64
+    compute_ms: 100
+"""
+
+
+def test_cli_simulate_with_a_models_file(capsys, tmp_path) -> None:
+    """A user's measured model runs in every command of the simulation path."""
+    models = tmp_path / "measured.yaml"
+    models.write_text(QUIET_MODEL)
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,model,workers,iterations\n0,quiet,2,50\n")
+    # without the file the model is unknown: the trace line is named
+    assert main(["simulate", "--trace", str(trace), "--out", str(tmp_path / "x")]) == 2
+    assert "t.csv:2: model: no model named 'quiet'" in capsys.readouterr().err
+    args = ["--schedulers", "ideal", "--models", str(models), "--json"]
+    assert main(["simulate", "--trace", str(trace), "--out", str(tmp_path / "o"), *args]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    # 100 ms compute + ring AllReduce of 1 M fp32 params over 2 workers at 50 Gbps
+    allreduce_ms = 2 * (2 - 1) / 2 * 1e6 * 4 * 8 / 50e9 * 1e3
+    assert summary["schedulers"]["ideal"]["mean_ms"] == pytest.approx(100 + allreduce_ms)
+    assert summary["settings"]["models"] == str(models)
+    assert str(models) in (tmp_path / "o" / "report.md").read_text()
+    # generated traces draw from the user's models as well as the built-in ones
+    out = tmp_path / "g.csv"
+    gen = ["trace", "generate", "--jobs", "200", "--seed", "1", "--models", str(models)]
+    assert main([*gen, "--out", str(out)]) == 0
+    assert ",quiet," in out.read_text()
+
+
+def test_cli_simulate_names_a_bad_models_file(capsys, tmp_path) -> None:
+    models = tmp_path / "bad.yaml"
+    models.write_text(QUIET_MODEL.replace("compute_ms: 100", "compute_ms: -5"))
+    assert main(["simulate", "--models", str(models), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml" in err and "quiet" in err and "compute_ms" in err

@@ -81,6 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="affinity-graph cycles: 'consistent' keeps cycles whose shifts agree (default), 'paper' discards any",
     )
     sched.add_argument("--seed", type=int, default=0, help="seed of the candidate generator")
+    sched.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
     sched.add_argument(
         "--no-pace",
         action="store_true",
@@ -218,12 +219,12 @@ def _snapshot_jobs() -> list[tuple[str, str, int, int | None]]:
     ]
 
 
-def _trace_jobs(spec: str) -> list[tuple[str, str, int, int | None]]:
+def _trace_jobs(spec: str, models: Any) -> list[tuple[str, str, int, int | None]]:
     if spec == "snapshot":
         return _snapshot_jobs()
     from scheduler.traces import load_trace
 
-    return [(j.name, j.model, j.workers, j.batch_size) for j in load_trace(spec)]
+    return [(j.name, j.model, j.workers, j.batch_size) for j in load_trace(spec, models)]
 
 
 def _schedule(args: argparse.Namespace) -> int:
@@ -238,7 +239,7 @@ def _schedule(args: argparse.Namespace) -> int:
         raise UserInputError(f"--candidates must be >= 1, got {args.candidates}")
     started = time.perf_counter()
     topo = load_topology(args.topology)
-    models = load_models()
+    models = load_models(args.models)
     capacity = topo.total_gpus()
     nic = topo.nic_gbps()
     jobs: list[Job] = []
@@ -246,7 +247,7 @@ def _schedule(args: argparse.Namespace) -> int:
     used = 0
     # A trace is placed as if every job were present; jobs that no longer fit
     # (in arrival order) are reported, not placed. Time is the simulator's job.
-    for name, model, workers, batch in _trace_jobs(args.trace):
+    for name, model, workers, batch in _trace_jobs(args.trace, models):
         if used + workers > capacity:
             skipped.append(name)
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -71,13 +72,22 @@ def _trace_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--jobs", type=int, default=60, help="number of jobs (default 60)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument(
+        "--models",
+        metavar="FILE",
+        help="YAML adding or replacing models (measured profiles); traces draw from them too",
+    )
 
 
-def _make_trace(kind: str, args: argparse.Namespace, total_gpus: int) -> tuple[Any, str]:
+def _make_trace(
+    kind: str, args: argparse.Namespace, total_gpus: int, models: Any
+) -> tuple[Any, str]:
     from scheduler.traces import TRACE_KINDS, generate_trace, load_trace
 
     if kind in TRACE_KINDS:
-        jobs = generate_trace(kind, total_gpus, jobs=args.jobs, load=args.load, seed=args.seed)
+        jobs = generate_trace(
+            kind, total_gpus, jobs=args.jobs, load=args.load, seed=args.seed, models=models
+        )
         load = f", load={args.load}" if kind == "poisson" else ""
         label = f"{kind} (jobs={len(jobs)}{load}, seed={args.seed})"
         return jobs, label
@@ -88,15 +98,16 @@ def _make_trace(kind: str, args: argparse.Namespace, total_gpus: int) -> tuple[A
         raise UserInputError(
             "--trace: " + did_you_mean(kind, TRACE_KINDS, "trace kind") + " or give a trace file"
         )
-    return load_trace(path), str(path)
+    return load_trace(path, models), str(path)
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from scheduler.profiles import load_models
     from scheduler.traces import write_trace
     from topologies.library import load_topology
 
     topo = load_topology(args.topology)
-    jobs, label = _make_trace(args.kind, args, topo.total_gpus())
+    jobs, label = _make_trace(args.kind, args, topo.total_gpus(), load_models(args.models))
     out = write_trace(jobs, args.out)
     info = {
         "file": str(out),
@@ -116,6 +127,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from emulation.sim_report import format_ratio, write_outputs
     from scheduler.baselines import parse_scheduler_names
     from scheduler.experiment import run_experiment
+    from scheduler.profiles import load_models
     from scheduler.simulator import SimSettings
     from scheduler.traces import check_fits
     from topologies.library import load_topology
@@ -124,11 +136,23 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.candidates < 1:
         raise UserInputError(f"--candidates must be >= 1, got {args.candidates}")
     topo = load_topology(args.topology)
-    jobs, label = _make_trace(args.trace, args, topo.total_gpus())
+    models = load_models(args.models)
+    jobs, label = _make_trace(args.trace, args, topo.total_gpus(), models)
     check_fits(jobs, topo.total_gpus(), label)
     settings = SimSettings(fast_forward=not args.exact, drift_sigma=args.drift, seed=args.seed)
-    show = sys.stderr.isatty() and not args.json
-    if show:
+    run = functools.partial(
+        run_experiment,
+        jobs,
+        topo,
+        names,
+        args.seed,
+        settings,
+        args.candidates,
+        label,
+        models=models,
+        models_label=args.models or "built-in",
+    )
+    if sys.stderr.isatty() and not args.json:
         from rich.progress import Progress
 
         with Progress(transient=False) as bar:
@@ -137,13 +161,11 @@ def _simulate(args: argparse.Namespace) -> int:
             def hook(name: str, done: int, total: int) -> None:
                 bar.update(tasks[name], completed=done)
 
-            exp = run_experiment(
-                jobs, topo, names, args.seed, settings, args.candidates, label, hook
-            )
+            exp = run(progress=hook)
             for n in names:
                 bar.update(tasks[n], completed=len(jobs))
     else:
-        exp = run_experiment(jobs, topo, names, args.seed, settings, args.candidates, label)
+        exp = run()
     paths = write_outputs(exp, args.out)
     if args.json:
         print(paths["summary"].read_text(), end="")
