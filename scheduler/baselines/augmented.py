@@ -8,6 +8,9 @@ base's: Cassini only picks among the base's own placements and adds shifts.
 When the base placed nothing new (nothing to choose), the agents keep the
 grids they have, so they are not re-aligned for nothing. A new schedule
 re-aligns every paced agent (shifts are relative to the decision time).
+With `apply_shifts=False` Cassini still picks the placement but hands the
+agents no schedule: the ablation that separates what placement and what
+time-shifts contribute (`benchmarks/shift_ablation.py`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class CassiniAugmented:
     solver: str = "auto"
     aggregate: str = "total"
     dedicated: bool = False
+    apply_shifts: bool = True
     book: ProfileBook = field(default_factory=ProfileBook, compare=False, repr=False)
     # Link solutions kept across decisions (the same pairs meet again); cleared when full.
     solutions: dict[LinkKey, LinkSolution] = field(default_factory=dict, compare=False, repr=False)
@@ -73,6 +77,15 @@ class CassiniAugmented:
             cache=self.solutions,
         )
         best = decision.best
+        note = f"candidate {best.index} of {len(candidates)}, score {decision.schedule.score:.3f}"
+        if not self.apply_shifts:
+            return Allocation(
+                placement=best.placement,
+                candidates=candidates,
+                work_per_iteration=alloc.work_per_iteration,
+                score=decision.schedule.score,
+                note=note + ", placement only",
+            )
         return Allocation(
             placement=best.placement,
             candidates=candidates,
@@ -82,7 +95,7 @@ class CassiniAugmented:
             periods_ms=dict(best.periods_ms),
             groups=best.groups,
             new_schedule=True,
-            note=f"candidate {best.index} of {len(candidates)}, score {decision.schedule.score:.3f}",
+            note=note,
         )
 
     def next_tick(self, now_s: float, view: ClusterView) -> float:
