@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
 from .common import add_topology_argument
+
+if TYPE_CHECKING:
+    from scheduler.profiles import ModelSpec
 
 SNAPSHOT_JOBS: tuple[tuple[str, int], ...] = (
     # (model, workers): 24 GPUs on the default testbed. No 6-worker job fits
@@ -219,7 +223,9 @@ def _snapshot_jobs() -> list[tuple[str, str, int, int | None]]:
     ]
 
 
-def _trace_jobs(spec: str, models: Any) -> list[tuple[str, str, int, int | None]]:
+def _trace_jobs(
+    spec: str, models: Mapping[str, ModelSpec]
+) -> list[tuple[str, str, int, int | None]]:
     if spec == "snapshot":
         return _snapshot_jobs()
     from scheduler.traces import load_trace

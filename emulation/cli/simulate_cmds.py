@@ -6,12 +6,16 @@ import argparse
 import functools
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
 from .common import add_topology_argument
+
+if TYPE_CHECKING:
+    from scheduler.profiles import ModelSpec
 
 DEFAULT_SCHEDULERS = "themis,th+cassini,pollux,po+cassini,random,ideal"
 
@@ -80,7 +84,7 @@ def _trace_options(p: argparse.ArgumentParser) -> None:
 
 
 def _make_trace(
-    kind: str, args: argparse.Namespace, total_gpus: int, models: Any
+    kind: str, args: argparse.Namespace, total_gpus: int, models: Mapping[str, ModelSpec]
 ) -> tuple[Any, str]:
     from scheduler.traces import TRACE_KINDS, generate_trace, load_trace
 
