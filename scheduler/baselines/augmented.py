@@ -15,10 +15,11 @@ time-shifts contribute (`benchmarks/shift_ablation.py`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from scheduler.cassini import LinkKey, choose
+from scheduler.cassini import CandidateResult, CassiniDecision, LinkKey, choose
 from scheduler.compatibility import LinkSolution
 from topologies.model import DirectedLink
 from topologies.routing import Router
@@ -48,17 +49,29 @@ class CassiniAugmented:
         return self.base.migration_s
 
     def decide(self, view: ClusterView) -> Allocation:
+        alloc, decision = self.rank(view)
+        if decision is None:
+            return alloc
+        return self.allocation(alloc, decision.best)
+
+    def rank(self, view: ClusterView) -> tuple[Allocation, CassiniDecision | None]:
+        """The base's allocation and Cassini's evaluation of its candidates.
+
+        No evaluation (None) when the base placed nothing new; the allocation
+        then keeps every agent's grid.
+        """
         alloc = self.base.decide(view)
         by_name = {j.name: j for j in view.jobs}
         previous = {j.name: j.servers for j in view.running()}
         moved = [n for n, s in alloc.placement.items() if sorted(s) != sorted(previous.get(n, ()))]
         if not moved:
-            return Allocation(
+            kept = Allocation(
                 placement=alloc.placement,
                 candidates=alloc.candidates,
                 work_per_iteration=alloc.work_per_iteration,
                 note="no new placement: agents keep their grids",
             )
+            return kept, None
         candidates = alloc.candidates or (alloc.placement,)
         profiles = {
             name: self.book.get(by_name[name].model, len(servers), by_name[name].batch_size)
@@ -76,24 +89,28 @@ class CassiniAugmented:
             aggregate=self.aggregate,
             cache=self.solutions,
         )
-        best = decision.best
-        note = f"candidate {best.index} of {len(candidates)}, score {decision.schedule.score:.3f}"
+        return replace(alloc, candidates=candidates), decision
+
+    def allocation(self, alloc: Allocation, chosen: CandidateResult) -> Allocation:
+        """Run `chosen` (normally the best candidate) with the base's work split."""
+        score = chosen.score if not math.isnan(chosen.score) else 0.0
+        note = f"candidate {chosen.index} of {len(alloc.candidates)}, score {score:.3f}"
         if not self.apply_shifts:
             return Allocation(
-                placement=best.placement,
-                candidates=candidates,
+                placement=chosen.placement,
+                candidates=alloc.candidates,
                 work_per_iteration=alloc.work_per_iteration,
-                score=decision.schedule.score,
+                score=score,
                 note=note + ", placement only",
             )
         return Allocation(
-            placement=best.placement,
-            candidates=candidates,
-            shifts_ms=dict(best.shifts_ms),
+            placement=chosen.placement,
+            candidates=alloc.candidates,
+            shifts_ms=dict(chosen.shifts_ms),
             work_per_iteration=alloc.work_per_iteration,
-            score=decision.schedule.score,
-            periods_ms=dict(best.periods_ms),
-            groups=best.groups,
+            score=score,
+            periods_ms=dict(chosen.periods_ms),
+            groups=chosen.groups,
             new_schedule=True,
             note=note,
         )
