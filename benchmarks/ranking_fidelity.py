@@ -1,0 +1,114 @@
+"""Does Cassini's predicted cost rank placements the way the simulator does?
+
+Run by hand: `.venv/bin/python benchmarks/ranking_fidelity.py [--seeds 1-8]
+[--candidates 10] [--models FILE]`. In the dynamic trace, DLRM and ResNet50
+arrive into a full cluster and Themis offers up to `--candidates` of the 12
+placements it rates equal. For each this runs the simulation with that
+placement (and the time-shifts Cassini would give it; so candidate 0,
+Themis's own pick, runs as Cassini would run it), then compares Cassini's
+predicted cost (its ranking value: oversubscription summed over shared links
+plus pacing idle) with the congestion the simulator measures. Per seed it
+prints the rank correlation (Spearman), the congestion of Themis's own pick
+(candidate 0), of Cassini's choice and of the best placement on offer:
+Themis's over the best is the largest congestion ratio any ranking of these
+placements could reach.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import numpy as np
+from seed_sweep import seed_list
+
+from scheduler.baselines.augmented import CassiniAugmented
+from scheduler.baselines.base import Allocation, ClusterView, ProfileBook
+from scheduler.baselines.registry import make_scheduler
+from scheduler.experiment import summarise
+from scheduler.profiles import load_models
+from scheduler.simulator import SimSettings, simulate
+from scheduler.traces import dynamic_trace
+from topologies.library import load_topology
+from topologies.routing import Router
+
+NEWCOMER = "new-dlrm"
+
+
+@dataclass
+class RunCandidate:
+    """Th+Cassini, except that the newcomers get candidate `index`, not the best."""
+
+    inner: CassiniAugmented
+    index: int
+    predicted: list[float]
+    chosen: list[int]
+    dedicated: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"candidate-{self.index}"
+
+    @property
+    def migration_s(self) -> float:
+        return self.inner.migration_s
+
+    def next_tick(self, now_s: float, view: ClusterView) -> float:
+        return self.inner.next_tick(now_s, view)
+
+    def decide(self, view: ClusterView) -> Allocation:
+        alloc, decision = self.inner.rank(view)
+        if decision is None:
+            return alloc
+        arriving = NEWCOMER in alloc.placement and all(j.name != NEWCOMER for j in view.running())
+        if not arriving:
+            return self.inner.allocation(alloc, decision.best)
+        self.predicted[:] = [-c.value for c in decision.candidates]
+        self.chosen[:] = [decision.best.index]
+        chosen = decision.candidates[min(self.index, len(decision.candidates) - 1)]
+        return self.inner.allocation(alloc, chosen)
+
+
+def ranks(values: list[float]) -> np.ndarray:
+    return np.argsort(np.argsort(np.asarray(values), kind="stable"), kind="stable")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", default="1-8", type=seed_list)
+    ap.add_argument("--candidates", type=int, default=10)
+    ap.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    args = ap.parse_args()
+    topo = load_topology("cassini-testbed")
+    router = Router(topo)
+    models = load_models(args.models)
+    book = ProfileBook(models, nic_gbps=topo.nic_gbps())
+    for seed in args.seeds:
+        trace = dynamic_trace(topo.total_gpus(), seed, models=models)
+        predicted: list[float] = []
+        chosen: list[int] = []
+        simulated: list[float] = []
+        index = 0
+        while index == 0 or index < len(predicted):
+            inner = make_scheduler("th+cassini", topo, seed, args.candidates, router, book=book)
+            assert isinstance(inner, CassiniAugmented)
+            sched = RunCandidate(inner, index, predicted, chosen)
+            result = simulate(trace, topo, sched, SimSettings(seed=seed), router, book=book)
+            simulated.append(summarise(result).oversub_link_s)
+            index += 1
+        pick = chosen[0]
+        rho = float(np.corrcoef(ranks(predicted), ranks(simulated))[0, 1])
+        themis, ours, best = simulated[0], simulated[pick], min(simulated)
+        print(
+            f"seed {seed}: {len(predicted)} placements, rank correlation {rho:.2f}; "
+            f"oversubscribed link-s: Themis's pick {themis:.1f}, Cassini's {ours:.1f}, "
+            f"best on offer {best:.1f}; congestion ratio {themis / ours:.2f}x, "
+            f"at most {themis / best:.2f}x"
+        )
+        for i, (p, s) in enumerate(zip(predicted, simulated, strict=True)):
+            mark = "  <- Cassini's choice" if i == pick else ""
+            print(f"  candidate {i}: predicted cost {p:6.3f}  simulated {s:7.1f}{mark}")
+
+
+if __name__ == "__main__":
+    main()
