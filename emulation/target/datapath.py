@@ -35,6 +35,7 @@ from controlplane.p4info import load_p4info
 from topologies.errors import UserInputError
 
 from .packet import parse_mac_control
+from .port_stats import STAT_NAMES
 from .ports import (
     MAX_FRAME_BYTES,
     PACKET_OUTGOING,
@@ -115,6 +116,8 @@ class Pipeline:
         self.pfc_received = [0] * n  # PFC and 802.3x PAUSE frames
         self.mac_control_ignored = [0] * n
         self.to_unknown_port = [0] * n
+        self.rx_overruns = [0] * n  # frames the kernel dropped before we read them
+        self.send_errors = [0] * n  # finished frames a host socket refused
         names = checked_counter_names()
         tm = self.tm
         self._counter_sources = [
@@ -188,6 +191,30 @@ class Pipeline:
                     seen_packets[port] = packets[port]
                     array[port, 1] += byte_counts[port] - seen_bytes[port]
                     seen_bytes[port] = byte_counts[port]
+
+    def port_stats(self) -> dict[str, dict[int, int]]:
+        """Every statistic of `STAT_NAMES`, per port (non-zero ones only)."""
+        tm = self.tm
+        named: dict[str, list[int]] = {
+            "rx_packets": self.rx_packets,
+            "rx_bytes": self.rx_bytes,
+            "tx_packets": tm.tx_packets,
+            "tx_bytes": tm.tx_bytes,
+            "ecn_marked": tm.marked_packets,
+            "wred_dropped": tm.wred_dropped_packets,
+            "tail_dropped": tm.tail_dropped_packets,
+            "forward_misses": self.forward_misses,
+            "to_unknown_port": self.to_unknown_port,
+            "malformed": self.malformed,
+            "rx_overruns": self.rx_overruns,
+            "send_errors": self.send_errors,
+            "pfc_received": self.pfc_received,
+            "mac_control_ignored": self.mac_control_ignored,
+            "pfc_pauses_sent": tm.pfc_pauses_sent,
+            "pfc_resumes_sent": tm.pfc_resumes_sent,
+        }
+        assert tuple(named) == STAT_NAMES
+        return {name: {p: v for p, v in enumerate(values) if v} for name, values in named.items()}
 
     def stats(self) -> dict[str, dict[int, int]]:
         """Drops and events that have no P4 counter, per port (for logs and tests)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -27,6 +27,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from controlplane.p4info import load_p4info
 from emulation.target.device import Device, Session, StreamEnd
 from emulation.target.entries import EntryError
+from emulation.target.port_stats import PortCounters
 from emulation.target.state import DataplaneState
 from topologies.errors import UserInputError
 
@@ -197,11 +198,14 @@ def serve(
     state: DataplaneState | None = None,
     p4info_check: bool = True,
     max_workers: int = DEFAULT_MAX_WORKERS,
+    port_counters: Callable[[], Sequence[PortCounters]] | None = None,
 ) -> RunningServer:
     """Start a P4Runtime server for one device on `address` (port 0: any free port).
 
     With p4info_check, only a P4Info matching the Cassini pipeline is accepted;
-    without it any P4Info of tables, actions and counters is.
+    without it any P4Info of tables, actions and counters is. With
+    port_counters, the same server also answers gNMI for the interface
+    counters it returns (as Stratum serves both on one port).
     """
     state = state if state is not None else DataplaneState()
     reference = load_p4info() if p4info_check else None
@@ -215,6 +219,10 @@ def serve(
         ],
     )
     p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(P4RuntimeServicer(device), server)
+    if port_counters is not None:
+        from emulation.target.gnmi_service import add_gnmi_service
+
+        add_gnmi_service(server, port_counters)
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as err:

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any
 
 from .datapath import Datapath, Pipeline
+from .port_stats import PortCounters, port_counters
 from .ports import PortSocket, open_ports
 from .state import DataplaneState
 from .tm_config import TmConfig
@@ -67,7 +68,12 @@ class SoftwareSwitch:
             if self.requested_grpc_address is not None:
                 from .p4runtime_service import serve
 
-                self.server = serve(self.device_id, self.requested_grpc_address, self.state)
+                self.server = serve(
+                    self.device_id,
+                    self.requested_grpc_address,
+                    self.state,
+                    port_counters=self.port_counters,
+                )
                 log.info("device %d: P4Runtime service on %s", self.device_id, self.grpc_address)
             self.datapath = Datapath(self.pipeline, self._sockets)
             self.datapath.start()
@@ -80,6 +86,18 @@ class SoftwareSwitch:
             ", ".join(f"{p}@{name}" for p, name in sorted(self.port_names.items())),
         )
         return self
+
+    def stats(self) -> dict[str, dict[int, int]]:
+        """Every per-port statistic of the packet path ({name: {port: value}}, see port_stats)."""
+        if self.pipeline is None:
+            return {}
+        return self.pipeline.port_stats()
+
+    def port_counters(self) -> list[PortCounters]:
+        """Interface counters of every port (attached and cabled), as gNMI serves them."""
+        if self.pipeline is None:
+            return []
+        return port_counters(self.stats(), self.port_names, self.pipeline.ports)
 
     def stop(self) -> None:
         """Stop the packet loop, the gRPC server, and close the sockets (idempotent)."""
