@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -75,6 +76,8 @@ FABRIC_PREFIX_BASE = "cas"
 # jitter low on a shared machine.
 SWITCH_NICE = -10
 READY_PATTERN = re.compile(r"ready: device \d+, P4Runtime on (\S+)")
+# How many of the switch's last log lines a failure report quotes.
+FAILURE_LOG_LINES = 10
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,38 @@ def tm_config_to_dict(tm: TmConfig) -> dict[str, Any]:
 def _check_scale(scale: float) -> None:
     if isinstance(scale, bool) or not isinstance(scale, int | float) or not 0 < scale <= 1:
         raise UserInputError(f"--scale: expected a factor in (0, 1], got {scale!r}")
+
+
+def describe_exit(
+    what: str,
+    pid: int,
+    returncode: int,
+    log_tail: Sequence[str] = (),
+    lines: int = FAILURE_LOG_LINES,
+) -> str:
+    """Why a process ended, in one sentence plus its last log lines.
+
+    A negative return code is a signal (subprocess's convention), named so the
+    reader need not look it up:
+
+    >>> print(describe_exit("the switch", 4242, -9, ["ready: device 1"]))
+    the switch (pid 4242) was killed by SIGKILL (signal 9); last log lines:
+      ready: device 1
+    >>> describe_exit("the switch", 4242, 3)
+    'the switch (pid 4242) exited with code 3 (no log output)'
+    """
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "an unknown signal"
+        cause = f"was killed by {name} (signal {-returncode})"
+    else:
+        cause = f"exited with code {returncode}"
+    tail = [line for line in log_tail if line.strip()][-lines:] if lines > 0 else []
+    if not tail:
+        return f"{what} (pid {pid}) {cause} (no log output)"
+    return f"{what} (pid {pid}) {cause}; last log lines:\n" + "\n".join(f"  {t}" for t in tail)
 
 
 @dataclass(frozen=True)
@@ -468,6 +503,44 @@ class EmulatedFabric:
                     process.kill()
                     process.wait()
 
+    # --- watching -------------------------------------------------------------
+
+    @property
+    def switch_pid(self) -> int | None:
+        """The switch process's pid (None when the switch runs in this process or is stopped)."""
+        return None if self._process is None else self._process.pid
+
+    def switch_failure(self) -> str | None:
+        """None while the switch process runs; once it has ended, which process and why.
+
+        A fabric whose switch died still has its namespaces and answers
+        nothing, so whoever keeps a fabric up must poll this rather than
+        trust that bring-up succeeded. The in-process switch is not watched:
+        it dies only with its caller.
+        """
+        process = self._process
+        if process is None or process.poll() is None:
+            return None
+        if self._log_thread is not None:
+            # The log reader sees EOF right after the exit; wait briefly so the
+            # report quotes the switch's last words.
+            self._log_thread.join(timeout=1.0)
+        return describe_exit(
+            "the software switch process", process.pid, process.returncode, list(self._log_tail)
+        )
+
+    def wait_for_failure(self, stop: threading.Event, poll_s: float = 0.2) -> str | None:
+        """Block until `stop` is set (returns None) or the switch dies (returns why).
+
+        A stop wins: Ctrl-C at a terminal reaches the switch too, and its
+        orderly exit then is no failure.
+        """
+        while not stop.wait(poll_s):
+            failure = self.switch_failure()
+            if failure is not None:
+                return failure
+        return None
+
     # --- teardown ---------------------------------------------------------------
 
     def stop(self) -> None:
@@ -550,6 +623,7 @@ __all__ = [
     "EmulatedFabric",
     "EmulationProfile",
     "HostPort",
+    "describe_exit",
     "emulation_profile",
     "port_links",
     "scaled_wred",

@@ -3,7 +3,10 @@
 One namespace per server (ping/iperf from `ip netns exec NS ...`), one
 software switch holding every logical switch, entries installed by the
 control plane. Runs until Ctrl-C; `--check` pings every server pair once and
-exits instead.
+exits instead. Either way a switch process that dies is reported (which pid,
+which signal or exit code, its last log lines) and the command exits with
+status 1 after tearing the fabric down, rather than staying "up" with
+nothing forwarding.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import json
 import signal
 import statistics
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -90,8 +94,12 @@ def _up(args: argparse.Namespace) -> int:
             _print_fabric(fabric, args.json)
             if args.check:
                 status = _check(fabric, args.json)
+                failure = fabric.switch_failure()
             else:
-                _wait_for_stop()
+                failure = _wait_for_stop(fabric)
+            if failure is not None:
+                print(f"cassini: error: fabric {fabric.prefix}: {failure}", file=sys.stderr)
+                status = 1
     except KeyboardInterrupt:
         pass
     if not args.json:
@@ -109,13 +117,13 @@ def _check_prefix(prefix: str) -> None:
         )
 
 
-def _wait_for_stop() -> None:
+def _wait_for_stop(fabric: EmulatedFabric) -> str | None:
+    """Until Ctrl-C (None) or until the switch dies (why, from the fabric)."""
     print("up; Ctrl-C to tear down", flush=True)
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
     try:
-        while not stop.wait(0.5):
-            pass
+        return fabric.wait_for_failure(stop)
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -127,6 +135,7 @@ def _fabric_facts(fabric: EmulatedFabric) -> dict[str, Any]:
         "prefix": fabric.prefix,
         "grpc": fabric.grpc_address,
         "device_id": fabric.device_id,
+        "switch_pid": fabric.switch_pid,
         "entries": result.desired_count if result else 0,
         "bring_up_s": {k: round(v, 3) for k, v in fabric.timings.items()},
         "profile": fabric.profile.describe(fabric.chip).splitlines(),
@@ -159,6 +168,8 @@ def _print_fabric(fabric: EmulatedFabric, as_json: bool) -> None:
     )
     for line in facts["profile"]:
         print(f"  {line}")
+    if facts["switch_pid"] is not None:
+        print(f"  switch process: pid {facts['switch_pid']}")
     print(f"  {'server':<8} {'namespace':<16} {'ip':<12} {'mac':<18} {'port':>4}  tor")
     for h in facts["hosts"]:
         print(
