@@ -8,6 +8,11 @@ previous one has finished serialising); WRED/ECN on enqueue; tail drop at
 the queue limit or the shared buffer; PFC per ingress port; loopback cables
 carry frames from one port to its peer after the cable delay.
 
+A frame WRED marks on enqueue is counted as marked only when it leaves:
+a marked frame the queue limit then drops is a tail drop and nothing else,
+so `marked_packets` never exceeds `tx_packets` and equals the CE frames
+the port sent (the ecn_marked counter: "frames that left CE-marked").
+
 Everything happens on one event heap in virtual time, in time order: a frame
 finishing its reception at a port (from a host, or from a cable at departure
 end + cable delay), a port's transmitter taking the next queued frame, a
@@ -82,7 +87,8 @@ class TrafficManager:
         # completes (the pipeline's ingress); None leaves them in `arrived`.
         self.on_arrival = on_arrival
         n = COUNTER_CELLS
-        self.queues: list[deque[tuple[bytes, int, int]]] = [deque() for _ in range(n)]
+        # Queued (frame, ingress port, cells, CE-marked by this port's WRED).
+        self.queues: list[deque[tuple[bytes, int, int, bool]]] = [deque() for _ in range(n)]
         self.queue_cells = [0] * n
         self.peak_queue_cells = [0] * n  # deepest queue an arriving frame joined
         self.queue_limit = [config.queue_cells(p) for p in range(n)]
@@ -194,6 +200,7 @@ class TrafficManager:
         cell_bytes = self.config.cell_bytes
         cells = (len(frame) + cell_bytes - 1) // cell_bytes
         verdict = Verdict.QUEUED
+        marked_here = False
         profile = self.wred.get(out_port)
         if profile is not None and depth > profile.min_cells:
             if depth > profile.max_cells:
@@ -212,8 +219,8 @@ class TrafficManager:
                     # Back to bytes: a frame may re-enter a pipeline through a cable
                     # and its destination MAC is a dict key there.
                     frame = bytes(marked)
-                    self.marked_packets[out_port] += 1
-                    self.marked_bytes[out_port] += len(frame)
+                    # Counted when it leaves (_start): it may still be tail-dropped.
+                    marked_here = True
                     verdict = Verdict.MARKED
                 elif ecn != ECN_CE:
                     # Not ECN-capable (or not IPv4): RED drops where it would mark.
@@ -231,7 +238,7 @@ class TrafficManager:
 
         if depth == 0 and self.tx_free_at[out_port] < now:
             self.tx_free_at[out_port] = now  # the port was idle: no credit for idle time
-        self.queues[out_port].append((frame, in_port, cells))
+        self.queues[out_port].append((frame, in_port, cells, marked_here))
         depth += cells
         self.queue_cells[out_port] = depth
         if depth > self.peak_queue_cells[out_port]:
@@ -312,24 +319,31 @@ class TrafficManager:
         if self.tx_free_at[port] > now + TIME_EPSILON_S or self.paused_until[port] > now:
             self._schedule_start(port, now)
             return
-        frame, in_port, cells = queue.popleft()
+        frame, in_port, cells, marked = queue.popleft()
         self.queue_cells[port] -= cells
         self.buffered_cells -= cells
         held = self.ingress_cells[in_port] - cells
         self.ingress_cells[in_port] = held
-        self._start(port, frame, now)
+        self._start(port, frame, now, marked)
         if self.ingress_paused[in_port] and held <= self.xon_cells:
             self._resume_upstream(in_port, now)
         if queue:
             self._schedule_start(port, now)
 
-    def _start(self, port: int, frame: bytes, now: float) -> None:
-        """The frame goes on the wire at `now` and is fully sent one serialisation later."""
+    def _start(self, port: int, frame: bytes, now: float, marked: bool = False) -> None:
+        """The frame goes on the wire at `now` and is fully sent one serialisation later.
+
+        `marked`: this port's WRED set CE on it, so it counts as marked now that
+        it leaves (and only now: see the module docstring).
+        """
         length = len(frame)
         end = now + (length + self.wire_overhead) * self.seconds_per_byte[port]
         self.tx_free_at[port] = end
         self.tx_packets[port] += 1
         self.tx_bytes[port] += length
+        if marked:
+            self.marked_packets[port] += 1
+            self.marked_bytes[port] += length
         peer = self.cable_peer[port]
         if peer >= 0:
             # Store-and-forward: the peer has the frame when its last bit has
