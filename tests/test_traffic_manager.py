@@ -74,6 +74,7 @@ def _mark_fraction(depth: int, tos: int, trials: int = 4000) -> tuple[float, Tra
 def test_wred_marks_ect_linearly_between_thresholds(depth: int, expected: float) -> None:
     fraction, tm = _mark_fraction(depth, tos=0x02)  # ECT(0)
     assert fraction == pytest.approx(expected, abs=0.03)
+    tm.advance(1e6)  # marks count when the frames leave: drain the probes still queued
     assert tm.marked_packets[2] == round(fraction * 4000)
     assert tm.wred_dropped_packets[2] == 0
 
@@ -101,6 +102,68 @@ def test_marked_frames_carry_ce_and_a_valid_checksum() -> None:
 
 def test_wred_is_reproducible_with_a_seed() -> None:
     assert _mark_fraction(170, 0x02, 500)[0] == _mark_fraction(170, 0x02, 500)[0]
+
+
+def _overload(factor: int, seed: int) -> tuple[TrafficManager, list[tuple[int, int, int]]]:
+    """ECT frames into port 3 at `factor` times its rate, from ports 1 and 2 in
+    turn, on a fake clock; WRED marks from a shallow depth and the queue limit
+    is small, so frames are marked and tail-dropped. Returns the TM and, after
+    every step, (tx_packets, marked_packets, tail_dropped_packets) of port 3."""
+    config = TmConfig(
+        default_queue_cells=60,
+        ports={3: PortSettings(rate_gbps=0.01)},
+        pfc=PfcConfig(enabled=False),
+    )
+    wred = {3: WredProfile(min_cells=13, max_cells=40, max_prob_percent=60)}
+    tm = TrafficManager(config, [1, 2, 3], wred, seed=seed)
+    rng = random.Random(seed)
+    per_frame = (1000 + config.wire_overhead_bytes) * 8 / 0.01e9
+    now = 0.0
+    history = []
+    for i in range(2000):
+        tm.enqueue(
+            udp_frame(rng.choice((200, 600, 1000)), tos=rng.choice((1, 2))), 1 + i % 2, 3, now
+        )
+        now += per_frame / factor * rng.uniform(0.5, 1.5)
+        tm.advance(now)
+        history.append((tm.tx_packets[3], tm.marked_packets[3], tm.tail_dropped_packets[3]))
+    while (when := tm.next_event_time()) is not None:
+        tm.advance(when)
+        history.append((tm.tx_packets[3], tm.marked_packets[3], tm.tail_dropped_packets[3]))
+    return tm, history
+
+
+@pytest.mark.parametrize("factor", [2, 10])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_marks_count_frames_that_left_marked_under_overload(factor: int, seed: int) -> None:
+    tm, history = _overload(factor, seed)
+    assert all(marked <= tx for tx, marked, _dropped in history)
+    tx, marked, dropped = history[-1]
+    assert dropped > 0 and marked > 0  # the overload both marked and dropped
+    sent = [frame for port, frame in tm.transmitted if port == 3]
+    assert len(sent) == tx == tm.tx_packets[3]
+    assert sum(Ether(f)[IP].tos & 3 == 3 for f in sent) == marked
+    assert tm.marked_bytes[3] == sum(len(f) for f in sent if Ether(f)[IP].tos & 3 == 3)
+
+
+def test_a_marked_frame_that_is_tail_dropped_is_only_a_tail_drop() -> None:
+    config = TmConfig(default_rate_gbps=0.001, default_queue_cells=30, pfc=PfcConfig(enabled=False))
+    wred = {2: WredProfile(min_cells=0, max_cells=1, max_prob_percent=100)}
+    tm = TrafficManager(config, [1, 2], wred)
+    frame = udp_frame(800, tos=0x02)  # 10 cells
+    verdicts = [tm.enqueue(frame, 1, 2, 0.0) for _ in range(6)]
+    # On the wire at once; queued behind it (empty queue: no WRED); two marked
+    # and queued (20, 30 cells); two marked by WRED but over the 30-cell limit.
+    assert (
+        verdicts
+        == [Verdict.QUEUED, Verdict.QUEUED] + [Verdict.MARKED] * 2 + [Verdict.TAIL_DROPPED] * 2
+    )
+    assert tm.marked_packets[2] == 0  # none has left yet
+    assert tm.tail_dropped_packets[2] == 2
+    tm.advance(1e3)
+    assert tm.tx_packets[2] == 4 and tm.marked_packets[2] == 2
+    assert tm.marked_bytes[2] == 2 * 800
+    assert [Ether(f)[IP].tos & 3 for _p, f in tm.transmitted] == [2, 2, 3, 3]
 
 
 # --- drain rate and tail drop ----------------------------------------------------
@@ -323,6 +386,26 @@ def test_pipeline_counts_and_drops_misses() -> None:
     assert rx[1].tolist() == [2, 300]
     assert int(state.counter(ECN_MARKED).sum()) == 0
     assert int(state.counter(WRED_DROPPED).sum()) == 0
+
+
+def test_mac_control_frames_end_in_the_mac_even_with_a_forwarding_entry() -> None:
+    state = DataplaneState()
+    state.forward[(2, MAC_A)] = 1  # the PFC frame's unicast destination has an entry
+    state.forward[(1, MAC_B)] = 2
+    config = TmConfig(ports={2: PortSettings(rate_gbps=0.01)}, pfc=PfcConfig(enabled=False))
+    pipeline = Pipeline(state, config, [1, 2])
+    pause = MAC_A + build_pfc_frame(MAC_B, 3, 0xFFFF)[6:]
+    pipeline.ingress(2, pause, 0.0)
+    pipeline.ingress(2, MAC_A + MAC_B + bytes.fromhex("88080002") + bytes(46), 0.0)  # other opcode
+    assert pipeline.tm.is_paused(2, 1.0)
+    pipeline.ingress(1, udp_frame(100), 0.0)
+    pipeline.advance(1.0)
+    assert pipeline.tm.transmitted == []  # nothing forwarded to port 1, port 2 paused
+    stats = pipeline.port_stats()
+    assert stats["pfc_received"] == {2: 1} and stats["mac_control_ignored"] == {2: 1}
+    assert stats["rx_packets"] == {1: 1} and stats["tx_packets"] == {}
+    pipeline.flush_counters()
+    assert state.counter(PORT_RX)[2].tolist() == [0, 0]
 
 
 def test_random_bytes_never_crash_the_pipeline() -> None:

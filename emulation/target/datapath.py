@@ -134,6 +134,11 @@ class Pipeline:
         if n < 14:
             self.malformed[port] += 1
             return
+        if frame[12] == 0x88 and frame[13] == 0x08:
+            # MAC control (PAUSE/PFC) ends in the MAC whatever its destination:
+            # never counted as received, never looked up, never forwarded.
+            self._mac_control(port, frame, now)
+            return
         if frame[12] == 8 and frame[13] == 0:  # IPv4: header must be whole
             version_ihl = frame[14] if n > 14 else 0
             if (
@@ -148,10 +153,7 @@ class Pipeline:
         self.rx_bytes[port] += n
         out_port = self.state.forward.get((port, frame[:6]))
         if out_port is None:
-            if frame[12] == 0x88 and frame[13] == 0x08:
-                self._mac_control(port, frame, now)
-            else:
-                self.forward_misses[port] += 1
+            self.forward_misses[port] += 1
             return
         if out_port not in self.valid_ports:
             self.to_unknown_port[port] += 1
@@ -159,9 +161,8 @@ class Pipeline:
         self.tm.enqueue(frame, port, out_port, now)
 
     def _mac_control(self, port: int, frame: bytes, now: float) -> None:
-        # The MAC consumes PAUSE/PFC frames before the pipeline sees them.
-        self.rx_packets[port] -= 1
-        self.rx_bytes[port] -= len(frame)
+        # The MAC consumes PAUSE/PFC frames before the pipeline sees them (so
+        # they are in neither rx_packets nor port_rx).
         pause = parse_mac_control(frame)
         if pause is None:  # other MAC-control opcodes: consumed, nothing to do
             self.mac_control_ignored[port] += 1
