@@ -156,11 +156,16 @@ def run_experiment(
     progress: Callable[[str, int, int], None] | None = None,
     models: Mapping[str, ModelSpec] | None = None,
     models_label: str = "built-in",
+    precision_deg: float = 5.0,
+    aggregate: str = "total",
+    pace: bool = True,
 ) -> Experiment:
     """Simulate every scheduler on the same trace and topology (sequentially).
 
     `models` replaces the built-in catalogue (a user's measured profiles);
     `models_label` says where it came from in the run's metadata.
+    `precision_deg`, `aggregate` and `pace` go to the Cassini variants, so a
+    sweep can vary them (`scheduler.sweep`).
     """
     settings = settings or SimSettings(seed=seed)
     router = Router(topology)
@@ -168,7 +173,17 @@ def run_experiment(
     results: dict[str, SimResult] = {}
     summaries: list[SchedulerSummary] = []
     for name in schedulers:
-        sched = make_scheduler(name, topology, seed, candidates, router, book=book)
+        sched = make_scheduler(
+            name,
+            topology,
+            seed,
+            candidates,
+            router,
+            precision_deg=precision_deg,
+            book=book,
+            aggregate=aggregate,
+            pace=pace,
+        )
         hook = (lambda done, total, _n=name: progress(_n, done, total)) if progress else None
         t0 = time.perf_counter()
         res = simulate(trace, topology, sched, settings, router, progress=hook, book=book)

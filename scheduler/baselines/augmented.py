@@ -38,6 +38,7 @@ class CassiniAugmented:
     precision_deg: float = 5.0
     solver: str = "auto"
     aggregate: str = "total"
+    pace: bool = True
     dedicated: bool = False
     apply_shifts: bool = True
     book: ProfileBook = field(default_factory=ProfileBook, compare=False, repr=False)
@@ -87,6 +88,7 @@ class CassiniAugmented:
             precision_deg=self.precision_deg,
             solver=self.solver,
             aggregate=self.aggregate,
+            pace=self.pace,
             cache=self.solutions,
         )
         return replace(alloc, candidates=candidates), decision

@@ -38,8 +38,13 @@ def make_scheduler(
     period_s: float = 60.0,
     precision_deg: float = 5.0,
     book: ProfileBook | None = None,
+    aggregate: str = "total",
+    pace: bool = True,
 ) -> Scheduler:
-    """Build a scheduler by its CLI name; pass one `book` to share profiles across a run."""
+    """Build a scheduler by its CLI name; pass one `book` to share profiles across a run.
+
+    `precision_deg`, `aggregate` and `pace` are Cassini's knobs (ignored by the bases).
+    """
     key = name.strip().lower()
     book = book or ProfileBook(nic_gbps=topology.nic_gbps())
     info = ClusterInfo.of(topology)
@@ -69,6 +74,8 @@ def make_scheduler(
             topology.capacity_gbps(),
             name=key,
             precision_deg=precision_deg,
+            aggregate=aggregate,
+            pace=pace,
             book=book,
         )
     raise UserInputError(did_you_mean(name, SCHEDULER_NAMES, "scheduler"))
