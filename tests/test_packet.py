@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
+import struct
 
 import pytest
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl
 from scapy.layers.inet import IP, TCP, UDP
-from scapy.layers.l2 import Dot1Q, Ether
+from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 
 from emulation.target.packet import (
     ECN_CE,
@@ -15,12 +16,22 @@ from emulation.target.packet import (
     NOT_IPV4,
     PFC_DST_MAC,
     build_pfc_frame,
+    insert_vlan_tag,
     ipv4_header_checksum,
     ipv4_offset,
     parse_headers,
     parse_mac_control,
     parse_pfc,
     set_ce,
+)
+from emulation.target.ports import (
+    PACKET_AUXDATA,
+    SOL_PACKET,
+    TP_STATUS_USER,
+    TP_STATUS_VLAN_TPID_VALID,
+    TP_STATUS_VLAN_VALID,
+    RxRing,
+    restore_vlan_tag,
 )
 
 
@@ -131,3 +142,87 @@ def test_8023x_pause_reads_as_all_classes() -> None:
     )
     assert parse_pfc(frame) is None
     assert parse_mac_control(frame) == (0xFF, (300,) * 8)
+
+
+# --- VLAN tags the kernel stripped ------------------------------------------------
+
+TAGGED = [
+    Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")
+    / Dot1Q(prio=3, vlan=42)
+    / IP(tos=2)
+    / UDP(),
+    Ether() / Dot1Q(prio=7, dei=1, vlan=4095) / IP() / UDP() / (b"x" * 1400),
+    Ether() / Dot1Q(prio=5, vlan=0) / IP() / UDP(),  # priority-tagged (VID 0): a PFC class
+    Ether() / Dot1AD(prio=1, vlan=100) / Dot1Q(prio=2, vlan=7) / IP() / UDP(),  # QinQ
+]
+
+
+def _stripped(packet: Ether) -> tuple[bytes, int, int]:
+    """What the kernel hands over: the frame without its outer tag, TPID, TCI."""
+    wire = bytes(packet)
+    tpid, tci = int.from_bytes(wire[12:14], "big"), int.from_bytes(wire[14:16], "big")
+    return wire[:12] + wire[16:], tpid, tci
+
+
+@pytest.mark.parametrize("packet", TAGGED, ids=["prio3-vid42", "dei-vid4095", "vid0", "qinq"])
+def test_insert_vlan_tag_rebuilds_scapys_frame(packet: Ether) -> None:
+    stripped, tpid, tci = _stripped(packet)
+    again = insert_vlan_tag(stripped, tpid, tci)
+    assert again == bytes(packet)
+    outer = packet.payload
+    theirs = Ether(again).payload
+    assert (theirs.prio, theirs.dei, theirs.vlan) == (outer.prio, outer.dei, outer.vlan)
+    assert bytes(Ether(again)[IP]) == bytes(packet[IP])
+    assert ipv4_offset(stripped) in (14, 18)  # untagged once stripped (QinQ: inner tag left)
+
+
+def _auxdata(status: int, tci: int = 0, tpid: int = 0, length: int = 60) -> bytes:
+    return struct.pack("=IIIHHHH", status, length, length, 0, 0, tci, tpid)
+
+
+@pytest.mark.parametrize("packet", TAGGED, ids=["prio3-vid42", "dei-vid4095", "vid0", "qinq"])
+def test_recvmsg_auxdata_tag_is_put_back(packet: Ether) -> None:
+    stripped, tpid, tci = _stripped(packet)
+    status = TP_STATUS_USER | TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID
+    timestamp = (1, 35, bytes(16))  # SOL_SOCKET SCM_TIMESTAMPNS comes first
+    ancillary = [timestamp, (SOL_PACKET, PACKET_AUXDATA, _auxdata(status, tci, tpid))]
+    assert restore_vlan_tag(ancillary, stripped) == bytes(packet)
+    # Old kernels: no TPID_VALID bit, the TPID is 802.1Q's.
+    if tpid == 0x8100:
+        old = [(SOL_PACKET, PACKET_AUXDATA, _auxdata(TP_STATUS_VLAN_VALID, tci, 0))]
+        assert restore_vlan_tag(old, stripped) == bytes(packet)
+
+
+def test_recvmsg_without_a_tag_leaves_the_frame_alone() -> None:
+    frame = bytes(Ether() / IP() / UDP())
+    assert restore_vlan_tag([], frame) is frame
+    untagged = [(SOL_PACKET, PACKET_AUXDATA, _auxdata(TP_STATUS_USER, tci=0x1234, tpid=0x8100))]
+    assert restore_vlan_tag(untagged, frame) is frame
+
+
+def test_ring_slots_with_a_stripped_tag_come_back_tagged() -> None:
+    """An RxRing over fake memory laid out as the kernel's tpacket2 slots."""
+    slot = 2048
+    packets = [TAGGED[0], Ether() / IP() / UDP(), TAGGED[3]]
+    memory = bytearray(slot * 4)
+    for i, packet in enumerate(packets):
+        wire = bytes(packet)
+        if wire[12:14] in (b"\x81\x00", b"\x88\xa8"):
+            frame, tpid, tci = _stripped(packet)
+            status = TP_STATUS_USER | TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID
+        else:
+            frame, tpid, tci, status = wire, 0, 0, TP_STATUS_USER
+        mac = 80
+        header = struct.pack(
+            "=IIIHHIIHH", status, len(frame), len(frame), mac, mac + 14, 7, 5, tci, tpid
+        )
+        memory[i * slot : i * slot + len(header)] = header
+        memory[i * slot + mac : i * slot + mac + len(frame)] = frame
+    ring = RxRing.__new__(RxRing)
+    ring.memory = memory  # type: ignore[assignment]
+    ring.slot_bytes, ring.slots, ring.next_slot, ring.truncated = slot, 4, 0, 0
+    got = ring.receive_stamped(8)
+    assert [frame for _stamp, frame in got] == [bytes(p) for p in packets]
+    assert [stamp for stamp, _frame in got] == [pytest.approx(7 + 5e-9)] * 3
+    assert all(memory[i * slot] == 0 for i in range(3))  # handed back to the kernel
+    assert ring.truncated == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl
 from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
+from scapy.layers.l2 import Dot1Q, Ether
 
 from emulation.target.datapath import ECN_MARKED, PORT_RX, PORT_TX, WRED_DROPPED, Pipeline
 from emulation.target.packet import build_pfc_frame, ipv4_header_checksum
@@ -98,6 +98,30 @@ def test_marked_frames_carry_ce_and_a_valid_checksum() -> None:
         again = ip.copy()
         del again.chksum
         assert IP(bytes(again)).chksum == ip.chksum
+
+
+def test_wred_finds_the_ipv4_header_behind_a_vlan_tag() -> None:
+    config = TmConfig(default_rate_gbps=0.001, pfc=PfcConfig(enabled=False))
+    wred = {2: WredProfile(min_cells=0, max_cells=1, max_prob_percent=100)}
+    tm = TrafficManager(config, [1, 2], wred)
+    tagged = bytes(
+        Ether(dst=MAC_B.hex(":"), src=MAC_A.hex(":"))
+        / Dot1Q(prio=3, vlan=42)
+        / IP(tos=0x02)
+        / UDP()
+        / (b"\x00" * 900)
+    )
+    verdicts = [tm.enqueue(tagged, 1, 2, 0.0) for _ in range(4)]
+    assert verdicts[2:] == [Verdict.MARKED, Verdict.MARKED]
+    tm.advance(1e3)
+    sent = [Ether(f) for _p, f in tm.transmitted]
+    assert [p[IP].tos & 3 for p in sent] == [2, 2, 3, 3]
+    assert all((p[Dot1Q].prio, p[Dot1Q].vlan) == (3, 42) for p in sent)
+    for packet in sent:
+        again = packet[IP].copy()
+        del again.chksum
+        assert IP(bytes(again)).chksum == packet[IP].chksum
+    assert tm.marked_packets[2] == 2 and tm.marked_bytes[2] == 2 * len(tagged)
 
 
 def test_wred_is_reproducible_with_a_seed() -> None:

@@ -32,6 +32,8 @@ MALFORMED = -2
 
 _PFC_BODY = struct.Struct("!HH8H")  # opcode, class-enable vector, 8 pause times
 _ETH_HEADER = struct.Struct("!6s6sH")
+_VLAN_TAG = struct.Struct("!HH")  # TPID, TCI (PCP 3 bits, DEI 1 bit, VID 12 bits)
+VLAN_TAG_BYTES = _VLAN_TAG.size
 
 
 def ipv4_offset(frame: bytes | bytearray) -> int:
@@ -62,6 +64,15 @@ def ipv4_offset(frame: bytes | bytearray) -> int:
     if total_length < 4 * ihl:
         return MALFORMED
     return offset
+
+
+def insert_vlan_tag(frame: bytes | bytearray, tpid: int, tci: int) -> bytes:
+    """`frame` with an 802.1Q tag (TPID, then PCP/DEI/VID as `tci`) after the MACs.
+
+    The kernel hands AF_PACKET readers received frames with their outer tag
+    stripped into metadata; this puts it back where it was on the wire.
+    """
+    return bytes(frame[:12]) + _VLAN_TAG.pack(tpid, tci) + bytes(frame[12:])
 
 
 def set_ce(frame: bytearray, ip_offset: int) -> None:

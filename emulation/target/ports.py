@@ -10,6 +10,11 @@ Every frame comes with the time the kernel received it (the mmap ring's
 tp_sec/tp_nsec, or SO_TIMESTAMPNS ancillary data on the recvmsg path), so a
 switch thread that reads late still knows when each frame was on the wire.
 Both are CLOCK_REALTIME; the datapath maps them onto its own clock.
+
+The kernel strips a received frame's outer 802.1Q tag into metadata (the
+ring header's tp_vlan_tci/tp_vlan_tpid, or a PACKET_AUXDATA message on the
+recvmsg path); both paths put it back at offset 12, so a tagged frame leaves
+tagged, with its priority bits, and is counted at its full length.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from pathlib import Path
 
 from topologies.errors import UserInputError, did_you_mean
 
+from .packet import ETHERTYPE_VLAN, insert_vlan_tag
+
 log = logging.getLogger(__name__)
 
 ETH_P_ALL = 0x0003
@@ -31,6 +38,7 @@ SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_IGNORE_OUTGOING = 23  # Linux >= 4.20
+PACKET_AUXDATA = 8
 PACKET_OUTGOING = 4
 SO_SNDBUFFORCE = 32  # not exported by Python's socket module
 SO_RCVBUFFORCE = 33
@@ -39,18 +47,26 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 _TIMESPEC = struct.Struct("=qq")
 TIMESTAMP_ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
+# struct tpacket_auxdata: tp_status, tp_len, tp_snaplen, tp_mac, tp_net,
+# tp_vlan_tci, tp_vlan_tpid.
+_AUXDATA = struct.Struct("=IIIHHHH")
+# Room for both control messages of a recvmsg(): the timestamp and the auxdata.
+RECV_ANCILLARY_BYTES = TIMESTAMP_ANCILLARY_BYTES + socket.CMSG_SPACE(_AUXDATA.size)
 SOCKET_BUFFER_BYTES = 8 * 1024 * 1024
 PACKET_RX_RING = 5
 PACKET_VERSION = 10
 TPACKET_V2 = 1
 TP_STATUS_USER = 1
+TP_STATUS_VLAN_VALID = 1 << 4  # tp_vlan_tci holds the stripped tag's TCI
+TP_STATUS_VLAN_TPID_VALID = 1 << 6  # tp_vlan_tpid holds its TPID (else 0x8100)
 # (our choice) ~7 ms of backlog at 300 kpps; the kernel pins RING_FRAMES x slot
 # bytes per port (4 MiB at a 1500-byte MTU).
 RING_FRAMES = 2048
 RING_BLOCK_BYTES = 1 << 17
 # tpacket2_hdr: tp_status, tp_len, tp_snaplen, tp_mac (offset of the frame in the
-# slot), tp_net, tp_sec, tp_nsec (when the kernel received the frame, CLOCK_REALTIME)
-_TPACKET2 = struct.Struct("=4xIIH2xII")
+# slot), tp_net, tp_sec, tp_nsec (when the kernel received the frame, CLOCK_REALTIME),
+# tp_vlan_tci, tp_vlan_tpid (the tag the kernel stripped, if the status says so)
+_TPACKET2 = struct.Struct("=IIIH2xIIHH")
 # Largest frame we read: a 9000-byte jumbo MTU plus Ethernet and one VLAN tag.
 MAX_FRAME_BYTES = 9000 + 18
 
@@ -104,7 +120,8 @@ class RxRing:
         return [frame for _stamp, frame in self.receive_stamped(limit)]
 
     def receive_stamped(self, limit: int) -> list[tuple[float, bytes]]:
-        """Up to `limit` (kernel receive time in CLOCK_REALTIME seconds, frame), oldest first."""
+        """Up to `limit` (kernel receive time in CLOCK_REALTIME seconds, frame), oldest
+        first; a tag the kernel stripped is back in the frame."""
         memory = self.memory
         unpack = _TPACKET2.unpack_from
         slot_bytes = self.slot_bytes
@@ -115,9 +132,14 @@ class RxRing:
             offset = index * slot_bytes
             if not memory[offset] & TP_STATUS_USER:
                 break
-            length, snaplen, mac, seconds, nanoseconds = unpack(memory, offset)
+            status, length, snaplen, mac, seconds, nanoseconds, tci, tpid = unpack(memory, offset)
             start = offset + mac
-            frames.append((seconds + nanoseconds * 1e-9, memory[start : start + snaplen]))
+            frame = memory[start : start + snaplen]
+            if status & TP_STATUS_VLAN_VALID:
+                if not status & TP_STATUS_VLAN_TPID_VALID:
+                    tpid = ETHERTYPE_VLAN
+                frame = insert_vlan_tag(frame, tpid, tci)
+            frames.append((seconds + nanoseconds * 1e-9, frame))
             if snaplen != length:
                 self.truncated += 1
             memory[offset : offset + 4] = b"\0\0\0\0"  # back to the kernel
@@ -138,6 +160,24 @@ def ancillary_timestamp(ancillary: list[tuple[int, int, bytes]]) -> float | None
             seconds, nanoseconds = _TIMESPEC.unpack_from(data)
             return seconds + nanoseconds * 1e-9
     return None
+
+
+def restore_vlan_tag(ancillary: list[tuple[int, int, bytes]], frame: bytes) -> bytes:
+    """`frame` as it was on the wire: with the 802.1Q tag the kernel stripped into
+    the PACKET_AUXDATA message of a recvmsg() result, if any (else `frame` itself).
+
+    The socket must have PACKET_AUXDATA on (open_port does it) and recvmsg()
+    room for it (RECV_ANCILLARY_BYTES).
+    """
+    for level, kind, data in ancillary:
+        if level == SOL_PACKET and kind == PACKET_AUXDATA and len(data) >= _AUXDATA.size:
+            status, _len, _snaplen, _mac, _net, tci, tpid = _AUXDATA.unpack_from(data)
+            if not status & TP_STATUS_VLAN_VALID:
+                return frame
+            if not status & TP_STATUS_VLAN_TPID_VALID:
+                tpid = ETHERTYPE_VLAN
+            return insert_vlan_tag(frame, tpid, tci)
+    return frame
 
 
 def interface_names() -> list[str]:
@@ -181,6 +221,8 @@ def open_port(port: int, ifname: str, use_ring: bool = True) -> PortSocket:
         # Stamps every received skb when it enters the stack (also fills the ring's
         # tp_sec/tp_nsec at that moment rather than when the ring copy is made).
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        # The stripped VLAN tag of every frame read with recvmsg() (restore_vlan_tag).
+        sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         sock.bind((ifname, ETH_P_ALL))
         membership = struct.pack("iHH8s", index, PACKET_MR_PROMISC, 0, b"")
         sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, membership)
