@@ -15,6 +15,8 @@ The kernel strips a received frame's outer 802.1Q tag into metadata (the
 ring header's tp_vlan_tci/tp_vlan_tpid, or a PACKET_AUXDATA message on the
 recvmsg path); both paths put it back at offset 12, so a tagged frame leaves
 tagged, with its priority bits, and is counted at its full length.
+`PortSocket.read_drops` reports the frames the kernel dropped because the
+ring or the socket buffer was full (PACKET_STATISTICS).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_IGNORE_OUTGOING = 23  # Linux >= 4.20
+PACKET_STATISTICS = 6
 PACKET_AUXDATA = 8
 PACKET_OUTGOING = 4
 SO_SNDBUFFORCE = 32  # not exported by Python's socket module
@@ -52,6 +55,8 @@ TIMESTAMP_ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
 _AUXDATA = struct.Struct("=IIIHHHH")
 # Room for both control messages of a recvmsg(): the timestamp and the auxdata.
 RECV_ANCILLARY_BYTES = TIMESTAMP_ANCILLARY_BYTES + socket.CMSG_SPACE(_AUXDATA.size)
+# struct tpacket_stats: tp_packets (including drops), tp_drops.
+_TPACKET_STATS = struct.Struct("=II")
 SOCKET_BUFFER_BYTES = 8 * 1024 * 1024
 PACKET_RX_RING = 5
 PACKET_VERSION = 10
@@ -91,6 +96,17 @@ class PortSocket:
         if self.rx_ring is not None:
             self.rx_ring.close()
         self.sock.close()
+
+    def read_drops(self) -> int:
+        """Frames the kernel dropped for this socket since the last call (ring or
+        receive buffer full: the switch did not read fast enough).
+
+        PACKET_STATISTICS resets the kernel's counts when read, so only this
+        method may read it.
+        """
+        data = self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, _TPACKET_STATS.size)
+        _packets, drops = _TPACKET_STATS.unpack(data)
+        return int(drops)
 
 
 class RxRing:
