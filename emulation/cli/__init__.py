@@ -19,6 +19,7 @@ from . import (
     fabric_cmds,
     schedule_cmds,
     simulate_cmds,
+    sweep_cmds,
     switch_cmds,
     topo_cmds,
 )
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         topo_cmds,
         schedule_cmds,
         simulate_cmds,
+        sweep_cmds,
         controlplane_cmds,
         switch_cmds,
         fabric_cmds,
