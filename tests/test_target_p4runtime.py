@@ -15,7 +15,13 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controlplane.p4info import P4InfoIndex, load_p4info
 from emulation.target.p4runtime_service import RunningServer, serve
-from emulation.target.state import WredProfile
+from emulation.target.state import (
+    Change,
+    ClearTables,
+    ForwardChange,
+    LocalDataplane,
+    WredProfile,
+)
 from topologies.errors import UserInputError
 
 DEVICE_ID = 7
@@ -24,6 +30,18 @@ MAC_B = bytes.fromhex("020000000002")
 TIMEOUT = 5.0
 
 Set = p4runtime_pb2.SetForwardingPipelineConfigRequest
+
+
+class RecordingDataplane(LocalDataplane):
+    """A dataplane that remembers every batch the service sent it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[Change]] = []
+
+    def apply(self, changes: Any) -> None:
+        self.batches.append(list(changes))
+        super().apply(changes)
 
 
 # --- a small client ----------------------------------------------------------------
@@ -562,12 +580,45 @@ def test_rollback_on_error_applies_nothing(
     assert codes == [code_pb2.ABORTED, code_pb2.ABORTED, code_pb2.ALREADY_EXISTS]
     assert server.state.forward == {(9, MAC_B): 9}
     assert len(primary.read(table_entity(p4runtime_pb2.TableEntry()))) == 1
-    expect_rpc_error(
-        grpc.StatusCode.UNIMPLEMENTED,
-        primary.write,
-        update(INSERT, forward_entry(p4, 1, MAC_A, 3)),
-        atomicity=p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC,
-    )
+
+
+def test_rollback_restores_modified_entries_and_sends_nothing_to_the_dataplane(
+    p4: P4InfoIndex,
+) -> None:
+    """A rolled-back batch never reaches the packet path: no emptied table, no counter reset."""
+    recorder = RecordingDataplane()
+    with serve(DEVICE_ID, dataplane=recorder) as running:
+        client = Client(running.address)
+        client.arbitrate(1)
+        client.set_pipeline(p4.p4info)
+        client.write(update(INSERT, forward_entry(p4, 9, MAC_B, 9)))
+        before = list(recorder.batches)
+        for atomicity in (
+            p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR,
+            p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC,
+        ):
+            with pytest.raises(grpc.RpcError):
+                client.write(
+                    update(MODIFY, forward_entry(p4, 9, MAC_B, 5)),
+                    update(INSERT, forward_entry(p4, 1, MAC_A, 3)),
+                    update(INSERT, forward_entry(p4, 1, MAC_A, 3)),  # duplicate: fails
+                    atomicity=atomicity,
+                )
+        assert recorder.batches == before
+        (entity,) = client.read(table_entity(p4runtime_pb2.TableEntry()))
+        assert entity.table_entry.action.action.params[0].value == b"\x09"  # not 5
+        # A good DATAPLANE_ATOMIC batch reaches the packet path as one batch.
+        client.write(
+            update(INSERT, forward_entry(p4, 1, MAC_A, 3)),
+            update(DELETE, forward_entry(p4, 9, MAC_B, None)),
+            atomicity=p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC,
+        )
+        assert recorder.batches[-1] == [
+            ForwardChange(1, MAC_A, 3),
+            ForwardChange(9, MAC_B, None),
+        ]
+        assert not any(isinstance(c, ClearTables) for batch in recorder.batches[1:] for c in batch)
+        client.close()
 
 
 def test_table_size_limit_is_resource_exhausted(clients: Any, p4: P4InfoIndex) -> None:

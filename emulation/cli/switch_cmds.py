@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
-from types import FrameType
+import os
+import sys
 
 from topologies.errors import UserInputError
 
@@ -86,42 +85,31 @@ def parse_interfaces(specs: list[str]) -> dict[int, str]:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from emulation.target.switch import SoftwareSwitch
+    from emulation.target.switch import serve_until_stopped
     from emulation.target.tm_config import TmConfig, load_tm_config
 
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    log = logging.getLogger("cassini.switch")
     ports = parse_interfaces(args.interface)
     tm = load_tm_config(args.tm_config) if args.tm_config else TmConfig()
     if not ports and not tm.loopback_cables:
         raise UserInputError("no ports: attach at least one with -i PORT@IFACE")
-
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    switch = SoftwareSwitch(args.device_id, ports, args.grpc_server_addr, tm, seed=args.seed)
-    try:
-        switch.start()
-        log.info("ready: device %d, P4Runtime on %s", args.device_id, switch.grpc_address)
-        while not stop.wait(0.5):
-            pass
-        log.info("stopping")
-    finally:
-        pipeline = switch.pipeline
-        switch.stop()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    if pipeline is not None:
-        for name, per_port in pipeline.stats().items():
-            if per_port:
-                log.info("%s: %s", name, per_port)
-    return 0
+    code = serve_until_stopped(
+        args.device_id,
+        ports,
+        args.grpc_server_addr,
+        tm,
+        seed=args.seed,
+        log_level=getattr(logging, args.log_level.upper()),
+    )
+    # A gRPC worker may still be parsing a large request in pure Python; waiting
+    # for it at interpreter exit took 16 s. Everything is closed: leave now.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _clean(args: argparse.Namespace) -> int:

@@ -29,7 +29,7 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controlplane.p4info import load_p4info
 from topologies.errors import UserInputError
@@ -47,6 +47,9 @@ from .state import COUNTER_CELLS, DataplaneState
 from .tm_config import TmConfig
 from .traffic_manager import TrafficManager
 
+if TYPE_CHECKING:
+    from .datapath_process import SharedCounters
+
 log = logging.getLogger(__name__)
 
 # P4 names (checked against the P4Info at start-up, the one source of truth).
@@ -61,6 +64,10 @@ COUNTER_NAMES = (PORT_RX, PORT_TX, ECN_MARKED, WRED_DROPPED)
 _RING, _RECV, _RECVFROM, _RECVMSG = 0, 1, 2, 3
 RECV_BATCH = 64  # frames read from one socket before looking at the others
 COUNTER_FLUSH_S = 1e-3
+# (our choice) Per-port statistics (every loss by cause) reach the shared block
+# at most this late; the kernel's receive-overrun counts are read as often.
+STATS_PUBLISH_S = 0.02
+OVERRUNS_CHECK_S = 0.1
 # (our choice) Kernel stamps are trusted from up to 1 s in the past (a loop
 # stalled longer than that has bigger problems) to 1 ms in the future (the
 # error of mapping CLOCK_REALTIME onto the loop's clock is microseconds);
@@ -93,9 +100,14 @@ class Pipeline:
         interface_ports: Iterable[int],
         seed: int = 0,
         port_macs: Mapping[int, bytes] | None = None,
+        counter_names: Sequence[str] | None = None,
+        shared: SharedCounters | None = None,
     ) -> None:
         self.state = state
         self.config = config
+        # In a packet-loop process: the block the counters live in (state's arrays
+        # are views of it) and the statistics are published to.
+        self.shared = shared
         self.interface_ports = sorted(set(interface_ports))
         cabled = set(config.cable_peers())
         both = cabled & set(self.interface_ports)
@@ -118,7 +130,7 @@ class Pipeline:
         self.to_unknown_port = [0] * n
         self.rx_overruns = [0] * n  # frames the kernel dropped before we read them
         self.send_errors = [0] * n  # finished frames a host socket refused
-        names = checked_counter_names()
+        names = tuple(counter_names) if counter_names is not None else checked_counter_names()
         tm = self.tm
         self._counter_sources = [
             (state.counter(names[0]), self.rx_packets, self.rx_bytes),
@@ -182,6 +194,9 @@ class Pipeline:
     def flush_counters(self) -> None:
         """Add what changed since the last flush to the shared P4 counter arrays."""
         ports = self.ports
+        shared = self.shared
+        if shared is not None:
+            shared.begin()
         for (array, packets, byte_counts), (seen_packets, seen_bytes) in zip(
             self._counter_sources, self._flushed, strict=True
         ):
@@ -192,9 +207,29 @@ class Pipeline:
                     seen_packets[port] = packets[port]
                     array[port, 1] += byte_counts[port] - seen_bytes[port]
                     seen_bytes[port] = byte_counts[port]
+        if shared is not None:
+            shared.end()
+
+    def publish_stats(self) -> None:
+        """Copy every per-port statistic into the shared block (process mode only)."""
+        shared = self.shared
+        if shared is None:
+            return
+        ports = self.ports
+        rows = shared.stats
+        shared.begin()
+        for i, values in enumerate(self._stat_lists().values()):
+            rows[i, ports] = [values[p] for p in ports]
+        shared.end()
 
     def port_stats(self) -> dict[str, dict[int, int]]:
         """Every statistic of `STAT_NAMES`, per port (non-zero ones only)."""
+        return {
+            name: {p: v for p, v in enumerate(values) if v}
+            for name, values in self._stat_lists().items()
+        }
+
+    def _stat_lists(self) -> dict[str, list[int]]:
         tm = self.tm
         named: dict[str, list[int]] = {
             "rx_packets": self.rx_packets,
@@ -215,7 +250,7 @@ class Pipeline:
             "pfc_resumes_sent": tm.pfc_resumes_sent,
         }
         assert tuple(named) == STAT_NAMES
-        return {name: {p: v for p, v in enumerate(values) if v} for name, values in named.items()}
+        return named
 
     def stats(self) -> dict[str, dict[int, int]]:
         """Drops and events that have no P4 counter, per port (for logs and tests)."""
@@ -253,6 +288,9 @@ class Datapath:
         self.kernel_timestamps = kernel_timestamps
         self.send_errors = 0
         self.stamp_fallbacks = 0  # frames stamped with their read time instead
+        # Another file descriptor the loop waits on, and what to do when it is
+        # readable (the control socket of a packet-loop process).
+        self.control: tuple[int, Callable[[], None]] | None = None
         self._stopping = False
         self._stall_s = 0.0
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -273,6 +311,12 @@ class Datapath:
             self._thread = None
         os.close(self._wake_fd)
         self._wake_fd = -1
+
+    def request_stop(self) -> None:
+        """Make run() return after the current batch (from the loop's own thread or a signal)."""
+        self._stopping = True
+        with contextlib.suppress(OSError, ValueError):
+            os.eventfd_write(self._wake_fd, 1)
 
     def stall(self, seconds: float) -> None:
         """Make the loop sleep once for `seconds`, as if it had lost its core (for tests)."""
@@ -324,8 +368,13 @@ class Datapath:
             readers[port_socket.fileno()] = reader
             senders[port_socket.port] = sock.send
         epoll.register(wake_fd, select.EPOLLIN)
+        control_fd, on_control = self.control if self.control is not None else (-1, None)
+        if on_control is not None:
+            epoll.register(control_fd, select.EPOLLIN)
         epoll_fd = [epoll.fileno()]
-        last_flush = last_offset_check = clock()
+        last_flush = last_offset_check = last_publish = last_overruns = clock()
+        publish = pipeline.shared is not None
+        unpublished = False  # statistics changed since the last publish_stats()
         offset = self.realtime_offset()
         try:
             while not self._stopping:
@@ -338,9 +387,19 @@ class Datapath:
                 events = epoll.poll(0)
                 if not events:
                     pipeline.flush_counters()
+                    if publish and now - last_overruns >= OVERRUNS_CHECK_S:
+                        unpublished |= self._read_overruns()
+                        last_overruns = now
+                    if unpublished and now - last_publish >= STATS_PUBLISH_S:
+                        pipeline.publish_stats()
+                        last_publish = now
+                        unpublished = False
                     next_event = tm.next_event_time()
+                    if unpublished:  # wake up in time to publish them
+                        due = last_publish + STATS_PUBLISH_S
+                        next_event = due if next_event is None else min(next_event, due)
                     if next_event is None:
-                        select.select(epoll_fd, [], [])
+                        select.select(epoll_fd, [], [], OVERRUNS_CHECK_S if publish else None)
                     else:
                         # select() sleeps with microsecond resolution; epoll only in ms.
                         wait = next_event - clock()
@@ -348,12 +407,17 @@ class Datapath:
                             select.select(epoll_fd, [], [], wait)
                     now = clock()
                     events = epoll.poll(0)
+                if events:
+                    unpublished = True
                 horizon = now
                 for fd, _mask in events:
                     found = readers.get(fd)
-                    if found is None:  # the wake-up eventfd
-                        with contextlib.suppress(BlockingIOError):
-                            os.eventfd_read(wake_fd)
+                    if found is None:
+                        if fd == control_fd and on_control is not None:
+                            on_control()  # between two batches: entries change as one step
+                        else:  # the wake-up eventfd
+                            with contextlib.suppress(BlockingIOError):
+                                os.eventfd_read(wake_fd)
                         continue
                     port, recv, kind = found
                     try:
@@ -403,12 +467,35 @@ class Datapath:
                 if now - last_flush >= COUNTER_FLUSH_S:
                     pipeline.flush_counters()
                     last_flush = now
+                    if publish and now - last_publish >= STATS_PUBLISH_S:
+                        if now - last_overruns >= OVERRUNS_CHECK_S:
+                            self._read_overruns()
+                            last_overruns = now
+                        pipeline.publish_stats()
+                        last_publish = now
+                        unpublished = False
                     if stamped and now - last_offset_check >= OFFSET_RECHECK_S:
                         offset = self.realtime_offset()
                         last_offset_check = now
         finally:
+            self._read_overruns()
             pipeline.flush_counters()
+            pipeline.publish_stats()
             epoll.close()
+
+    def _read_overruns(self) -> bool:
+        """Add the frames the kernel dropped on each port since the last look; any?"""
+        found = False
+        overruns = self.pipeline.rx_overruns
+        for port_socket in self.sockets:
+            try:
+                dropped = port_socket.read_drops()
+            except OSError:
+                continue
+            if dropped:
+                overruns[port_socket.port] += dropped
+                found = True
+        return found
 
     def _read_stamped(self, port: int, recvmsg: Callable[..., Any], offset: float) -> None:
         """Up to RECV_BATCH frames with their SO_TIMESTAMPNS receive times."""
@@ -435,6 +522,7 @@ class Datapath:
                 senders[port](frame)
             except OSError:  # socket buffer full (ENOBUFS/EAGAIN) or interface down
                 self.send_errors += 1
+                self.pipeline.send_errors[port] += 1
 
 
 def _set_timer_slack(nanoseconds: int) -> None:

@@ -8,10 +8,11 @@ started (spec 10.4).
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from p4.v1 import p4runtime_pb2
 from controlplane.p4info import P4InfoIndex
 from emulation.target import entries as E
 from emulation.target.entries import EntryError
-from emulation.target.state import DataplaneState
+from emulation.target.state import Change, ClearTables, Dataplane
 from topologies.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,10 @@ log = logging.getLogger(__name__)
 _Update = p4runtime_pb2.Update
 _SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest
+
+
+# Restores one stored entry (or default) as it was before an update of a Write.
+_Undo = Callable[[], object]
 
 
 @dataclass(frozen=True)
@@ -73,9 +78,6 @@ class Pipeline:
             pipeline.defaults[table.id] = E.initial_default_entry(index, table)
         return pipeline
 
-    def snapshot(self) -> tuple[dict[int, dict[E.EntryKey, Any]], dict[int, Any]]:
-        return {t: dict(es) for t, es in self.entries.items()}, dict(self.defaults)
-
 
 def election_int(message: Any) -> int:
     """The 128-bit election id of a p4.v1.Uint128."""
@@ -97,10 +99,10 @@ class Device:
     """One P4Runtime device: arbitration, pipeline, table entries, counters."""
 
     def __init__(
-        self, device_id: int, state: DataplaneState, reference: P4InfoIndex | None
+        self, device_id: int, dataplane: Dataplane, reference: P4InfoIndex | None
     ) -> None:
         self.device_id = device_id
-        self.state = state
+        self.dataplane = dataplane
         # The P4Info a pushed pipeline must match; None accepts any supported P4Info.
         self.reference = reference
         self._lock = threading.RLock()
@@ -358,25 +360,25 @@ class Device:
         return pipeline
 
     def _rebuild_dataplane(self, pipeline: Pipeline, *, zero_counters: bool) -> None:
-        """Make the packet path see exactly the pipeline's entries."""
-        with self.state.write_lock:
-            self.state.forward.clear()
-            self.state.wred.clear()
-            if zero_counters:
-                for cells in self.state.counters.values():
-                    cells[:] = 0
-            for table_entries in pipeline.entries.values():
-                for entry in table_entries.values():
-                    effect = E.dataplane_effect(pipeline.index, entry, deleted=False)
-                    if effect is not None:
-                        E.apply_effect(self.state, effect)
+        """Make the packet path see exactly the pipeline's entries (one batch)."""
+        changes: list[Change] = [ClearTables(zero_counters)]
+        for table_entries in pipeline.entries.values():
+            for entry in table_entries.values():
+                effect = E.dataplane_effect(pipeline.index, entry, deleted=False)
+                if effect is not None:
+                    changes.append(effect)
+        self.dataplane.apply(changes)
 
     # --- write ---------------------------------------------------------------------
 
     def write(self, request: Any) -> list[EntryError | None]:
         """Apply a WriteRequest; return one error (or None) per update.
 
-        RPC-wide problems (device, pipeline, primary, atomicity) raise instead.
+        The updates are checked and applied to the stored entries one by one,
+        collecting what each does to the packet path; the packet path gets
+        the collected changes as one batch at the end (never a rolled-back
+        one), so it sees the Write either not at all or whole. RPC-wide
+        problems (device, pipeline, primary, atomicity) raise instead.
         """
         with self._lock:
             self._check_device(request.device_id)
@@ -384,45 +386,38 @@ class Device:
             role = _role_key(request.role, request.role_id)
             election_id = self._check_primary(role, request)
             atomicity = request.atomicity
-            if atomicity == p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC:
-                # The packet path reads the dicts without a lock, so a batch cannot be
-                # swapped in as one step; the spec allows UNIMPLEMENTED here.
-                raise EntryError(
-                    code_pb2.UNIMPLEMENTED, "DATAPLANE_ATOMIC is not supported by this target"
-                )
-            rollback = atomicity == p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR
+            # DATAPLANE_ATOMIC is ROLLBACK_ON_ERROR whose changes reach the packet
+            # path as one step, which every batch here does.
+            rollback = atomicity in (
+                p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR,
+                p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC,
+            )
             live = pipeline is self._committed and self._saved is None
-            with self.state.write_lock:
-                if rollback:
-                    saved_entries = pipeline.snapshot()
-                    saved_forward, saved_wred = dict(self.state.forward), dict(self.state.wred)
-                    saved_counters = {n: c.copy() for n, c in self.state.counters.items()}
-                results: list[EntryError | None] = []
-                for update in request.updates:
-                    try:
-                        self._apply(pipeline, update, live)
-                        results.append(None)
-                    except EntryError as err:
-                        results.append(err)
-                        if rollback:
-                            break
-                failed = [i for i, r in enumerate(results) if r is not None]
-                if rollback and failed:
-                    pipeline.entries, pipeline.defaults = saved_entries
-                    self.state.forward.clear()
-                    self.state.forward.update(saved_forward)
-                    self.state.wred.clear()
-                    self.state.wred.update(saved_wred)
-                    for name, cells in saved_counters.items():
-                        self.state.counters[name][:] = cells
-                    first = failed[0]
-                    aborted = EntryError(
-                        code_pb2.ABORTED,
-                        f"not applied: update {first} failed and the batch was rolled back",
-                    )
-                    results = [
-                        results[i] if i == first else aborted for i in range(len(request.updates))
-                    ]
+            undo: list[_Undo] = []
+            changes: list[Change] = []
+            results: list[EntryError | None] = []
+            for update in request.updates:
+                try:
+                    self._apply(pipeline, update, live, changes, undo)
+                    results.append(None)
+                except EntryError as err:
+                    results.append(err)
+                    if rollback:
+                        break
+            failed = [i for i, r in enumerate(results) if r is not None]
+            if rollback and failed:
+                for restore in reversed(undo):
+                    restore()
+                first = failed[0]
+                aborted = EntryError(
+                    code_pb2.ABORTED,
+                    f"not applied: update {first} failed and the batch was rolled back",
+                )
+                results = [
+                    results[i] if i == first else aborted for i in range(len(request.updates))
+                ]
+            elif changes:
+                self.dataplane.apply(changes)
             log.info(
                 "device %d: write by election id %s: %d updates, %d failed%s",
                 self.device_id,
@@ -436,14 +431,25 @@ class Device:
                     log.info("device %d: update %d: %s", self.device_id, i, result.message)
             return results
 
-    def _apply(self, pipeline: Pipeline, update: Any, live: bool) -> None:
+    def _apply(
+        self,
+        pipeline: Pipeline,
+        update: Any,
+        live: bool,
+        changes: list[Change],
+        undo: list[_Undo],
+    ) -> None:
         if update.type not in (_Update.INSERT, _Update.MODIFY, _Update.DELETE):
             raise EntryError(code_pb2.INVALID_ARGUMENT, "update type is unset")
         kind = update.entity.WhichOneof("entity")
         if kind == "table_entry":
-            self._write_table(pipeline, update.type, update.entity.table_entry, live)
+            effect = self._write_table(pipeline, update.type, update.entity.table_entry, undo)
+            if live and effect is not None:
+                changes.append(effect)
         elif kind == "counter_entry":
-            E.write_counter(pipeline.index, self.state, update.entity.counter_entry, update.type)
+            counter = E.counter_change(pipeline.index, update.entity.counter_entry, update.type)
+            if counter is not None:
+                changes.append(counter)
         elif kind is None:
             raise EntryError(code_pb2.INVALID_ARGUMENT, "update has no entity")
         else:
@@ -451,12 +457,17 @@ class Device:
                 code_pb2.UNIMPLEMENTED, f"{kind} writes are not supported: the pipeline has none"
             )
 
-    def _write_table(self, pipeline: Pipeline, update_type: int, entry: Any, live: bool) -> None:
+    def _write_table(
+        self, pipeline: Pipeline, update_type: int, entry: Any, undo: list[_Undo]
+    ) -> E.DataplaneEffect | None:
+        """Change the stored entries (recording how to undo it); return the packet-path effect."""
         index = pipeline.index
         if entry.is_default_action:
             table, stored = E.validate_default_entry(index, entry, update_type)
-            pipeline.defaults[table.id] = stored or E.initial_default_entry(index, table)
-            return
+            defaults = pipeline.defaults
+            undo.append(functools.partial(defaults.__setitem__, table.id, defaults[table.id]))
+            defaults[table.id] = stored or E.initial_default_entry(index, table)
+            return None
         valid = E.validate_table_entry(index, entry, update_type)
         table_entries = pipeline.entries.setdefault(valid.table.id, {})
         existing = table_entries.get(valid.key)
@@ -472,6 +483,7 @@ class Device:
                     f"table {valid.table.name} is full ({valid.table.size} entries)",
                 )
             table_entries[valid.key] = valid.entry
+            undo.append(functools.partial(table_entries.pop, valid.key))
             stored = valid.entry
         elif existing is None:
             raise EntryError(
@@ -479,16 +491,15 @@ class Device:
             )
         elif update_type == _Update.MODIFY:
             if not valid.entry.HasField("action"):
-                return  # spec 9.1.2: MODIFY without an action is a no-op
+                return None  # spec 9.1.2: MODIFY without an action is a no-op
             table_entries[valid.key] = valid.entry
+            undo.append(functools.partial(table_entries.__setitem__, valid.key, existing))
             stored = valid.entry
         else:
             del table_entries[valid.key]
+            undo.append(functools.partial(table_entries.__setitem__, valid.key, existing))
             stored = existing
-        if live:
-            effect = E.dataplane_effect(index, stored, deleted=update_type == _Update.DELETE)
-            if effect is not None:
-                E.apply_effect(self.state, effect)
+        return E.dataplane_effect(index, stored, deleted=update_type == _Update.DELETE)
 
     # --- read ------------------------------------------------------------------------
 
@@ -497,6 +508,7 @@ class Device:
         with self._lock:
             self._check_device(request.device_id)
             pipeline = self._current()
+            cells = self._counter_cells(pipeline.index, request)
             out: list[Any] = []
             for i, entity in enumerate(request.entities):
                 kind = entity.WhichOneof("entity")
@@ -508,7 +520,7 @@ class Device:
                             out.append(e)
                     elif kind == "counter_entry":
                         for counter in E.counter_entries(
-                            pipeline.index, self.state, entity.counter_entry
+                            pipeline.index, cells, entity.counter_entry
                         ):
                             e = p4runtime_pb2.Entity()
                             e.counter_entry.CopyFrom(counter)
@@ -521,6 +533,17 @@ class Device:
                     # (our choice) like bmv2, the first bad request fails the whole Read.
                     raise EntryError(err.code, f"entity {i}: {err.message}") from None
             return out
+
+    def _counter_cells(self, index: P4InfoIndex, request: Any) -> dict[str, Any]:
+        """Every counter a Read names, read from the packet path at one instant."""
+        names: set[str] = set()
+        for i, entity in enumerate(request.entities):
+            if entity.WhichOneof("entity") == "counter_entry":
+                try:
+                    names.update(c.name for c in E.counters_of_read(index, entity.counter_entry))
+                except EntryError as err:
+                    raise EntryError(err.code, f"entity {i}: {err.message}") from None
+        return self.dataplane.counters(sorted(names)) if names else {}
 
     def _read_table(self, pipeline: Pipeline, query: Any) -> Iterable[Any]:
         index = pipeline.index

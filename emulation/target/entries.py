@@ -1,7 +1,7 @@
 """Is this P4Runtime entity valid for the pipeline, and what does it do to the dataplane?
 
 Pure functions between P4Runtime protobufs, the pushed P4Info (as a
-`P4InfoIndex`) and `DataplaneState`. The gRPC service only calls these and
+`P4InfoIndex`) and the dataplane `Change`s they lead to. The gRPC service only calls these and
 turns `EntryError` into gRPC statuses, so every rule of the spec lives here and
 is testable without a socket.
 
@@ -13,16 +13,23 @@ read-write symmetry).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import CounterInfo, P4InfoIndex, TableInfo, index_p4info
-from emulation.target.state import COUNTER_CELLS, DataplaneState, WredProfile
+from emulation.target.state import (
+    COUNTER_CELLS,
+    CounterChange,
+    ForwardChange,
+    WredChange,
+    WredProfile,
+)
 from topologies.errors import UserInputError, did_you_mean
 
 # What the packet path implements, by P4Info name. The names are checked
@@ -459,24 +466,7 @@ def match_key_for_read(table: TableInfo, entry: Any) -> EntryKey:
 # --- what the packet path sees ----------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ForwardEffect:
-    """state.forward[(ingress_port, dst_mac)] = egress_port, or removed when None."""
-
-    ingress_port: int
-    dst_mac: bytes
-    egress_port: int | None
-
-
-@dataclass(frozen=True)
-class WredEffect:
-    """state.wred[egress_port] = profile, or removed when None."""
-
-    egress_port: int
-    profile: WredProfile | None
-
-
-DataplaneEffect = ForwardEffect | WredEffect
+DataplaneEffect = ForwardChange | WredChange
 
 
 def dataplane_effect(index: P4InfoIndex, entry: Any, *, deleted: bool) -> DataplaneEffect | None:
@@ -487,7 +477,7 @@ def dataplane_effect(index: P4InfoIndex, entry: Any, *, deleted: bool) -> Datapl
         ingress = int.from_bytes(values["ingress_port"].exact.value, "big")
         mac = int.from_bytes(values["dst_mac"].exact.value, "big").to_bytes(6, "big")
         port = None if deleted else _param_value(index, entry, FORWARD_ACTION, "port")
-        return ForwardEffect(ingress, mac, port)
+        return ForwardChange(ingress, mac, port)
     if table.name == WRED_TABLE:
         egress = int.from_bytes(values["egress_port"].exact.value, "big")
         profile = None
@@ -497,7 +487,7 @@ def dataplane_effect(index: P4InfoIndex, entry: Any, *, deleted: bool) -> Datapl
                 max_cells=_param_value(index, entry, WRED_ACTION, "max_cells") or 0,
                 max_prob_percent=_param_value(index, entry, WRED_ACTION, "max_prob") or 0,
             )
-        return WredEffect(egress, profile)
+        return WredChange(egress, profile)
     return None
 
 
@@ -513,33 +503,24 @@ def _param_value(index: P4InfoIndex, entry: Any, action_name: str, param: str) -
     return None
 
 
-def apply_effect(state: DataplaneState, effect: DataplaneEffect) -> None:
-    """Make the packet path see one effect (a dict assignment: atomic for readers)."""
-    if isinstance(effect, ForwardEffect):
-        key = (effect.ingress_port, effect.dst_mac)
-        if effect.egress_port is None:
-            state.forward.pop(key, None)
-        else:
-            state.forward[key] = effect.egress_port
-    else:
-        if effect.profile is None:
-            state.wred.pop(effect.egress_port, None)
-        else:
-            state.wred[effect.egress_port] = effect.profile
-
-
 # --- counters ---------------------------------------------------------------------
 
 
-def counter_entries(index: P4InfoIndex, state: DataplaneState, query: Any) -> list[Any]:
-    """The CounterEntry messages a read of `query` returns (wildcards per spec 9.5)."""
+def counters_of_read(index: P4InfoIndex, query: Any) -> list[CounterInfo]:
+    """The counters a CounterEntry read names (all of them for counter_id 0)."""
     if query.counter_id == 0:
-        counters: Iterable[Any] = index.counters
-    else:
-        counters = [_counter_of(index, query.counter_id)]
+        return list(index.counters)
+    return [_counter_of(index, query.counter_id)]
+
+
+def counter_entries(
+    index: P4InfoIndex, cells_of: Mapping[str, np.ndarray], query: Any
+) -> list[Any]:
+    """The CounterEntry messages a read of `query` returns (wildcards per spec 9.5),
+    from counter arrays read at one instant (`cells_of`: name -> [cells, 2])."""
     out = []
-    for counter in counters:
-        cells = state.counter(counter.name)[: counter.size].copy()
+    for counter in counters_of_read(index, query):
+        cells = cells_of[counter.name][: counter.size]
         if query.counter_id and query.HasField("index"):
             indexes: Iterable[int] = [_checked_index(counter, query.index.index)]
         else:
@@ -557,19 +538,17 @@ def counter_entries(index: P4InfoIndex, state: DataplaneState, query: Any) -> li
     return out
 
 
-def write_counter(index: P4InfoIndex, state: DataplaneState, entry: Any, update_type: int) -> None:
-    """Set one cell (or every cell when index is unset) of an indexed counter; MODIFY only."""
+def counter_change(index: P4InfoIndex, entry: Any, update_type: int) -> CounterChange | None:
+    """What a counter write sets: one cell (or every cell when index is unset); MODIFY only."""
     counter = _counter_of(index, entry.counter_id)
     if update_type != p4runtime_pb2.Update.MODIFY:
         raise _invalid(f"counter {counter.name}: counter entries can only be modified")
     if not entry.HasField("data"):
-        return  # spec 9.5: no data, no change
-    cells = state.counter(counter.name)
-    value = (entry.data.packet_count, entry.data.byte_count)
-    if entry.HasField("index"):
-        cells[_checked_index(counter, entry.index.index)] = value
-    else:
-        cells[: counter.size] = value
+        return None  # spec 9.5: no data, no change
+    cell = _checked_index(counter, entry.index.index) if entry.HasField("index") else None
+    return CounterChange(
+        counter.name, cell, counter.size, entry.data.packet_count, entry.data.byte_count
+    )
 
 
 def _counter_of(index: P4InfoIndex, counter_id: int) -> CounterInfo:

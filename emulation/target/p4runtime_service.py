@@ -28,7 +28,7 @@ from controlplane.p4info import load_p4info
 from emulation.target.device import Device, Session, StreamEnd
 from emulation.target.entries import EntryError
 from emulation.target.port_stats import PortCounters
-from emulation.target.state import DataplaneState
+from emulation.target.state import Dataplane, DataplaneState, LocalDataplane
 from topologies.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ class RunningServer:
     """A started P4Runtime server; stop() (or leaving the with-block) shuts it down."""
 
     address: str
-    state: DataplaneState
+    state: DataplaneState | None  # the tables and counters, when they live in this process
     device: Device
     _server: Any = field(repr=False)
     _stopped: bool = field(default=False, repr=False)
@@ -199,17 +199,22 @@ def serve(
     p4info_check: bool = True,
     max_workers: int = DEFAULT_MAX_WORKERS,
     port_counters: Callable[[], Sequence[PortCounters]] | None = None,
+    dataplane: Dataplane | None = None,
 ) -> RunningServer:
     """Start a P4Runtime server for one device on `address` (port 0: any free port).
 
     With p4info_check, only a P4Info matching the Cassini pipeline is accepted;
-    without it any P4Info of tables, actions and counters is. With
+    without it any P4Info of tables, actions and counters is. The device's
+    tables and counters live in `dataplane` (a packet loop in another
+    process), or in `state` in this process when no dataplane is given. With
     port_counters, the same server also answers gNMI for the interface
     counters it returns (as Stratum serves both on one port).
     """
-    state = state if state is not None else DataplaneState()
+    if dataplane is None:
+        local = LocalDataplane(state)
+        dataplane, state = local, local.state
     reference = load_p4info() if p4info_check else None
-    device = Device(device_id, state, reference)
+    device = Device(device_id, dataplane, reference)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"p4rt-{device_id}"),
         options=[

@@ -1,22 +1,31 @@
-"""One software P4Runtime switch: gRPC service and packet path on one state.
+"""One software P4Runtime switch: a gRPC service here, the packet loop in its own process.
 
-The service (its own threads) writes table entries into the DataplaneState;
-the datapath thread reads them and bumps the counters the service reads back.
-Starting opens the port sockets first, so a missing interface fails before
-anything else is running; stopping undoes everything, in reverse order.
+The service (this process, its own threads) checks each Write against the
+pipeline and sends what it changes to the packet loop (`datapath_process`),
+which applies it between packet batches; counters and per-port statistics
+come back through shared memory. The loop never waits for the service, so
+a large Write or Read cannot stall forwarding. Starting opens the port
+sockets first (in the loop), so a missing interface fails before anything
+else is running; stopping undoes everything, in reverse order.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from types import TracebackType
+import re
+import signal
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from types import FrameType, TracebackType
 from typing import Any
 
-from .datapath import Datapath, Pipeline
+import numpy as np
+
+from .datapath import checked_counter_names
+from .datapath_process import DatapathProcess, DatapathSpec
 from .port_stats import PortCounters, port_counters
-from .ports import PortSocket, open_ports
-from .state import DataplaneState
+from .ports import check_interfaces
+from .state import Change, ForwardChange, WredChange, WredProfile
 from .tm_config import TmConfig
 
 log = logging.getLogger(__name__)
@@ -25,8 +34,9 @@ log = logging.getLogger(__name__)
 class SoftwareSwitch:
     """`SoftwareSwitch(1, {1: "veth1", 2: "veth2"}, "127.0.0.1:9559", TmConfig())`.
 
-    grpc_address None runs the packet path alone (entries written straight
-    into `state`), which benchmarks and tests of the datapath use.
+    grpc_address None runs the packet path alone: entries are then written
+    with `apply` (or `forward`/`wred`), as benchmarks and tests of the
+    datapath do.
     """
 
     def __init__(
@@ -36,8 +46,8 @@ class SoftwareSwitch:
         grpc_address: str | None = "127.0.0.1:0",
         tm: TmConfig | None = None,
         seed: int = 0,
-        state: DataplaneState | None = None,
         rx_ring: bool = True,
+        log_level: int = logging.INFO,
     ) -> None:
         self.device_id = device_id
         self.port_names = dict(ports)
@@ -45,11 +55,10 @@ class SoftwareSwitch:
         self.tm = tm if tm is not None else TmConfig()
         self.seed = seed
         self.rx_ring = rx_ring  # False: one recv() per frame instead of the mmap ring
-        self.state = state if state is not None else DataplaneState()
-        self.pipeline: Pipeline | None = None
-        self.datapath: Datapath | None = None
+        self.log_level = log_level
+        self.datapath: DatapathProcess | None = None
         self.server: Any = None  # RunningServer of the P4Runtime service
-        self._sockets: list[PortSocket] = []
+        self._ports: list[int] = []
 
     @property
     def grpc_address(self) -> str | None:
@@ -58,25 +67,29 @@ class SoftwareSwitch:
 
     def start(self) -> SoftwareSwitch:
         try:
-            self._sockets = open_ports(self.port_names, use_ring=self.rx_ring)
-            macs = {s.port: s.mac for s in self._sockets}
-            self.pipeline = Pipeline(
-                self.state, self.tm, self.port_names, seed=self.seed, port_macs=macs
+            check_interfaces(self.port_names)
+            spec = DatapathSpec(
+                ports=self.port_names,
+                tm=self.tm,
+                counter_names=checked_counter_names(),
+                seed=self.seed,
+                rx_ring=self.rx_ring,
+                log_level=self.log_level,
             )
             for line in self.tm.describe(self.port_names).splitlines():
                 log.info("device %d TM: %s", self.device_id, line)
+            self.datapath = DatapathProcess(spec).start()
+            self._ports = sorted(set(self.port_names) | set(self.tm.cable_peers()))
             if self.requested_grpc_address is not None:
                 from .p4runtime_service import serve
 
                 self.server = serve(
                     self.device_id,
                     self.requested_grpc_address,
-                    self.state,
+                    dataplane=self.datapath,
                     port_counters=self.port_counters,
                 )
                 log.info("device %d: P4Runtime service on %s", self.device_id, self.grpc_address)
-            self.datapath = Datapath(self.pipeline, self._sockets)
-            self.datapath.start()
         except BaseException:
             self.stop()
             raise
@@ -87,29 +100,59 @@ class SoftwareSwitch:
         )
         return self
 
+    # --- the packet path, without P4Runtime -------------------------------------------
+
+    def apply(self, changes: Sequence[Change]) -> None:
+        """Change the tables as one batch (returns once the packet path sees it)."""
+        self._running().apply(changes)
+
+    def forward(self, entries: Mapping[tuple[int, bytes], int]) -> None:
+        """Install forwarding entries {(ingress_port, dst_mac): egress_port}."""
+        self.apply([ForwardChange(i, mac, out) for (i, mac), out in entries.items()])
+
+    def wred(self, profiles: Mapping[int, WredProfile]) -> None:
+        """Install WRED profiles {egress_port: profile}."""
+        self.apply([WredChange(port, profile) for port, profile in profiles.items()])
+
+    def counter(self, name: str) -> np.ndarray:
+        """A copy of one P4 counter's cells [COUNTER_CELLS, (packets, bytes)]."""
+        return self._running().counters([name])[name]
+
     def stats(self) -> dict[str, dict[int, int]]:
         """Every per-port statistic of the packet path ({name: {port: value}}, see port_stats)."""
-        if self.pipeline is None:
-            return {}
-        return self.pipeline.port_stats()
+        return self.datapath.stats() if self.datapath is not None else {}
 
     def port_counters(self) -> list[PortCounters]:
         """Interface counters of every port (attached and cabled), as gNMI serves them."""
-        if self.pipeline is None:
-            return []
-        return port_counters(self.stats(), self.port_names, self.pipeline.ports)
+        return port_counters(self.stats(), self.port_names, self._ports)
+
+    def stall(self, seconds: float) -> None:
+        """Make the packet loop sleep once for `seconds` (for tests)."""
+        self._running().stall(seconds)
+
+    def failure(self) -> str | None:
+        """Why the packet loop is gone, if it died; None while it runs."""
+        return self.datapath.failure() if self.datapath is not None else None
+
+    @property
+    def ports(self) -> Iterable[int]:
+        return list(self._ports)
+
+    def _running(self) -> DatapathProcess:
+        if self.datapath is None:
+            raise RuntimeError("the switch is not running")
+        return self.datapath
+
+    # --- teardown --------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop the packet loop, the gRPC server, and close the sockets (idempotent)."""
-        if self.datapath is not None:
-            self.datapath.stop()
-            self.datapath = None
+        """Stop the gRPC server, then the packet loop (idempotent)."""
         if self.server is not None:
             self.server.stop()
             self.server = None
-        for port_socket in self._sockets:
-            port_socket.close()
-        self._sockets = []
+        if self.datapath is not None:
+            self.datapath.stop()
+            self.datapath = None
 
     def __enter__(self) -> SoftwareSwitch:
         return self.start()
@@ -121,3 +164,49 @@ class SoftwareSwitch:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+# The line `cassini switch serve` logs once it forwards and serves P4Runtime;
+# whoever starts it reads the address from this line.
+READY_MESSAGE = "ready: device %d, P4Runtime on %s"
+READY_PATTERN = re.compile(r"ready: device \d+, P4Runtime on (\S+)")
+WATCH_INTERVAL_S = 0.2
+
+
+def serve_until_stopped(
+    device_id: int,
+    ports: Mapping[int, str],
+    grpc_address: str,
+    tm: TmConfig,
+    seed: int = 0,
+    log_level: int = logging.INFO,
+) -> int:
+    """Run a switch until SIGINT/SIGTERM (0) or until its packet loop dies (1).
+
+    Signals only set a flag; teardown happens here, so it is the same for
+    both and bounded: the server gets a short grace, the loop a stop message.
+    """
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    switch = SoftwareSwitch(device_id, ports, grpc_address, tm, seed=seed, log_level=log_level)
+    code = 0
+    try:
+        switch.start()
+        log.info(READY_MESSAGE, device_id, switch.grpc_address)
+        while not stop.wait(WATCH_INTERVAL_S):
+            failure = switch.failure()
+            if failure is not None:
+                log.error("device %d: %s; stopping the switch", device_id, failure)
+                code = 1
+                break
+        else:
+            log.info("stopping")
+    finally:
+        switch.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return code

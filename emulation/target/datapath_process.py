@@ -1,0 +1,388 @@
+"""How does the packet loop run in a process of its own, and how does the service reach it?
+
+The P4Runtime service parses protobufs in pure Python and holds the
+interpreter lock while it does: a packet loop in the same process stopped
+for hundreds of milliseconds during a large Write, a full Read, or the
+counter read `ecn watch` makes every second. So the loop runs in a child
+process (`python -m emulation.target.datapath_process`, started fresh: it
+inherits no threads and no locks) that opens the port sockets and owns the
+tables. The two sides share:
+
+- a control socket: the service sends each Write's `Change`s as one
+  message; the loop applies a message between two packet batches, so the
+  packet path sees a batch whole or not at all, and acknowledges it; the
+  Write returns after the acknowledgement, so a frame sent after a Write
+  returned meets its entries;
+- a shared memory block (a memfd, so nothing is left behind in /dev/shm):
+  the P4 counters, written by the loop every millisecond, and the per-port
+  statistics of `port_stats.STAT_NAMES`, every `datapath.STATS_PUBLISH_S`, both under a
+  sequence lock so a reader copies a consistent snapshot without asking the
+  loop anything.
+
+The child ends when told to, when the control socket closes (its parent
+died), or on SIGTERM. Its command line names the interfaces, so `cassini
+clean` finds it as it finds switch processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import logging
+import mmap
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from topologies.errors import UserInputError
+
+from .port_stats import STAT_NAMES
+from .state import COUNTER_CELLS, Change, DataplaneState, apply_changes
+from .tm_config import TmConfig
+
+log = logging.getLogger(__name__)
+
+MODULE = "emulation.target.datapath_process"
+# Header words of the shared block: the sequence lock, then figures of the loop.
+_SEQUENCE, _FLUSHES, _HEADER_WORDS = 0, 1, 8
+START_TIMEOUT_S = 30.0
+ACK_TIMEOUT_S = 30.0
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class DatapathSpec:
+    """Everything the child needs to build its pipeline (sent over the control socket)."""
+
+    ports: Mapping[int, str]  # switch port -> interface
+    tm: TmConfig
+    counter_names: tuple[str, ...]  # as the P4Info spells them
+    seed: int = 0
+    rx_ring: bool = True
+    kernel_timestamps: bool = True
+    log_level: int = logging.INFO
+
+
+class SharedCounters:
+    """The shared block: header, P4 counters [n, COUNTER_CELLS, 2], statistics [m, COUNTER_CELLS].
+
+    One writer (the loop) brackets every change with `begin()`/`end()`, which
+    make the sequence word odd, then even again; a reader copies and retries
+    when the word was odd or moved meanwhile (a seqlock).
+    """
+
+    def __init__(self, fd: int, counter_names: Sequence[str]) -> None:
+        self.fd = fd
+        self.counter_names = tuple(counter_names)
+        header = _HEADER_WORDS * 8
+        counters = len(self.counter_names) * COUNTER_CELLS * 2 * 8
+        stats = len(STAT_NAMES) * COUNTER_CELLS * 8
+        size = header + counters + stats
+        if os.fstat(fd).st_size < size:
+            os.ftruncate(fd, size)
+        self._memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        buffer = memoryview(self._memory)
+        self.header = np.frombuffer(buffer, np.int64, _HEADER_WORDS, 0)
+        self.counters = np.frombuffer(buffer, np.int64, counters // 8, header).reshape(
+            len(self.counter_names), COUNTER_CELLS, 2
+        )
+        self.stats = np.frombuffer(buffer, np.int64, stats // 8, header + counters).reshape(
+            len(STAT_NAMES), COUNTER_CELLS
+        )
+
+    @classmethod
+    def create(cls, counter_names: Sequence[str]) -> SharedCounters:
+        return cls(os.memfd_create("cassini-counters", os.MFD_CLOEXEC), counter_names)
+
+    def counter_views(self) -> dict[str, np.ndarray]:
+        """Writable views, one per counter (the loop's DataplaneState.counters)."""
+        return {name: self.counters[i] for i, name in enumerate(self.counter_names)}
+
+    def begin(self) -> None:
+        self.header[_SEQUENCE] += 1
+
+    def end(self) -> None:
+        self.header[_SEQUENCE] += 1
+        self.header[_FLUSHES] += 1
+
+    def _consistent(self, copy: Any) -> Any:
+        header = self.header
+        while True:
+            before = int(header[_SEQUENCE])
+            if before & 1:
+                time.sleep(0)
+                continue
+            taken = copy()
+            if int(header[_SEQUENCE]) == before:
+                return taken
+
+    def read_counters(self, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """Copies of the named counters, all from one instant."""
+        wanted = list(names)
+        unknown = [n for n in wanted if n not in self.counter_names]
+        rows = [self.counter_names.index(n) for n in wanted if n not in unknown]
+        taken = self._consistent(lambda: self.counters[rows].copy())
+        out = {name: taken[i] for i, name in enumerate(n for n in wanted if n not in unknown)}
+        for name in unknown:  # a P4Info counter this target does not count: zeros
+            out[name] = np.zeros((COUNTER_CELLS, 2), dtype=np.int64)
+        return out
+
+    def read_stats(self) -> dict[str, dict[int, int]]:
+        """Per-port statistics ({name: {port: value}}, non-zero ones)."""
+        taken = self._consistent(self.stats.copy)
+        out: dict[str, dict[int, int]] = {}
+        for i, name in enumerate(STAT_NAMES):
+            row = taken[i]
+            out[name] = {int(p): int(row[p]) for p in np.flatnonzero(row)}
+        return out
+
+    def close(self) -> None:
+        # Views into the mapping must go before it can close.
+        del self.header, self.counters, self.stats
+        with contextlib.suppress(BufferError):
+            self._memory.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+class DatapathProcess:
+    """The parent's handle on the packet loop: start, apply changes, read counters, stop.
+
+    It is the service's `Dataplane` (see state.py).
+    """
+
+    def __init__(self, spec: DatapathSpec, nice: int = 0) -> None:
+        self.spec = spec
+        self.nice = nice
+        self.process: subprocess.Popen[bytes] | None = None
+        self.shared: SharedCounters | None = None
+        self.port_macs: dict[int, bytes] = {}
+        self.uses_ring = False
+        self._control: Connection | None = None
+        self._lock = threading.Lock()
+        self._sequence = 0
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    def start(self) -> DatapathProcess:
+        """Spawn the child and wait until its ports are open; UserInputError if they cannot be."""
+        self.shared = SharedCounters.create(self.spec.counter_names)
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            argv = [sys.executable, "-m", MODULE, "--control-fd", str(child_end.fileno())]
+            argv += ["--memory-fd", str(self.shared.fd)]
+            for port, ifname in sorted(self.spec.ports.items()):
+                argv += ["-i", f"{port}@{ifname}"]
+            if self.nice:
+                argv = ["nice", "-n", str(self.nice), *argv]
+            self.process = subprocess.Popen(
+                argv, pass_fds=(child_end.fileno(), self.shared.fd), stdin=subprocess.DEVNULL
+            )
+        finally:
+            child_end.close()
+        self._control = Connection(parent_end.detach())
+        try:
+            self._control.send(self.spec)
+            reply = self._receive(START_TIMEOUT_S, "starting")
+            if reply[0] == "error":
+                raise UserInputError(reply[1])
+            _kind, macs, uses_ring = reply
+            self.port_macs, self.uses_ring = dict(macs), bool(uses_ring)
+        except BaseException:
+            self.stop()
+            raise
+        log.info("packet loop running in process %d", self.process.pid)
+        return self
+
+    def _receive(self, timeout: float, doing: str) -> Any:
+        assert self._control is not None
+        end = time.monotonic() + timeout
+        while not self._control.poll(0.05):
+            code = self.process.poll() if self.process is not None else None
+            if code is not None:
+                raise RuntimeError(f"the packet loop (process {self.pid}) {describe_exit(code)}")
+            if time.monotonic() > end:
+                raise RuntimeError(f"the packet loop did not answer within {timeout:g} s ({doing})")
+        try:
+            return self._control.recv()
+        except (EOFError, OSError):
+            code = self.process.wait(1.0) if self.process is not None else None
+            raise RuntimeError(
+                f"the packet loop (process {self.pid}) {describe_exit(code)}"
+            ) from None
+
+    # --- the Dataplane protocol ------------------------------------------------------
+
+    def apply(self, changes: Sequence[Change]) -> None:
+        """Send one batch; return once the loop has applied it."""
+        with self._lock:
+            if self._control is None:
+                raise RuntimeError("the packet loop is not running")
+            self._sequence += 1
+            self._control.send(("apply", self._sequence, list(changes)))
+            while True:
+                reply = self._receive(ACK_TIMEOUT_S, f"applying {len(changes)} changes")
+                if reply == ("ack", self._sequence):
+                    return
+
+    def counters(self, names: Iterable[str]) -> dict[str, np.ndarray]:
+        if self.shared is None:
+            raise RuntimeError("the packet loop is not running")
+        return self.shared.read_counters(names)
+
+    # --- the rest ------------------------------------------------------------------
+
+    def stats(self) -> dict[str, dict[int, int]]:
+        if self.shared is None:
+            return {}
+        return self.shared.read_stats()
+
+    def stall(self, seconds: float) -> None:
+        """Make the loop sleep once, as if it had lost its core (for tests)."""
+        with self._lock:
+            if self._control is not None:
+                self._control.send(("stall", seconds))
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def failure(self) -> str | None:
+        """Why the loop is gone, if it died on its own; None while it runs."""
+        if self.process is None or self.process.poll() is None:
+            return None
+        return f"the packet loop (process {self.pid}) {describe_exit(self.process.returncode)}"
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Ask the loop to stop, then make sure it has (idempotent)."""
+        with self._lock:
+            control, self._control = self._control, None
+        if control is not None:
+            with contextlib.suppress(OSError):
+                control.send(("stop",))
+            control.close()  # the child also stops on EOF
+        if self.process is not None:
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.error("packet loop %d did not stop within %.1f s; killed", self.pid, timeout)
+                self.process.kill()
+                self.process.wait()
+        if self.shared is not None:
+            self.shared.close()
+            self.shared = None
+
+
+def describe_exit(code: int | None) -> str:
+    """'exited with code 3', 'was killed by SIGKILL', or 'is still running'."""
+    if code is None:
+        return "is still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"
+
+
+# --- the child -----------------------------------------------------------------------
+
+
+def _child(control: Connection, memory_fd: int) -> int:
+    """Run the packet loop until told to stop; returns the exit code."""
+    from .datapath import Datapath, Pipeline
+    from .ports import open_ports
+
+    spec: DatapathSpec = control.recv()
+    logging.basicConfig(
+        level=spec.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        sockets = open_ports(spec.ports, use_ring=spec.rx_ring)
+    except UserInputError as err:
+        control.send(("error", str(err)))
+        return 2
+    shared = SharedCounters(memory_fd, spec.counter_names)
+    state = DataplaneState(counters=shared.counter_views())
+    pipeline = Pipeline(
+        state,
+        spec.tm,
+        spec.ports,
+        seed=spec.seed,
+        port_macs={s.port: s.mac for s in sockets},
+        counter_names=spec.counter_names,
+        shared=shared,
+    )
+    datapath = Datapath(pipeline, sockets, kernel_timestamps=spec.kernel_timestamps)
+
+    def on_control() -> None:
+        while control.poll():
+            try:
+                message = control.recv()
+            except (EOFError, OSError):
+                datapath.request_stop()
+                return
+            kind = message[0]
+            if kind == "apply":
+                shared.begin()
+                try:
+                    apply_changes(state, message[2])
+                finally:
+                    shared.end()
+                control.send(("ack", message[1]))
+            elif kind == "stall":
+                datapath.stall(message[1])
+            elif kind == "stop":
+                datapath.request_stop()
+                return
+
+    datapath.control = (control.fileno(), on_control)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: datapath.request_stop())
+    uses_ring = all(s.rx_ring is not None for s in sockets)
+    control.send(("ready", {s.port: s.mac for s in sockets}, uses_ring))
+    try:
+        datapath.run()
+    finally:
+        for port_socket in sockets:
+            port_socket.close()
+        for name, per_port in pipeline.stats().items():
+            if per_port:
+                log.info("packet loop %s: %s", name, per_port)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
+    parser.add_argument("--control-fd", type=int, required=True)
+    parser.add_argument("--memory-fd", type=int, required=True)
+    parser.add_argument("-i", action="append", default=[], help="PORT@IFACE (for `cassini clean`)")
+    args = parser.parse_args(argv)
+    # Ctrl-C reaches the whole process group: the parent decides when the loop stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    control = Connection(args.control_fd)
+    try:
+        return _child(control, args.memory_fd)
+    except (EOFError, OSError) as err:
+        log.error("packet loop: control socket closed: %s", err)
+        return 1
+    finally:
+        control.close()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
