@@ -1,20 +1,25 @@
-"""How many packets, bytes, ECN marks and drops did each port and logical link see?
+"""How many packets, bytes, ECN marks and losses did each port and logical link see?
 
-Counters are polled as snapshots; `deltas` (pure) turns two snapshots into
+Counters are polled as snapshots: the P4 counters over P4Runtime and, where
+the target serves gNMI, the interface counters (`controlplane.gnmi`), which
+count every loss by cause. `deltas` (pure) turns two snapshots into
 per-port increments, `link_deltas` (pure) attributes them to logical link
 directions through the chip map (a direction a->b is measured at a's egress
-port toward b), and `TelemetryLog` writes the time series as CSV or JSON.
-Only `poll` touches a device.
+port toward b), `watch` runs the polling loop (a row per port for every
+interval, idle or not), and `TelemetryLog` writes the time series as CSV or
+JSON. Only `snapshot` touches a device.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -23,6 +28,7 @@ from topologies.chip_mapping import ChipMap
 from topologies.errors import UserInputError
 
 from .entries import CounterSample
+from .gnmi import Interface
 
 if TYPE_CHECKING:
     from .session import P4RuntimeSession
@@ -37,28 +43,85 @@ COUNTER_COLUMNS: Mapping[str, str] = MappingProxyType(
     }
 )
 
+# gNMI counters leaves recorded per port: the column is the leaf with '_' for '-'.
+# (WRED drops are the P4 counter's column, wred_dropped_packets.)
+GNMI_COLUMNS: tuple[str, ...] = (
+    "in-discards",
+    "in-errors",
+    "out-discards",
+    "out-errors",
+    "tail-dropped",
+    "forward-misses",
+    "to-unknown-port",
+    "rx-overruns",
+    "malformed",
+)
+
+
+def _column(leaf: str) -> str:
+    return leaf.replace("-", "_")
+
+
+def utc_iso(wall_s: float | None) -> str:
+    """ISO 8601 UTC of a wall-clock time, to the millisecond ('' if unknown).
+
+    >>> utc_iso(0.25)
+    '1970-01-01T00:00:00.250Z'
+    """
+    if wall_s is None:
+        return ""
+    stamp = datetime.fromtimestamp(wall_s, tz=UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
 
 @dataclass(frozen=True)
 class Snapshot:
-    """All counter cells of a device at one instant: (counter, index) -> (packets, bytes)."""
+    """All counters of a device at one instant.
+
+    cells: (P4 counter, index) -> (packets, bytes); interfaces: gNMI interface
+    counters by P4Runtime port (None: not read); wall_s: the wall clock then.
+    """
 
     time_s: float
     cells: Mapping[tuple[str, int], tuple[int, int]]
+    wall_s: float | None = None
+    interfaces: Mapping[int, Interface] | None = None
 
     @classmethod
-    def of(cls, time_s: float, samples: Iterable[CounterSample]) -> Snapshot:
+    def of(
+        cls,
+        time_s: float,
+        samples: Iterable[CounterSample],
+        wall_s: float | None = None,
+        interfaces: Iterable[Interface] | None = None,
+    ) -> Snapshot:
+        """Interfaces the target gives no port id cannot be matched to a port: left out."""
+        by_port = None
+        if interfaces is not None:
+            by_port = MappingProxyType({i.port: i for i in interfaces if i.port is not None})
         return cls(
-            time_s, MappingProxyType({(s.counter, s.index): (s.packets, s.bytes) for s in samples})
+            time_s,
+            MappingProxyType({(s.counter, s.index): (s.packets, s.bytes) for s in samples}),
+            wall_s,
+            by_port,
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PortDelta:
-    """What one chip port counted between two snapshots."""
+    """What one chip port counted between two snapshots.
 
-    time_s: float
+    The gNMI columns are None when the target's interface counters were not
+    read (or lack that leaf); lost_packets is every loss the port counted:
+    its interface discards and errors with gNMI, else its WRED drops (the
+    only loss the P4 counters see).
+    """
+
+    utc: str = ""  # wall clock at the end of the interval, ISO 8601
+    time_s: float  # monotonic; in a watch, seconds since its first snapshot
     interval_s: float
     port: int
+    interface: str = ""
     rx_packets: int = 0
     rx_bytes: int = 0
     tx_packets: int = 0
@@ -67,12 +130,23 @@ class PortDelta:
     ecn_marked_bytes: int = 0
     wred_dropped_packets: int = 0
     wred_dropped_bytes: int = 0
+    lost_packets: int = 0
+    in_discards: int | None = None
+    in_errors: int | None = None
+    out_discards: int | None = None
+    out_errors: int | None = None
+    tail_dropped: int | None = None
+    forward_misses: int | None = None
+    to_unknown_port: int | None = None
+    rx_overruns: int | None = None
+    malformed: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LinkDelta:
     """What one logical link direction (sender -> receiver) carried between two snapshots."""
 
+    utc: str = ""
     time_s: float
     interval_s: float
     link: str  # "sender->receiver"
@@ -81,12 +155,38 @@ class LinkDelta:
     tx_bytes: int
     ecn_marked_packets: int
     wred_dropped_packets: int
+    lost_packets: int = 0
     gbps: float
 
 
 def _increase(after: int, before: int) -> int:
     # A counter that went down was reset (pipeline re-pushed): count from zero.
     return after - before if after >= before else after
+
+
+# The interface counters whose sum is every frame a port lost (see port_stats).
+OPENCONFIG_LOSSES = ("in-discards", "in-errors", "out-discards", "out-errors")
+
+
+def _gnmi_increases(before: Snapshot, after: Snapshot, port: int) -> dict[str, Any]:
+    """The gNMI columns of one port between two snapshots (empty if it has no interface)."""
+    if after.interfaces is None or port not in after.interfaces:
+        return {}
+    now = after.interfaces[port]
+    old = before.interfaces.get(port) if before.interfaces is not None else None
+    values: dict[str, Any] = {"interface": now.name}
+    for leaf in GNMI_COLUMNS:
+        if leaf in now.counters:
+            earlier = old.counters.get(leaf, 0) if old is not None else 0
+            values[_column(leaf)] = _increase(now.counters[leaf], earlier)
+    return values
+
+
+def _lost(values: Mapping[str, Any]) -> int:
+    losses = [values.get(_column(leaf)) for leaf in OPENCONFIG_LOSSES]
+    if all(v is None for v in losses):
+        return int(values.get("wred_dropped_packets", 0))
+    return sum(int(v) for v in losses if v is not None)
 
 
 def deltas(
@@ -100,24 +200,54 @@ def deltas(
     (3, 4, 1.0)
     """
     interval = after.time_s - before.time_s
-    per_port: dict[int, dict[str, int]] = {p: {} for p in (ports or ())}
+    wanted = None if ports is None else set(ports)
+    per_port: dict[int, dict[str, Any]] = {p: {} for p in (wanted or ())}
     for (counter, index), (packets, nbytes) in after.cells.items():
         column = COUNTER_COLUMNS.get(counter)
         if column is None:
             continue
         old_packets, old_bytes = before.cells.get((counter, index), (0, 0))
         dp, db = _increase(packets, old_packets), _increase(nbytes, old_bytes)
-        if ports is None and dp == 0 and db == 0:
+        if wanted is None and dp == 0 and db == 0:
             continue
-        if ports is not None and index not in per_port:
+        if wanted is not None and index not in wanted:
             continue
         row = per_port.setdefault(index, {})
         row[f"{column}_packets"] = dp
         row[f"{column}_bytes"] = db
+    for port in after.interfaces or ():
+        if wanted is not None and port not in wanted:
+            continue
+        values = _gnmi_increases(before, after, port)
+        moved = any(v for k, v in values.items() if k != "interface")
+        if wanted is not None or moved or port in per_port:
+            per_port.setdefault(port, {}).update(values)
+    utc = utc_iso(after.wall_s)
     return [
-        PortDelta(time_s=after.time_s, interval_s=interval, port=port, **values)
+        PortDelta(
+            utc=utc,
+            time_s=after.time_s,
+            interval_s=interval,
+            port=port,
+            lost_packets=_lost(values),
+            **values,
+        )
         for port, values in sorted(per_port.items())
     ]
+
+
+def watched_ports(before: Snapshot, after: Snapshot, chip: ChipMap | None = None) -> list[int]:
+    """The ports a watch writes a row for every interval, idle or not.
+
+    The device's interfaces (gNMI) and the chip map's ports; without either,
+    every index of its P4 counters; always any port that moved.
+    """
+    ports: set[int] = set(after.interfaces or ())
+    if chip is not None:
+        ports |= set(chip.link_ports.values()) | set(chip.server_port.values())
+    if not ports:
+        ports = {index for (counter, index) in after.cells if counter in COUNTER_COLUMNS}
+    return sorted(ports | {d.port for d in deltas(before, after)})
 
 
 def link_deltas(port_deltas: Iterable[PortDelta], chip: ChipMap) -> list[LinkDelta]:
@@ -135,15 +265,17 @@ def link_deltas(port_deltas: Iterable[PortDelta], chip: ChipMap) -> list[LinkDel
         gbps = d.tx_bytes * 8 / d.interval_s / 1e9 if d.interval_s > 0 else 0.0
         out.append(
             LinkDelta(
-                d.time_s,
-                d.interval_s,
-                link,
-                d.port,
-                d.tx_packets,
-                d.tx_bytes,
-                d.ecn_marked_packets,
-                d.wred_dropped_packets,
-                gbps,
+                utc=d.utc,
+                time_s=d.time_s,
+                interval_s=d.interval_s,
+                link=link,
+                port=d.port,
+                tx_packets=d.tx_packets,
+                tx_bytes=d.tx_bytes,
+                ecn_marked_packets=d.ecn_marked_packets,
+                wred_dropped_packets=d.wred_dropped_packets,
+                lost_packets=d.lost_packets,
+                gbps=gbps,
             )
         )
     return out
@@ -192,35 +324,74 @@ def _write_csv(path: Path, cls: type, rows: list[dict[str, Any]]) -> None:
         writer.writerows(rows)
 
 
-def snapshot(session: P4RuntimeSession, clock: Callable[[], float] = time.monotonic) -> Snapshot:
-    """Read every counter of the device (one wildcard read) as a snapshot."""
-    t = clock()
-    return Snapshot.of(t, session.read_counters())
-
-
-def poll(
+def snapshot(
     session: P4RuntimeSession,
+    clock: Callable[[], float] = time.monotonic,
+    interfaces: Callable[[], Iterable[Interface]] | None = None,
+    wall: Callable[[], float] = time.time,
+) -> Snapshot:
+    """Read every P4 counter (one wildcard read) and, given `interfaces`, the gNMI counters."""
+    t, wall_s = clock(), wall()
+    samples = session.read_counters()
+    return Snapshot.of(t, samples, wall_s, interfaces() if interfaces is not None else None)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One interval of a watch: its number (from 1), its port rows and its link rows."""
+
+    index: int
+    time_s: float  # seconds since the watch's first snapshot
+    utc: str
+    ports: list[PortDelta]
+    links: list[LinkDelta]
+
+
+def intervals_in(duration_s: float, interval_s: float) -> int:
+    """How many intervals a watch of `duration_s` records (at least one).
+
+    >>> intervals_in(1.0, 0.2), intervals_in(1.0, 0.3)
+    (5, 4)
+    """
+    return max(1, math.ceil(duration_s / interval_s - 1e-9))
+
+
+def watch(
+    take: Callable[[], Snapshot],
     interval_s: float,
-    on_interval: Callable[[list[PortDelta]], None],
+    on_interval: Callable[[Interval], None],
     duration_s: float | None = None,
     stop: threading.Event | None = None,
-) -> None:
-    """Snapshot every `interval_s` and hand each interval's port deltas to `on_interval`.
+    chip: ChipMap | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    wait: Callable[[float], bool] | None = None,
+) -> int:
+    """Snapshot every `interval_s` and hand each interval to `on_interval`; returns how many.
 
-    Runs until `duration_s` elapsed or `stop` is set (Ctrl-C propagates).
+    Every interval has a row for every watched port (`watched_ports`), idle
+    ones with zeros. Ticks are on a fixed grid from the first snapshot, so a
+    slow read does not shift the ones after it. Runs for
+    `intervals_in(duration_s, interval_s)` intervals or until `stop` is set
+    (Ctrl-C propagates). `wait(seconds) -> stopped` defaults to `stop.wait`.
     """
     if interval_s <= 0:
         raise UserInputError(f"interval must be > 0 s, got {interval_s}")
     stop = stop or threading.Event()
-    start = time.monotonic()
-    previous = snapshot(session)
-    next_tick = start + interval_s
-    while not stop.is_set():
-        if duration_s is not None and next_tick - start > duration_s + 1e-9:
+    wait = wait or stop.wait
+    count = None if duration_s is None else intervals_in(duration_s, interval_s)
+    start = clock()
+    first = take()
+    origin = first.time_s
+    previous = replace(first, time_s=0.0)
+    done = 0
+    while count is None or done < count:
+        if wait(max(0.0, start + (done + 1) * interval_s - clock())):
             break
-        if stop.wait(max(0.0, next_tick - time.monotonic())):
-            break
-        current = snapshot(session)
-        on_interval(deltas(previous, current))
+        current = take()
+        current = replace(current, time_s=current.time_s - origin)
+        rows = deltas(previous, current, watched_ports(previous, current, chip))
+        links = link_deltas(rows, chip) if chip is not None else []
+        done += 1
+        on_interval(Interval(done, current.time_s, utc_iso(current.wall_s), rows, links))
         previous = current
-        next_tick += interval_s
+    return done

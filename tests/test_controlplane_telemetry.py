@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import csv
 import json
+import threading
+from dataclasses import fields
+from types import MappingProxyType
 
 import pytest
 
 from controlplane.entries import CounterSample
+from controlplane.gnmi import COUNTER_LEAVES, Interface
 from controlplane.p4info import load_p4info
-from controlplane.telemetry import COUNTER_COLUMNS, Snapshot, TelemetryLog, deltas, link_deltas
+from controlplane.telemetry import (
+    COUNTER_COLUMNS,
+    GNMI_COLUMNS,
+    PortDelta,
+    Snapshot,
+    TelemetryLog,
+    deltas,
+    link_deltas,
+    watch,
+    watched_ports,
+)
 from topologies.chip_mapping import map_to_chip
 from topologies.errors import UserInputError
 from topologies.library import load_topology
@@ -114,3 +128,116 @@ def test_log_writes_csv_and_json(tmp_path):
     )
     with pytest.raises(UserInputError, match="use a .csv or .json"):
         log.write(tmp_path / "ecn.txt")
+
+
+# --- gNMI loss columns, idle rows, timestamps and the watch loop -----------------------
+
+
+def _iface(port: int, **counters: int) -> Interface:
+    return Interface(f"veth{port}", port, MappingProxyType(dict(counters)))
+
+
+def test_gnmi_columns_are_leaves_and_fields():
+    assert set(GNMI_COLUMNS) <= set(COUNTER_LEAVES)
+    names = {f.name for f in fields(PortDelta)}
+    assert {leaf.replace("-", "_") for leaf in GNMI_COLUMNS} <= names
+
+
+def test_loss_columns_and_every_loss_in_lost_packets():
+    before = Snapshot.of(
+        0.0, [], wall_s=100.0, interfaces=[_iface(1, **{"in-discards": 2}), _iface(2)]
+    )
+    after = Snapshot.of(
+        0.5,
+        [CounterSample("CassiniEgress.wred_dropped", 2, 3, 4500)],
+        wall_s=100.5,
+        interfaces=[
+            _iface(1, **{"in-discards": 7, "forward-misses": 4, "rx-overruns": 1, "in-errors": 2}),
+            _iface(2, **{"out-discards": 9, "tail-dropped": 6, "out-errors": 1}),
+        ],
+    )
+    rows = {d.port: d for d in deltas(before, after)}
+    p1, p2 = rows[1], rows[2]
+    assert (p1.interface, p1.in_discards, p1.forward_misses, p1.rx_overruns) == ("veth1", 5, 4, 1)
+    assert p1.tail_dropped is None  # the target did not report that leaf
+    assert p1.lost_packets == 5 + 2
+    assert (p2.tail_dropped, p2.out_discards, p2.wred_dropped_packets) == (6, 9, 3)
+    assert p2.lost_packets == 9 + 1  # out-discards already hold the WRED drops
+    assert p1.utc == p2.utc == "1970-01-01T00:01:40.500Z"
+
+    # Without gNMI the only loss the P4 counters see is WRED's.
+    wred = CounterSample("CassiniEgress.wred_dropped", 2, 3, 4500)
+    (plain,) = deltas(Snapshot.of(0.0, []), Snapshot.of(1.0, [wred]))
+    assert (plain.lost_packets, plain.tail_dropped, plain.utc) == (3, None, "")
+
+
+def test_watched_ports_include_idle_ones():
+    idle = Snapshot.of(1.0, [CounterSample("CassiniEgress.port_tx", i, 0, 0) for i in range(4)])
+    moved = Snapshot.of(
+        2.0,
+        [CounterSample("CassiniEgress.port_tx", i, 5 if i == 3 else 0, 0) for i in range(4)],
+        interfaces=[_iface(1), _iface(2)],
+    )
+    # gNMI names the device's ports; a port that moved is always in.
+    assert watched_ports(idle, moved) == [1, 2, 3]
+    # Without gNMI or a chip map: every counter index.
+    assert watched_ports(idle, idle) == [0, 1, 2, 3]
+    rows = deltas(idle, moved, watched_ports(idle, moved))
+    assert [(r.port, r.tx_packets, r.tail_dropped) for r in rows] == [
+        (1, 0, None),
+        (2, 0, None),
+        (3, 5, None),
+    ]
+    topo = load_topology("cassini-testbed")
+    chip = map_to_chip(topo)
+    assert len(watched_ports(idle, idle, chip)) == len(
+        set(chip.link_ports.values()) | set(chip.server_port.values())
+    )
+
+
+def test_watch_writes_a_row_per_port_for_every_interval(tmp_path):
+    clock = [1000.0]
+    wall = [1_700_000_000.0]
+    tail = [0]
+
+    def take():
+        return Snapshot.of(
+            clock[0],
+            [CounterSample("CassiniEgress.port_tx", 1, 0, 0)],
+            wall_s=wall[0],
+            interfaces=[_iface(1, **{"tail-dropped": tail[0], "out-discards": tail[0]}), _iface(2)],
+        )
+
+    def wait(seconds):
+        clock[0] += seconds
+        wall[0] += seconds
+        if round(clock[0] - 1000.0, 6) == 0.6:
+            tail[0] += 7  # drops in the third interval only
+        return False
+
+    got = []
+    assert watch(take, 0.2, got.append, duration_s=1.0, clock=lambda: clock[0], wait=wait) == 5
+    assert [i.index for i in got] == [1, 2, 3, 4, 5]
+    assert all([r.port for r in i.ports] == [1, 2] for i in got)
+    assert [round(i.time_s, 6) for i in got] == [0.2, 0.4, 0.6, 0.8, 1.0]
+    assert [r.tail_dropped for i in got for r in i.ports if r.port == 1] == [0, 0, 7, 0, 0]
+    assert got[0].utc == "2023-11-14T22:13:20.200Z" == got[0].ports[0].utc
+    log = TelemetryLog()
+    for i in got:
+        log.add(i.ports, i.links)
+    (path,) = log.write(tmp_path / "w.csv")
+    with path.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 10
+    assert list(rows[0])[:4] == ["utc", "time_s", "interval_s", "port"]
+    assert sum(int(r["tail_dropped"]) for r in rows if r["port"] == "1") == 7
+    assert {r["tail_dropped"] for r in rows if r["port"] == "2"} == {""}  # not reported: blank
+    assert {r["lost_packets"] for r in rows if r["port"] == "2"} == {"0"}
+
+
+def test_watch_stops_when_asked():
+    stop = threading.Event()
+    stop.set()
+    assert watch(lambda: Snapshot.of(0.0, []), 0.01, lambda i: None, stop=stop) == 0
+    with pytest.raises(UserInputError, match="interval must be > 0"):
+        watch(lambda: Snapshot.of(0.0, []), 0, lambda i: None)

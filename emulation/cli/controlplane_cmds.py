@@ -68,6 +68,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_topology_argument(watch, default=None, purpose="name links")
     watch.add_argument("--out", default=None, help="record to FILE.csv or FILE.json")
     watch.add_argument("--json", action="store_true", help="one JSON object per interval")
+    watch.add_argument(
+        "--gnmi",
+        default=None,
+        metavar="HOST:PORT",
+        help="gNMI address of the interface counters (default: the --grpc address, "
+        "as Stratum and the software switch serve both on one port)",
+    )
+    watch.add_argument(
+        "--no-gnmi",
+        action="store_true",
+        help="the target serves no gNMI (bmv2): record the P4 counters only",
+    )
     watch.set_defaults(handler=_ecn_watch)
 
     tofino = sub.add_parser("tofino", help="Tofino-only artifacts (Stratum, BfRt)")
@@ -256,11 +268,11 @@ def _program(args: argparse.Namespace) -> int:
 
 
 def _ecn_watch(args: argparse.Namespace) -> int:
-    import threading
-    import time
+    import contextlib
 
+    from controlplane.gnmi import GnmiError, GnmiReader, GnmiUnsupported
     from controlplane.session import ConnectionFailed, P4RuntimeSession
-    from controlplane.telemetry import TelemetryLog, deltas, link_deltas, snapshot
+    from controlplane.telemetry import Interval, Snapshot, TelemetryLog, snapshot, watch
 
     interval = parse_duration(args.interval, "--interval")
     duration = parse_duration(args.duration, "--duration") if args.duration else None
@@ -272,8 +284,14 @@ def _ecn_watch(args: argparse.Namespace) -> int:
         chip = map_to_chip(load_topology(args.topology))
     if args.out and not args.out.endswith((".csv", ".json")):
         raise UserInputError(f"--out {args.out}: use a .csv or .json file name")
+    gnmi_address = args.gnmi or args.grpc
+    reader = None if args.no_gnmi else GnmiReader(gnmi_address, args.timeout)
     log = TelemetryLog()
-    stop = threading.Event()
+
+    def record(done: Interval) -> None:
+        log.add(done.ports, done.links)
+        _print_interval(done, args.json)
+
     try:
         with P4RuntimeSession.connect(
             args.grpc,
@@ -281,41 +299,44 @@ def _ecn_watch(args: argparse.Namespace) -> int:
             parse_election_id(args.election_id) if args.election_id else None,
             timeout=args.timeout,
         ) as session:
-            start = time.monotonic()
-            previous = snapshot(session)
-            try:
-                while not stop.wait(interval):
-                    current = snapshot(session)
-                    rows = deltas(previous, current)
-                    links = link_deltas(rows, chip) if chip else []
-                    log.add(rows, links)
-                    _print_interval(current.time_s - start, rows, links, args.json)
-                    previous = current
-                    if duration is not None and current.time_s - start >= duration - 1e-6:
-                        break
-            except KeyboardInterrupt:
-                pass
+
+            def take() -> Snapshot:
+                return snapshot(session, interfaces=reader.read if reader else None)
+
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends the watch, keeps the log
+                watch(take, interval, record, duration, chip=chip)
     except ConnectionFailed as err:
         print(f"cassini: error: {err}", file=sys.stderr)
         return 1
+    except GnmiUnsupported as err:
+        print(f"cassini: error: {err}; pass --no-gnmi for targets without it", file=sys.stderr)
+        return 1
+    except GnmiError as err:
+        print(f"cassini: error: {err}", file=sys.stderr)
+        return 1
     finally:
-        if args.out:
+        if reader is not None:
+            reader.close()
+        if args.out and (log.ports or log.links):
             for path in log.write(args.out):
                 print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
-def _print_interval(t: float, rows: list[Any], links: list[Any], as_json: bool) -> None:
+def _print_interval(done: Any, as_json: bool) -> None:
+    """One interval as a line (ports that marked or lost frames below it) or one JSON object."""
+    rows, links = done.ports, done.links
     if as_json:
         print(
             json.dumps(
                 {
-                    "t_s": round(t, 3),
+                    "t_s": round(done.time_s, 3),
+                    "utc": done.utc,
                     "ports": {
                         r.port: {
                             "tx": r.tx_packets,
                             "ecn": r.ecn_marked_packets,
-                            "drop": r.wred_dropped_packets,
+                            "drop": r.lost_packets,
                         }
                         for r in rows
                     },
@@ -328,18 +349,20 @@ def _print_interval(t: float, rows: list[Any], links: list[Any], as_json: bool) 
             flush=True,
         )
         return
-    marked = [r for r in rows if r.ecn_marked_packets or r.wred_dropped_packets]
+    marked = [r for r in rows if r.ecn_marked_packets or r.lost_packets]
     total_tx = sum(r.tx_packets for r in rows)
     total_ecn = sum(r.ecn_marked_packets for r in rows)
+    total_lost = sum(r.lost_packets for r in rows)
     print(
-        f"t={t:7.2f}s  tx={total_tx} pkts  ecn_marked={total_ecn}  ports_marking={len(marked)}",
+        f"t={done.time_s:7.2f}s  tx={total_tx} pkts  ecn_marked={total_ecn}  dropped={total_lost}  "
+        f"ports_marking_or_dropping={len(marked)}",
         flush=True,
     )
     name = {ln.port: ln.link for ln in links}
     for r in marked:
-        label = name.get(r.port, "")
+        label = name.get(r.port, r.interface)
         print(
-            f"    port {r.port:3d} {label:24s} ecn={r.ecn_marked_packets} drop={r.wred_dropped_packets} "
+            f"    port {r.port:3d} {label:24s} ecn={r.ecn_marked_packets} drop={r.lost_packets} "
             f"tx={r.tx_packets}",
             flush=True,
         )
