@@ -59,10 +59,10 @@ Group = tuple[tuple[str, Any], ...]
 
 
 def fmt(x: float) -> str:
-    """2 decimals below 10, 3 significant digits above (39.5), `inf` for none left."""
+    """2 decimals below 10, 1 below 100 (39.5), none above; `inf` for none left."""
     if not math.isfinite(x):
         return "inf"
-    return f"{x:.2f}" if abs(x) < 10 else f"{x:.3g}"
+    return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}" if abs(x) < 100 else f"{x:.0f}"
 
 
 @dataclass(frozen=True)
