@@ -6,6 +6,7 @@ import csv
 import json
 import threading
 from dataclasses import fields
+from pathlib import Path
 from types import MappingProxyType
 
 import pytest
@@ -16,6 +17,7 @@ from controlplane.p4info import load_p4info
 from controlplane.telemetry import (
     COUNTER_COLUMNS,
     GNMI_COLUMNS,
+    Interval,
     PortDelta,
     Snapshot,
     TelemetryLog,
@@ -137,13 +139,13 @@ def _iface(port: int, **counters: int) -> Interface:
     return Interface(f"veth{port}", port, MappingProxyType(dict(counters)))
 
 
-def test_gnmi_columns_are_leaves_and_fields():
+def test_gnmi_columns_are_leaves_and_fields() -> None:
     assert set(GNMI_COLUMNS) <= set(COUNTER_LEAVES)
     names = {f.name for f in fields(PortDelta)}
     assert {leaf.replace("-", "_") for leaf in GNMI_COLUMNS} <= names
 
 
-def test_loss_columns_and_every_loss_in_lost_packets():
+def test_loss_columns_and_every_loss_in_lost_packets() -> None:
     before = Snapshot.of(
         0.0, [], wall_s=100.0, interfaces=[_iface(1, **{"in-discards": 2}), _iface(2)]
     )
@@ -171,7 +173,7 @@ def test_loss_columns_and_every_loss_in_lost_packets():
     assert (plain.lost_packets, plain.tail_dropped, plain.utc) == (3, None, "")
 
 
-def test_watched_ports_include_idle_ones():
+def test_watched_ports_include_idle_ones() -> None:
     idle = Snapshot.of(1.0, [CounterSample("CassiniEgress.port_tx", i, 0, 0) for i in range(4)])
     moved = Snapshot.of(
         2.0,
@@ -195,12 +197,12 @@ def test_watched_ports_include_idle_ones():
     )
 
 
-def test_watch_writes_a_row_per_port_for_every_interval(tmp_path):
+def test_watch_writes_a_row_per_port_for_every_interval(tmp_path: Path) -> None:
     clock = [1000.0]
     wall = [1_700_000_000.0]
     tail = [0]
 
-    def take():
+    def take() -> Snapshot:
         return Snapshot.of(
             clock[0],
             [CounterSample("CassiniEgress.port_tx", 1, 0, 0)],
@@ -208,14 +210,14 @@ def test_watch_writes_a_row_per_port_for_every_interval(tmp_path):
             interfaces=[_iface(1, **{"tail-dropped": tail[0], "out-discards": tail[0]}), _iface(2)],
         )
 
-    def wait(seconds):
+    def wait(seconds: float) -> bool:
         clock[0] += seconds
         wall[0] += seconds
         if round(clock[0] - 1000.0, 6) == 0.6:
             tail[0] += 7  # drops in the third interval only
         return False
 
-    got = []
+    got: list[Interval] = []
     assert watch(take, 0.2, got.append, duration_s=1.0, clock=lambda: clock[0], wait=wait) == 5
     assert [i.index for i in got] == [1, 2, 3, 4, 5]
     assert all([r.port for r in i.ports] == [1, 2] for i in got)
@@ -235,7 +237,7 @@ def test_watch_writes_a_row_per_port_for_every_interval(tmp_path):
     assert {r["lost_packets"] for r in rows if r["port"] == "2"} == {"0"}
 
 
-def test_watch_stops_when_asked():
+def test_watch_stops_when_asked() -> None:
     stop = threading.Event()
     stop.set()
     assert watch(lambda: Snapshot.of(0.0, []), 0.01, lambda i: None, stop=stop) == 0
