@@ -317,14 +317,19 @@ class P4RuntimeSession:
 
     # --- write -----------------------------------------------------------------
 
-    def write(self, updates: Sequence[Update], batch_size: int = 500) -> None:
+    def write(
+        self, updates: Sequence[Update], batch_size: int = 500, atomicity: str = "CONTINUE_ON_ERROR"
+    ) -> None:
         """Send updates in batches of `batch_size`; raise WriteError listing every failed one.
 
         Batches after a failing one are still sent (CONTINUE_ON_ERROR semantics
         across the whole sequence), so one bad entry does not hide others.
+        `atomicity` (a WriteRequest.Atomicity name) applies to each batch:
+        with ROLLBACK_ON_ERROR a failing batch leaves nothing behind.
         """
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        mode = p4runtime_pb2.WriteRequest.Atomicity.Value(atomicity)
         failures: list[UpdateError] = []
         messages: list[str] = []
         for start in range(0, len(updates), batch_size):
@@ -332,7 +337,7 @@ class P4RuntimeSession:
             request = p4runtime_pb2.WriteRequest(
                 device_id=self.device_id,
                 role=self.role,
-                atomicity=p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR,
+                atomicity=mode,
             )
             request.election_id.CopyFrom(self._election_proto())
             for update in batch:

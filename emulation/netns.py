@@ -34,6 +34,8 @@ from typing import Any
 # Prefixes of everything this project creates: "cas" for emulation runs,
 # "cst" for tests (a random suffix keeps parallel runs apart).
 PROJECT_PREFIXES = ("cas", "cst")
+# The packet loop of a software switch runs as `python -m` this module.
+DATAPATH_MODULE = "emulation.target.datapath_process"
 IFNAMSIZ = 15
 OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
 CLONE_NEWNET = 0x40000000
@@ -294,7 +296,8 @@ def _namespaces() -> list[str]:
 
 
 def _switch_processes(prefixes: Iterable[str]) -> list[int]:
-    """`cassini switch serve` processes bound to interfaces with one of the prefixes."""
+    """`cassini switch serve` processes (and their packet loops) bound to interfaces
+    with one of the prefixes."""
     found = []
     prefixes = tuple(prefixes)
     for entry in os.listdir("/proc"):
@@ -305,7 +308,8 @@ def _switch_processes(prefixes: Iterable[str]) -> list[int]:
         except OSError:
             continue
         args = [a.decode(errors="replace") for a in argv]
-        if "switch" not in args or "serve" not in args:
+        serving = "switch" in args and "serve" in args
+        if not serving and DATAPATH_MODULE not in args:
             continue
         interfaces = [a.split("@", 1)[1] for a in args if "@" in a]
         if any(ifname.startswith(prefixes) for ifname in interfaces):

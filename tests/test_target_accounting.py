@@ -274,9 +274,6 @@ def test_a_vlan_tag_and_its_priority_cross_the_switch(lab: NetnsLab) -> None:
     _tag_crosses_the_switch(lab, rx_ring=True)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the packet loop does not call ports.restore_vlan_tag on recvmsg yet"
-)
 def test_a_vlan_tag_crosses_the_switch_on_the_recvmsg_path(lab: NetnsLab) -> None:
     _tag_crosses_the_switch(lab, rx_ring=False)
 

@@ -39,9 +39,10 @@ from .port_stats import STAT_NAMES
 from .ports import (
     MAX_FRAME_BYTES,
     PACKET_OUTGOING,
-    TIMESTAMP_ANCILLARY_BYTES,
+    RECV_ANCILLARY_BYTES,
     PortSocket,
     ancillary_timestamp,
+    restore_vlan_tag,
 )
 from .state import COUNTER_CELLS, DataplaneState
 from .tm_config import TmConfig
@@ -501,9 +502,10 @@ class Datapath:
         """Up to RECV_BATCH frames with their SO_TIMESTAMPNS receive times."""
         receive = self.pipeline.tm.receive
         for _ in range(RECV_BATCH):
-            frame, ancillary, _flags, address = recvmsg(MAX_FRAME_BYTES, TIMESTAMP_ANCILLARY_BYTES)
+            frame, ancillary, _flags, address = recvmsg(MAX_FRAME_BYTES, RECV_ANCILLARY_BYTES)
             if address[2] == PACKET_OUTGOING:
                 continue
+            frame = restore_vlan_tag(ancillary, frame)  # the kernel strips 802.1Q tags
             read_time = self.clock()
             real = ancillary_timestamp(ancillary)
             stamp = read_time if real is None else real - offset

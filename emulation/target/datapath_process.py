@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from emulation.netns import DATAPATH_MODULE
 from topologies.errors import UserInputError
 
 from .port_stats import STAT_NAMES
@@ -53,7 +54,7 @@ from .tm_config import TmConfig
 
 log = logging.getLogger(__name__)
 
-MODULE = "emulation.target.datapath_process"
+MODULE = DATAPATH_MODULE
 # Header words of the shared block: the sequence lock, then figures of the loop.
 _SEQUENCE, _FLUSHES, _HEADER_WORDS = 0, 1, 8
 START_TIMEOUT_S = 30.0

@@ -38,6 +38,8 @@ READ_CHUNK = 1000
 # Each open StreamChannel holds one worker thread for its lifetime (sync gRPC);
 # this bounds clients + concurrent unary RPCs.
 DEFAULT_MAX_WORKERS = 32
+# How long stop() waits past the grace period for the server to be down.
+STOP_WAIT_S = 0.2
 
 _GRPC_CODE = {status.value[0]: status for status in grpc.StatusCode}
 
@@ -177,13 +179,22 @@ class RunningServer:
     _stopped: bool = field(default=False, repr=False)
 
     def stop(self, grace: float | None = 0.5) -> None:
-        """Close the client streams, then the server; waits until it is down."""
+        """Close the client streams, then the server; waits at most `grace` + STOP_WAIT_S.
+
+        A handler still parsing a huge request in pure Python cannot be
+        interrupted; it is cancelled and not waited for (its process may exit).
+        """
         if self._stopped:
             return
         self._stopped = True
         self.device.end_all_sessions()
-        self._server.stop(grace).wait()
-        log.info("device %d: P4Runtime server on %s stopped", self.device.device_id, self.address)
+        done = self._server.stop(grace).wait((grace or 0.0) + STOP_WAIT_S)
+        log.info(
+            "device %d: P4Runtime server on %s stopped%s",
+            self.device.device_id,
+            self.address,
+            "" if done else " (a request was still being handled)",
+        )
 
     def __enter__(self) -> RunningServer:
         return self

@@ -1,0 +1,199 @@
+"""The packet loop in its own process: the control plane cannot stall it, lose its
+counts, or outlive it.
+
+Each test here failed on the single-process switch (service and packet loop
+under one interpreter lock): a rolled-back Write restored every counter from
+its snapshot and emptied the forwarding table for a moment; SIGTERM during a
+large Write waited for the parse to finish; a dead packet loop went unnoticed.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from p4.v1 import p4runtime_pb2
+
+from controlplane.entries import TableEntry, Update, UpdateType
+from controlplane.p4info import load_p4info
+from controlplane.session import P4RuntimeSession, WriteError
+from emulation.netns import NetnsLab, leftovers
+from emulation.target.datapath import PORT_RX, PORT_TX
+from emulation.target.switch import READY_PATTERN, SoftwareSwitch
+from tests.test_target_datapath import CASSINI, lab, mac_of, make_hosts, udp, wait_for
+
+pytestmark = pytest.mark.root
+__all__ = ["lab"]  # the fixture, shared with test_target_datapath
+
+
+def _forward(ingress: int, mac: bytes, port: int) -> TableEntry:
+    return TableEntry(
+        "logical_forward", {"ingress_port": ingress, "dst_mac": mac.hex(":")}, "set_egress_port",
+        {"port": port},
+    )  # fmt: skip
+
+
+def test_rolled_back_writes_lose_no_counts_and_never_stop_forwarding(lab: NetnsLab) -> None:
+    """3,000 frames while three large batches are rolled back: every frame arrives, and
+    port_rx / port_tx count each one (the old rollback restored the counters' snapshot)."""
+    h1, h2 = make_hosts(lab, 2)
+    with SoftwareSwitch(1, {1: h1.switch_ifname, 2: h2.switch_ifname}, "127.0.0.1:0") as switch:
+        assert switch.grpc_address is not None
+        with P4RuntimeSession.connect(switch.grpc_address, 1) as session:
+            session.set_pipeline(load_p4info())
+            session.write([Update(UpdateType.INSERT, _forward(1, h2.mac, 2))])
+            sent = 3000
+            received: list[int] = []
+            reader = threading.Thread(
+                target=lambda: received.append(len(h2.received(quiet=0.5, deadline=30)))
+            )
+            reader.start()
+
+            def send() -> None:
+                for i in range(sent):
+                    h1.send(udp(h1, h2.mac, size=100, seq=i))
+                    if i % 10 == 0:
+                        time.sleep(1e-3)
+
+            sender = threading.Thread(target=send)
+            sender.start()
+            batch = [
+                Update(UpdateType.INSERT, _forward(1, mac_of(0x10 + i % 200), 2 + i // 200))
+                for i in range(600)
+            ]
+            batch.append(Update(UpdateType.INSERT, _forward(1, h2.mac, 2)))  # exists: fails
+            rollbacks = 0
+            while rollbacks < 3:
+                with pytest.raises(WriteError) as failed:
+                    session.write(batch, batch_size=len(batch), atomicity="ROLLBACK_ON_ERROR")
+                assert len(failed.value.details) == len(batch)  # 600 ABORTED + the duplicate
+                rollbacks += 1
+            sender.join()
+            reader.join()
+            assert rollbacks == 3
+            assert received == [sent]
+            assert wait_for(lambda: switch.counter(PORT_TX)[2, 0] == sent)
+            assert switch.counter(PORT_RX)[1, 0] == sent
+            assert len(session.read_table('logical_forward')) == 1
+
+
+def _start_serve(lab: NetnsLab, ports: dict[int, str]) -> tuple[subprocess.Popen[str], str]:
+    argv = [CASSINI, "switch", "serve", "--grpc-server-addr", "127.0.0.1:0"]
+    for port, ifname in ports.items():
+        argv += ["-i", f"{port}@{ifname}"]
+    process = lab.popen(None, argv, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        match = READY_PATTERN.search(line)
+        if match:
+            return process, match.group(1)
+    raise AssertionError("".join(seen))
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found += [int(c) for c in text]
+    return found
+
+
+def test_sigterm_during_a_large_write_stops_within_a_second(lab: NetnsLab) -> None:
+    """A ~12 MB Write takes the pure-Python parser many seconds; SIGTERM must not wait for it."""
+    h1, h2 = make_hosts(lab, 2)
+    process, address = _start_serve(lab, {1: h1.switch_ifname, 2: h2.switch_ifname})
+    try:
+        one = p4runtime_pb2.WriteRequest(device_id=1)
+        one.election_id.low = 1
+        update = one.updates.add()
+        update.type = p4runtime_pb2.Update.INSERT
+        update.entity.table_entry.table_id = load_p4info().table("logical_forward").id
+        update.entity.table_entry.controller_metadata = 1 << 40
+        base = p4runtime_pb2.WriteRequest(device_id=1)
+        base.election_id.low = 1
+        head = base.SerializeToString()
+        field = one.SerializeToString()[len(head) :]  # one encoded `updates` field
+        request = head + field * 200_000
+        channel = grpc.insecure_channel(
+            address, options=[("grpc.max_send_message_length", 64 << 20)]
+        )
+        write = channel.unary_unary(
+            "/p4.v1.P4Runtime/Write",
+            request_serializer=lambda raw: raw,
+            response_deserializer=lambda raw: raw,
+        )
+        future = write.future(request, timeout=60)
+        time.sleep(1.5)  # the server is parsing now
+        assert not future.done()
+        began = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(10)
+        took = time.monotonic() - began
+        channel.close()
+        assert code == 0
+        assert took < 1.0, f"stopped {took:.1f} s after SIGTERM"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_a_dead_packet_loop_stops_the_switch_with_its_cause(lab: NetnsLab) -> None:
+    h1, h2 = make_hosts(lab, 2)
+    process, _address = _start_serve(lab, {1: h1.switch_ifname, 2: h2.switch_ifname})
+    try:
+        (loop,) = _children(process.pid)
+        assert "emulation.target.datapath_process" in Path(f"/proc/{loop}/cmdline").read_text()
+        assert f"process {loop}" in leftovers(lab.prefix)  # `cassini clean` would find it
+        began = time.monotonic()
+        subprocess.run(["kill", "-KILL", str(loop)], check=True)
+        code = process.wait(10)
+        assert time.monotonic() - began < 2.0
+        assert code == 1
+        assert process.stderr is not None
+        rest = process.stderr.read()
+        assert re.search(rf"packet loop \(process {loop}\) was killed by SIGKILL", rest), rest
+        assert "Traceback" not in rest
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert not [item for item in leftovers(lab.prefix) if item.startswith("process")]
+
+
+def test_killing_the_switch_takes_its_packet_loop_with_it(lab: NetnsLab) -> None:
+    h1, h2 = make_hosts(lab, 2)
+    process, _address = _start_serve(lab, {1: h1.switch_ifname, 2: h2.switch_ifname})
+    (loop,) = _children(process.pid)
+    process.kill()
+    process.wait()
+    assert wait_for(lambda: not Path(f"/proc/{loop}").exists() or _zombie(loop), timeout=3.0)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_write_returns_only_once_the_packet_path_has_it(lab: NetnsLab) -> None:
+    """The first frame sent after Write returns is forwarded by the new entry."""
+    h1, h2 = make_hosts(lab, 2)
+    with SoftwareSwitch(1, {1: h1.switch_ifname, 2: h2.switch_ifname}, "127.0.0.1:0") as switch:
+        assert switch.grpc_address is not None
+        with P4RuntimeSession.connect(switch.grpc_address, 1) as session:
+            session.set_pipeline(load_p4info())
+            for i in range(20):
+                mac = mac_of(0x40 + i)
+                session.write([Update(UpdateType.INSERT, _forward(1, mac, 2))])
+                h1.send(udp(h1, mac, seq=i))
+            assert len(h2.received()) == 20
