@@ -184,7 +184,7 @@ class SwitchProcess:
     """`cassini switch serve` on two ports, its log drained so it never blocks on stderr."""
 
     def __init__(self, lab: NetnsLab, ports: dict[int, str], nice: int, timeout: float) -> None:
-        from emulation.fabric import READY_PATTERN
+        from emulation.target.switch import READY_PATTERN
 
         argv = ["nice", "-n", str(nice)] if nice else []
         argv += [sys.executable, "-m", "emulation", "switch", "serve", "--device-id", "1"]

@@ -24,7 +24,6 @@ import json
 import logging
 import math
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,8 @@ from topologies.chip_mapping import ChipMap, map_to_chip
 from topologies.errors import UserInputError
 from topologies.model import Link, Topology
 
-from .netns import NetnsLab, new_prefix
+from .netns import NetnsLab, exit_cause, new_prefix
+from .target.switch import READY_PATTERN
 from .target.tm_config import (
     TOFINO1_BUFFER_CELLS,
     LoopbackCable,
@@ -75,7 +75,6 @@ FABRIC_PREFIX_BASE = "cas"
 # still happen when the switch thread runs: a higher priority keeps delivery
 # jitter low on a shared machine.
 SWITCH_NICE = -10
-READY_PATTERN = re.compile(r"ready: device \d+, P4Runtime on (\S+)")
 # How many of the switch's last log lines a failure report quotes.
 FAILURE_LOG_LINES = 10
 
@@ -253,14 +252,7 @@ def describe_exit(
     >>> describe_exit("the switch", 4242, 3)
     'the switch (pid 4242) exited with code 3 (no log output)'
     """
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = "an unknown signal"
-        cause = f"was killed by {name} (signal {-returncode})"
-    else:
-        cause = f"exited with code {returncode}"
+    cause = exit_cause(returncode)
     tail = [line for line in log_tail if line.strip()][-lines:] if lines > 0 else []
     if not tail:
         return f"{what} (pid {pid}) {cause} (no log output)"

@@ -235,6 +235,23 @@ def _signals_deferred() -> Any:
         signal.signal(signal.SIGINT, previous)
 
 
+def exit_cause(returncode: int | None) -> str:
+    """Why a process ended, as a phrase; a negative code is a signal (subprocess's way).
+
+    >>> exit_cause(-9), exit_cause(3), exit_cause(None)
+    ('was killed by SIGKILL (signal 9)', 'exited with code 3', 'is still running')
+    """
+    if returncode is None:
+        return "is still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"was killed by {name} (signal {-returncode})"
+    return f"exited with code {returncode}"
+
+
 def _stop_process(process: subprocess.Popen[Any], grace: float = 2.0) -> None:
     if process.poll() is not None:
         return

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from emulation.netns import DATAPATH_MODULE
+from emulation.netns import DATAPATH_MODULE, exit_cause
 from topologies.errors import UserInputError
 
 from .port_stats import STAT_NAMES
@@ -214,7 +214,7 @@ class DatapathProcess:
         while not self._control.poll(0.05):
             code = self.process.poll() if self.process is not None else None
             if code is not None:
-                raise RuntimeError(f"the packet loop (process {self.pid}) {describe_exit(code)}")
+                raise RuntimeError(f"the packet loop (process {self.pid}) {exit_cause(code)}")
             if time.monotonic() > end:
                 raise RuntimeError(f"the packet loop did not answer within {timeout:g} s ({doing})")
         try:
@@ -222,7 +222,7 @@ class DatapathProcess:
         except (EOFError, OSError):
             code = self.process.wait(1.0) if self.process is not None else None
             raise RuntimeError(
-                f"the packet loop (process {self.pid}) {describe_exit(code)}"
+                f"the packet loop (process {self.pid}) {exit_cause(code)}"
             ) from None
 
     # --- the Dataplane protocol ------------------------------------------------------
@@ -264,7 +264,7 @@ class DatapathProcess:
         """Why the loop is gone, if it died on its own; None while it runs."""
         if self.process is None or self.process.poll() is None:
             return None
-        return f"the packet loop (process {self.pid}) {describe_exit(self.process.returncode)}"
+        return f"the packet loop (process {self.pid}) {exit_cause(self.process.returncode)}"
 
     def stop(self, timeout: float = 2.0) -> None:
         """Ask the loop to stop, then make sure it has (idempotent)."""
@@ -284,19 +284,6 @@ class DatapathProcess:
         if self.shared is not None:
             self.shared.close()
             self.shared = None
-
-
-def describe_exit(code: int | None) -> str:
-    """'exited with code 3', 'was killed by SIGKILL', or 'is still running'."""
-    if code is None:
-        return "is still running"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"was killed by {name}"
-    return f"exited with code {code}"
 
 
 # --- the child -----------------------------------------------------------------------
