@@ -112,7 +112,8 @@ class DaskEngine:
     @property
     def description(self) -> str:
         where = f"scheduler {self.address}" if self.address else "local cluster"
-        return f"dask {where}, {self.workers} workers"
+        n = self.workers
+        return f"dask {where}, {n} worker{'' if n == 1 else 's'}"
 
     def run(self, fn: Callable[[T], Any], tasks: Sequence[T]) -> Iterator[Outcome]:
         from distributed import as_completed
