@@ -50,6 +50,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+# (our choice) Niceness of the sender and receiver probes (root only; else ignored).
+PROBE_NICE = -15
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -342,7 +344,9 @@ def run_window(
     run_id: int,
 ) -> Row:
     """Probe for `seconds` while calling each (at s, name, call) of `schedule` in turn."""
-    me = [sys.executable, str(Path(__file__).resolve()), "--role"]
+    # The probes are the instrument: a sender preempted between stamping a frame
+    # and sending it would charge its own scheduling delay to the switch.
+    me = ["nice", "-n", str(PROBE_NICE), sys.executable, str(Path(__file__).resolve()), "--role"]
     rx = lab.popen(
         ns_b,
         [*me, "receive", "--ifname", if_b, "--run-id", str(run_id)],
