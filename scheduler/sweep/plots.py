@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..baselines.registry import CASSINI_BASE
 from .aggregate import DISPLAY, SeedRun, describe_group, load_curve
 
 
@@ -85,7 +86,9 @@ def write_plots(
         for rest, per in curves.items():
             for v, points in per.items():
                 x = [p[0] for p in points]
-                label = DISPLAY.get(v, v) + (f" ({describe_group(rest)})" if many else "")
+                base = CASSINI_BASE.get(v, "base")
+                label = f"{DISPLAY.get(v, v)} vs {DISPLAY.get(base, base)}"
+                label += f" ({describe_group(rest)})" if many else ""
                 (line,) = ax.plot(x, [p[1].mean for p in points], marker="o", label=label)
                 lo = [p[1].lo if math.isfinite(p[1].lo) else np.nan for p in points]
                 hi = [p[1].hi if math.isfinite(p[1].hi) else np.nan for p in points]
@@ -93,7 +96,8 @@ def write_plots(
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
         ax.set_xlabel("Poisson load")
         ax.set_ylabel("base / variant mean iteration time")
-        ax.set_title("mean over seeds, range shaded")
+        seeds = len({r.seed for r in runs})
+        ax.set_title(f"mean over {seeds} seeds, range shaded")
         ax.legend(fontsize=8)
         fig.tight_layout()
         paths["ratio_vs_load"] = out / "ratio_vs_load.png"
