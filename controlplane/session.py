@@ -22,10 +22,19 @@ import grpc
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from .entries import CounterSample, TableEntry, Update
+from .entries import CounterSample, TableEntry, Update, UpdateType
 from .p4info import P4InfoIndex, index_p4info, load_p4info
 
 DEFAULT_TIMEOUT_S = 5.0
+# A failed Write's trailer holds one p4.v1.Error per update (about 40 bytes each
+# even when empty): gRPC's default 16 KiB metadata limit drops the details of
+# batches above ~200 updates. Messages stay bounded by the 64 MiB message limit.
+CHANNEL_OPTIONS = (
+    ("grpc.max_metadata_size", 16 << 20),
+    ("grpc.absolute_max_metadata_size", 16 << 20),
+    ("grpc.max_receive_message_length", 64 << 20),
+    ("grpc.max_send_message_length", 64 << 20),
+)
 
 
 class ConnectionFailed(RuntimeError):
@@ -137,7 +146,7 @@ class P4RuntimeSession:
         return session
 
     def _open(self) -> None:
-        self._channel = grpc.insecure_channel(self.address)
+        self._channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=self.timeout)
         except grpc.FutureTimeoutError:
@@ -349,10 +358,52 @@ class P4RuntimeSession:
                     raise self._not_primary("the write", err) from None
                 if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise self._rpc_failed("Write", err) from None
-                failures.extend(_update_errors(err, batch, start))
+                found = _update_errors(err, batch, start)
+                if found is None:  # no per-update details: ask the device what it holds
+                    found = self._unapplied(err, batch, start)
+                failures.extend(found)
                 messages.append(f"{err.code().name}: {err.details()}")
         if failures:
             raise WriteError(failures, "; ".join(sorted(set(messages))))
+
+    def _unapplied(self, err: grpc.RpcError, batch: Sequence[Update], offset: int) -> list[UpdateError]:
+        """The updates of a failed batch the device does not reflect, found by reading back.
+
+        Without per-update details a Write's status does not say which updates
+        were applied (with CONTINUE_ON_ERROR some usually were): an INSERT or
+        MODIFY counts as applied when the entry reads back with its action, a
+        DELETE when the entry is gone. Never reports an applied update as failed.
+        """
+        entities = []
+        for update in batch:
+            entity = p4runtime_pb2.Entity()
+            entity.table_entry.CopyFrom(update.entry.to_proto(self.p4info))
+            entity.table_entry.ClearField("action")
+            entities.append(entity)
+        installed: dict[Any, TableEntry] = {}
+        try:
+            for found in self._read(entities):
+                entry = TableEntry.from_proto(self.p4info, found.table_entry)
+                installed[entry.key()] = entry
+            known = True
+        except ConnectionFailed:
+            known = False  # cannot tell: every update stays reported, with the RPC status
+        failed = []
+        for i, update in enumerate(batch):
+            wanted = update.entry.canonical(self.p4info)
+            held = installed.get(wanted.key())
+            if not known:
+                applied = False
+            elif update.type is UpdateType.DELETE:
+                applied = held is None
+            else:
+                applied = held is not None and (held.action, held.params) == (
+                    wanted.action,
+                    wanted.params,
+                )
+            if not applied:
+                failed.append(UpdateError(offset + i, err.code().name, err.details() or "", update))
+        return failed
 
     # --- read ------------------------------------------------------------------
 
@@ -399,8 +450,11 @@ class P4RuntimeSession:
         return samples
 
 
-def _update_errors(err: grpc.RpcError, batch: Sequence[Update], offset: int) -> list[UpdateError]:
-    """Per-update errors from a failed Write's grpc-status-details-bin trailer (spec 12.3)."""
+def _update_errors(
+    err: grpc.RpcError, batch: Sequence[Update], offset: int
+) -> list[UpdateError] | None:
+    """Per-update errors from a failed Write's grpc-status-details-bin trailer (spec 12.3);
+    None when the trailer has no per-update details."""
     details: list[UpdateError] = []
     status = None
     for key, value in err.trailing_metadata() or ():
@@ -416,8 +470,4 @@ def _update_errors(err: grpc.RpcError, batch: Sequence[Update], offset: int) -> 
             )
         if details:
             return details
-    # No per-update details: attribute the RPC status to every update of the batch.
-    return [
-        UpdateError(offset + i, err.code().name, err.details() or "", update)
-        for i, update in enumerate(batch)
-    ]
+    return None

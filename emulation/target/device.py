@@ -32,6 +32,11 @@ _SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest
 
 
+# (our choice) Updates one Write may carry: a 100k-update Write held the device
+# for 52 s. Above it, RESOURCE_EXHAUSTED; the project's client sends 500 at a time.
+MAX_UPDATES_PER_WRITE = 10_000
+# Failures of one Write logged at INFO; the rest at DEBUG (the summary line counts them all).
+LOGGED_FAILURES = 5
 # Restores one stored entry (or default) as it was before an update of a Write.
 _Undo = Callable[[], object]
 
@@ -242,9 +247,21 @@ class Device:
             arb.status.message = "there is no primary client"
         return response
 
-    def packet_out(self, session: Session) -> None:
-        """The Cassini pipeline has no CPU port: a PacketOut is counted and dropped."""
+    def packet_out(self, session: Session, packet: Any) -> None:
+        """PacketOut: only the primary may send one (spec 16.1); others get a StreamError.
+
+        The Cassini pipeline has no CPU port: the primary's PacketOut is counted and dropped.
+        """
         with self._lock:
+            role = session.role
+            if role is None or self._primary(role) is not session:
+                why = "has not arbitrated" if role is None else "is not the primary"
+                error = p4runtime_pb2.StreamMessageResponse()
+                error.error.canonical_code = code_pb2.PERMISSION_DENIED
+                error.error.message = f"PacketOut refused: this stream {why}"
+                error.error.packet_out.packet_out.CopyFrom(packet)
+                session.send(error)
+                return
             self.packet_outs_dropped += 1
         log.debug(
             "device %d: dropped a PacketOut from %s (no CPU port)", self.device_id, session.peer
@@ -258,6 +275,11 @@ class Device:
             )
 
     def _check_primary(self, role: str, request: Any) -> int:
+        if role and role not in self._highest and all(s.role != role for s in self._sessions):
+            raise EntryError(
+                code_pb2.NOT_FOUND,
+                f"unknown role {role!r}: no client has arbitrated for it on this device",
+            )
         if not request.HasField("election_id"):
             raise EntryError(
                 code_pb2.PERMISSION_DENIED, "election_id is unset: only the primary may write"
@@ -282,6 +304,10 @@ class Device:
             role = _role_key(request.role, request.role_id)
             election_id = self._check_primary(role, request)
             action = request.action
+            if action not in _SetAction.Action.values():
+                raise EntryError(
+                    code_pb2.INVALID_ARGUMENT, f"unknown SetForwardingPipelineConfig action {action}"
+                )
             name = _SetAction.Action.Name(action)
             if action == _SetAction.COMMIT:
                 if request.HasField("config"):
@@ -381,11 +407,20 @@ class Device:
         problems (device, pipeline, primary, atomicity) raise instead.
         """
         with self._lock:
+            # Spec order: device, then the writer's right to write, then the pipeline.
             self._check_device(request.device_id)
-            pipeline = self._current()
             role = _role_key(request.role, request.role_id)
             election_id = self._check_primary(role, request)
+            pipeline = self._current()
             atomicity = request.atomicity
+            if atomicity not in p4runtime_pb2.WriteRequest.Atomicity.values():
+                raise EntryError(code_pb2.INVALID_ARGUMENT, f"unknown atomicity {atomicity}")
+            if len(request.updates) > MAX_UPDATES_PER_WRITE:
+                raise EntryError(
+                    code_pb2.RESOURCE_EXHAUSTED,
+                    f"{len(request.updates)} updates in one Write; this target takes at most "
+                    f"{MAX_UPDATES_PER_WRITE} (split the batch)",
+                )
             # DATAPLANE_ATOMIC is ROLLBACK_ON_ERROR whose changes reach the packet
             # path as one step, which every batch here does.
             rollback = atomicity in (
@@ -401,7 +436,8 @@ class Device:
                     self._apply(pipeline, update, live, changes, undo)
                     results.append(None)
                 except EntryError as err:
-                    results.append(err)
+                    # A fresh error without the traceback: a failure costs its message only.
+                    results.append(EntryError(err.code, err.message))
                     if rollback:
                         break
             failed = [i for i, r in enumerate(results) if r is not None]
@@ -426,9 +462,12 @@ class Device:
                 sum(r is not None for r in results),
                 " (rolled back)" if rollback and failed else "",
             )
+            logged = 0
             for i, result in enumerate(results):
                 if result is not None and result.code != code_pb2.ABORTED:
-                    log.info("device %d: update %d: %s", self.device_id, i, result.message)
+                    logged += 1
+                    level = logging.INFO if logged <= LOGGED_FAILURES else logging.DEBUG
+                    log.log(level, "device %d: update %d: %s", self.device_id, i, result.message)
             return results
 
     def _apply(
@@ -527,8 +566,11 @@ class Device:
                             out.append(e)
                     elif kind is None:
                         raise EntryError(code_pb2.INVALID_ARGUMENT, "entity is unset")
-                    # Other kinds (registers, meters, profiles, ...) do not exist in a
-                    # pipeline this target accepts: a read of them finds nothing.
+                    else:
+                        # Other kinds (registers, meters, profiles, ...) do not exist in a
+                        # pipeline this target accepts: a wildcard read finds nothing,
+                        # a read naming an id names something that is not there.
+                        _check_absent_kind(kind, getattr(entity, kind))
                 except EntryError as err:
                     # (our choice) like bmv2, the first bad request fails the whole Read.
                     raise EntryError(err.code, f"entity {i}: {err.message}") from None
@@ -565,6 +607,30 @@ class Device:
                     continue
                 result.append(entry)
         return result
+
+
+# The id field of each entity kind the pipeline has none of (0 means every one).
+_ID_FIELDS = {
+    "register_entry": "register_id",
+    "meter_entry": "meter_id",
+    "action_profile_member": "action_profile_id",
+    "action_profile_group": "action_profile_id",
+    "value_set_entry": "value_set_id",
+    "digest_entry": "digest_id",
+    "extern_entry": "extern_id",
+}
+
+
+def _check_absent_kind(kind: str, query: Any) -> None:
+    """NOT_FOUND for a read of a specific object of a kind the pipeline has none of."""
+    field_name = _ID_FIELDS.get(kind)
+    object_id = getattr(query, field_name, 0) if field_name else 0
+    if object_id:
+        raise EntryError(
+            code_pb2.NOT_FOUND,
+            f"no {kind.replace('_entry', '').replace('_', ' ')} with id {object_id} "
+            "in the pipeline (it has none)",
+        )
 
 
 def _summary(index: P4InfoIndex) -> str:

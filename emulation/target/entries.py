@@ -237,6 +237,11 @@ def canonical_bytes(value: bytes, bitwidth: int, what: str) -> bytes:
 EntryKey = tuple[tuple[tuple[Any, ...], ...], int]
 
 
+# (our choice) The opaque metadata bytes a table entry may carry: with 1 MiB per
+# entry, a wildcard Read of a few thousand entries no longer fitted any message.
+MAX_METADATA_BYTES = 4096
+
+
 @dataclass(frozen=True)
 class ValidEntry:
     """A checked table entry: its table, key and the canonical message."""
@@ -399,6 +404,12 @@ def validate_table_entry(index: P4InfoIndex, entry: Any, update_type: int) -> Va
     else:
         canonical.action.action.CopyFrom(
             canonical_action(index, table, entry.action.action, default=False)
+        )
+    if len(entry.metadata) > MAX_METADATA_BYTES:
+        raise EntryError(
+            code_pb2.RESOURCE_EXHAUSTED,
+            f"table {table.name}: metadata of {len(entry.metadata)} bytes; this target keeps "
+            f"at most {MAX_METADATA_BYTES} per entry",
         )
     canonical.controller_metadata = entry.controller_metadata
     canonical.metadata = entry.metadata

@@ -33,11 +33,21 @@ from topologies.errors import UserInputError
 
 log = logging.getLogger(__name__)
 
-# Entities per ReadResponse: a full counter dump (4 x 512 cells) spans a few messages.
+# A ReadResponse holds at most this many entities and about this many bytes,
+# well under the 64 MiB message limit of both sides.
 READ_CHUNK = 1000
-# Each open StreamChannel holds one worker thread for its lifetime (sync gRPC);
-# this bounds clients + concurrent unary RPCs.
-DEFAULT_MAX_WORKERS = 32
+READ_CHUNK_BYTES = 4 << 20
+# (our choice) Each open StreamChannel holds one worker thread for its lifetime
+# (sync gRPC): at most MAX_STREAMS of them (more get RESOURCE_EXHAUSTED, spec
+# 5.4), and UNARY_WORKERS more threads stay free for Write, Read and the rest.
+MAX_STREAMS = 16
+UNARY_WORKERS = 16
+DEFAULT_MAX_WORKERS = MAX_STREAMS + UNARY_WORKERS
+# (our choice) Per-update error details: messages are cut to this length, and only
+# the first DETAILED_FAILURES failures carry one, so the trailer of a large
+# failing batch stays small enough for clients' metadata limits (16 KiB by default).
+ERROR_MESSAGE_CHARS = 160
+DETAILED_FAILURES = 10
 # How long stop() waits past the grace period for the server to be down.
 STOP_WAIT_S = 0.2
 
@@ -59,8 +69,11 @@ def _api_version() -> str:
 class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     """gRPC methods of one device."""
 
-    def __init__(self, device: Device) -> None:
+    def __init__(self, device: Device, max_streams: int = MAX_STREAMS) -> None:
         self.device = device
+        self.max_streams = max_streams
+        self._streams = 0
+        self._streams_lock = threading.Lock()
 
     def Capabilities(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC name)
         return p4runtime_pb2.CapabilitiesResponse(p4runtime_api_version=_api_version())
@@ -99,10 +112,25 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             found = self.device.read(request)
         except EntryError as err:
             context.abort(_grpc_code(err.code), err.message)
-        for start in range(0, max(len(found), 1), READ_CHUNK):
-            yield p4runtime_pb2.ReadResponse(entities=found[start : start + READ_CHUNK])
+        yield from read_responses(found)
 
     def StreamChannel(self, request_iterator: Any, context: Any) -> Iterator[Any]:  # noqa: N802
+        with self._streams_lock:
+            full = self._streams >= self.max_streams
+            if not full:
+                self._streams += 1
+        if full:
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"this target serves at most {self.max_streams} StreamChannels at once",
+            )
+        try:
+            yield from self._stream(request_iterator, context)
+        finally:
+            with self._streams_lock:
+                self._streams -= 1
+
+    def _stream(self, request_iterator: Any, context: Any) -> Iterator[Any]:
         session = Session(peer=context.peer())
         # Fires when the RPC ends for any reason (client gone, server stopping).
         context.add_callback(session.end)
@@ -142,7 +170,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                         session.end(err.code, err.message)
                         return
                 elif kind == "packet":
-                    self.device.packet_out(session)
+                    self.device.packet_out(session, message.packet)
                 # digest_ack and other: nothing to acknowledge on this target.
         except grpc.RpcError:
             pass  # the RPC was cancelled: the client went away
@@ -152,18 +180,45 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             session.end()
 
 
+def read_responses(entities: list[Any]) -> Iterator[Any]:
+    """ReadResponses of at most READ_CHUNK entities and about READ_CHUNK_BYTES each."""
+    chunk: list[Any] = []
+    size = 0
+    for entity in entities:
+        entity_bytes = entity.ByteSize()
+        if chunk and (len(chunk) >= READ_CHUNK or size + entity_bytes > READ_CHUNK_BYTES):
+            yield p4runtime_pb2.ReadResponse(entities=chunk)
+            chunk, size = [], 0
+        chunk.append(entity)
+        size += entity_bytes
+    yield p4runtime_pb2.ReadResponse(entities=chunk)
+
+
+def _short(message: str) -> str:
+    if len(message) <= ERROR_MESSAGE_CHARS:
+        return message
+    return message[: ERROR_MESSAGE_CHARS - 3] + "..."
+
+
 def write_error_status(results: list[EntryError | None]) -> Any:
-    """google.rpc.Status with one p4.v1.Error per update, OK for those that succeeded (spec 12.5)."""
+    """google.rpc.Status with one p4.v1.Error per update, OK for those that succeeded (spec 12.5).
+
+    Every failed update has its code; the first DETAILED_FAILURES have their
+    (shortened) message too, so the details stay bounded however many fail.
+    """
     failed = [r for r in results if r is not None]
     status = status_pb2.Status(
         code=code_pb2.UNKNOWN,
-        message=f"{len(failed)} of {len(results)} updates failed: {failed[0].message}",
+        message=_short(f"{len(failed)} of {len(results)} updates failed: {failed[0].message}"),
     )
+    detailed = 0
     for result in results:
         error = p4runtime_pb2.Error(canonical_code=code_pb2.OK)
         if result is not None:
             error.canonical_code = result.code
-            error.message = result.message
+            if detailed < DETAILED_FAILURES and result.code != code_pb2.ABORTED:
+                error.message = _short(result.message)
+                detailed += 1
         status.details.add().Pack(error)
     return status
 
@@ -234,7 +289,9 @@ def serve(
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ],
     )
-    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(P4RuntimeServicer(device), server)
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(
+        P4RuntimeServicer(device, max_streams=max(1, max_workers - UNARY_WORKERS)), server
+    )
     if port_counters is not None:
         from emulation.target.gnmi_service import add_gnmi_service
 
