@@ -49,7 +49,7 @@ from emulation.netns import DATAPATH_MODULE, exit_cause
 from topologies.errors import UserInputError
 
 from .port_stats import STAT_NAMES
-from .state import COUNTER_CELLS, Change, DataplaneState, apply_changes
+from .state import COUNTER_CELLS, Change, DataplaneState, apply_batch, reduce_changes
 from .tm_config import TmConfig
 
 log = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ class DatapathProcess:
             if self._control is None:
                 raise RuntimeError("the packet loop is not running")
             self._sequence += 1
-            self._control.send(("apply", self._sequence, list(changes)))
+            self._control.send(("apply", self._sequence, reduce_changes(changes)))
             while True:
                 reply = self._receive(ACK_TIMEOUT_S, f"applying {len(changes)} changes")
                 if reply == ("ack", self._sequence):
@@ -332,7 +332,7 @@ def _child(control: Connection, memory_fd: int) -> int:
             if kind == "apply":
                 shared.begin()
                 try:
-                    apply_changes(state, message[2])
+                    apply_batch(state, message[2])
                 finally:
                     shared.end()
                 control.send(("ack", message[1]))
