@@ -24,6 +24,7 @@ from pathlib import Path
 from topologies.chip_mapping import ChipMap
 from topologies.errors import UserInputError
 from topologies.model import Topology
+from topologies.outputs import staged_folder
 
 from .settings import ControlPlaneSettings
 
@@ -195,13 +196,24 @@ print("cassini: configured PFC and queue limits on %d ports" % len(DEV_PORTS))
 
 
 def write_artifacts(
-    topo: Topology, chip: ChipMap, settings: ControlPlaneSettings, out_dir: str | Path
+    topo: Topology,
+    chip: ChipMap,
+    settings: ControlPlaneSettings,
+    out_dir: str | Path,
+    force: bool | None = None,
 ) -> list[Path]:
-    """Write chassis_config.pb.txt and cassini_tm.py into out_dir."""
+    """Write chassis_config.pb.txt and cassini_tm.py into out_dir.
+
+    The folder follows the output rule of `topologies.outputs`: refused if it
+    holds anything unless `force` (None: the caller offers no --force),
+    created whole. Both texts are built first, so a bad setting writes nothing.
+    """
+    texts = {
+        "chassis_config.pb.txt": chassis_config(topo, chip),
+        "cassini_tm.py": bfrt_tm_script(chip, settings),
+    }
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    chassis = out / "chassis_config.pb.txt"
-    chassis.write_text(chassis_config(topo, chip))
-    script = out / "cassini_tm.py"
-    script.write_text(bfrt_tm_script(chip, settings))
-    return [chassis, script]
+    with staged_folder(out, force) as stage:
+        for name, text in texts.items():
+            (stage / name).write_text(text)
+    return [out / name for name in texts]

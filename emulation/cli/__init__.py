@@ -23,6 +23,7 @@ from . import (
     switch_cmds,
     topo_cmds,
 )
+from .common import Interrupted
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserInputError as err:
         print(f"cassini: error: {err}", file=sys.stderr)
         return 2
+    except Interrupted as err:
+        print(f"cassini: interrupted: {err}", file=sys.stderr)
+        return 128 + err.signum
     except KeyboardInterrupt:
         print("cassini: interrupted", file=sys.stderr)
         return 130

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
-from .common import add_topology_argument
+from .common import (
+    add_force_argument,
+    add_topology_argument,
+    interruptible,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
 
 if TYPE_CHECKING:
     from scheduler.profiles import ModelSpec
@@ -31,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _trace_options(gen)
     add_topology_argument(gen, purpose="cluster whose GPU count sets the load")
     gen.add_argument("--out", "-o", required=True, help="output file (.csv or .json)")
+    add_force_argument(gen)
     gen.add_argument("--json", action="store_true", help="print a machine-readable summary")
     gen.set_defaults(handler=_generate)
 
@@ -49,18 +58,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     sim.add_argument(
         "--candidates",
-        type=int,
+        type=positive_int,
         default=10,
         help="placements per decision for Cassini (default 10)",
     )
     sim.add_argument("--exact", action="store_true", help="no steady-state fast-forward (slower)")
     sim.add_argument(
         "--drift",
-        type=float,
+        type=nonnegative_float,
         default=0.0,
         help="compute-time jitter sigma, enables the 5%% agent rule",
     )
-    sim.add_argument("--out", "-o", required=True, help="output folder")
+    sim.add_argument(
+        "--out",
+        "-o",
+        required=True,
+        help="results folder, written whole or not at all (created; refused if it exists)",
+    )
+    add_force_argument(sim)
     sim.add_argument(
         "--json", action="store_true", help="print summary.json to stdout, no progress bar"
     )
@@ -70,12 +85,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _trace_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--load",
-        type=float,
+        type=positive_float,
         default=0.9,
         help="Poisson load: average fraction of GPUs busy (default 0.9)",
     )
-    p.add_argument("--jobs", type=int, default=60, help="number of jobs (default 60)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--jobs", type=positive_int, default=60, help="number of jobs (default 60)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (default 0)")
     p.add_argument(
         "--models",
         metavar="FILE",
@@ -109,10 +124,11 @@ def _generate(args: argparse.Namespace) -> int:
     from scheduler.profiles import load_models
     from scheduler.traces import write_trace
     from topologies.library import load_topology
+    from topologies.outputs import check_output
 
     topo = load_topology(args.topology)
     jobs, label = _make_trace(args.kind, args, topo.total_gpus(), load_models(args.models))
-    out = write_trace(jobs, args.out)
+    out = write_trace(jobs, check_output(args.out, "file", args.force))
     info = {
         "file": str(out),
         "jobs": len(jobs),
@@ -135,10 +151,9 @@ def _simulate(args: argparse.Namespace) -> int:
     from scheduler.simulator import SimSettings
     from scheduler.traces import check_fits
     from topologies.library import load_topology
+    from topologies.outputs import staged_folder
 
     names = parse_scheduler_names(args.schedulers)
-    if args.candidates < 1:
-        raise UserInputError(f"--candidates must be >= 1, got {args.candidates}")
     topo = load_topology(args.topology)
     models = load_models(args.models)
     jobs, label = _make_trace(args.trace, args, topo.total_gpus(), models)
@@ -156,21 +171,25 @@ def _simulate(args: argparse.Namespace) -> int:
         models=models,
         models_label=args.models or "built-in",
     )
-    if sys.stderr.isatty() and not args.json:
-        from rich.progress import Progress
+    out = Path(args.out)
+    nothing = f"{out} not written" + (" (the old folder is kept)" if out.exists() else "")
+    with interruptible(nothing), staged_folder(out, args.force) as stage:
+        if sys.stderr.isatty() and not args.json:
+            from rich.progress import Progress
 
-        with Progress(transient=False) as bar:
-            tasks = {n: bar.add_task(n, total=len(jobs)) for n in names}
+            with Progress(transient=False) as bar:
+                tasks = {n: bar.add_task(n, total=len(jobs)) for n in names}
 
-            def hook(name: str, done: int, total: int) -> None:
-                bar.update(tasks[name], completed=done)
+                def hook(name: str, done: int, total: int) -> None:
+                    bar.update(tasks[name], completed=done)
 
-            exp = run(progress=hook)
-            for n in names:
-                bar.update(tasks[n], completed=len(jobs))
-    else:
-        exp = run()
-    paths = write_outputs(exp, args.out)
+                exp = run(progress=hook)
+                for n in names:
+                    bar.update(tasks[n], completed=len(jobs))
+        else:
+            exp = run()
+        staged = write_outputs(exp, stage)
+    paths = {name: out / path.relative_to(stage) for name, path in staged.items()}
     if args.json:
         print(paths["summary"].read_text(), end="")
         return 0

@@ -51,15 +51,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     clean = sub.add_parser(
         "clean",
-        help="remove namespaces, interfaces and switch processes a run left behind",
+        help="remove what runs whose owner process is gone left behind",
+        description="Every run records what it creates (namespaces, interfaces, processes, "
+        "temporary folders) and its owner process in a run file under /run/cassini "
+        "(root; else $TMPDIR/cassini-UID, or $CASSINI_RUN_DIR). Without --all only runs "
+        "whose owner is gone are removed: concurrent runs are left alone.",
     )
     clean.add_argument(
         "--prefix",
         action="append",
         metavar="PREFIX",
-        help="name prefix to remove (repeatable; default: the project's prefixes)",
+        help="only runs under this name prefix, e.g. cas3fa1 (repeatable; must start with "
+        "cas or cst; default: all of the project's runs)",
     )
-    clean.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    clean.add_argument(
+        "--all",
+        action="store_true",
+        help="also runs whose owner is alive, and items under the prefixes no run recorded",
+    )
+    clean.add_argument(
+        "--dry-run", action="store_true", help="list runs, owners and items; remove nothing"
+    )
     clean.set_defaults(handler=_clean)
 
 
@@ -113,16 +125,28 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _clean(args: argparse.Namespace) -> int:
-    from emulation.netns import PROJECT_PREFIXES, cleanup_all, leftovers
+    from emulation.netns import PROJECT_PREFIXES, check_clean_prefix, clean, survey
 
-    prefixes = tuple(args.prefix) if args.prefix else PROJECT_PREFIXES
+    prefixes = (
+        tuple(check_clean_prefix(p) for p in args.prefix) if args.prefix else PROJECT_PREFIXES
+    )
     if args.dry_run:
-        found = leftovers(prefixes)
-        for item in found:
-            print(f"would remove {item}")
-        print(f"{len(found)} item(s) under prefixes {', '.join(prefixes)}")
+        found = survey(prefixes)
+        count = 0
+        for state in found.runs:
+            removable = args.all or not state.alive
+            print(
+                f"run {state.run.prefix}: owner {state.run.describe_owner()}; "
+                f"{'would remove' if removable else 'left alone'}: "
+                f"{', '.join(state.items) or 'nothing left'}"
+            )
+            count += len(state.items) if removable else 0
+        for item in found.unrecorded:
+            print(f"{'would remove' if args.all else 'left alone (no run file; --all)'} {item}")
+            count += int(args.all)
+        print(f"{count} item(s) would be removed under prefixes {', '.join(prefixes)}")
         return 0
-    removed = cleanup_all(prefixes)
+    removed = clean(prefixes, include_live=args.all)
     for item in removed:
         print(f"removed {item}")
     print(f"{len(removed)} item(s) removed under prefixes {', '.join(prefixes)}")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from topologies.errors import UserInputError
 
-from .common import add_topology_argument
+from .common import add_force_argument, add_topology_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export = topo_sub.add_parser("export", help="write a topology as an editable JSON/YAML file")
     add_topology_argument(export)
     export.add_argument("--out", "-o", required=True, help="output file (.json, .yaml or .yml)")
-    export.add_argument("--force", action="store_true", help="overwrite an existing file")
+    add_force_argument(export)
     export.set_defaults(handler=_export)
 
 
@@ -230,11 +229,10 @@ def _list(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from topologies.io import save_topology_file
     from topologies.library import load_topology
+    from topologies.outputs import check_output
 
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise UserInputError(f"{out}: already exists; pass --force to overwrite")
     topo = load_topology(args.topology)
+    out = check_output(args.out, "file", args.force)
     save_topology_file(topo, out)
     print(
         f"wrote {out}: {topo.name}, {len(topo.servers)} servers, "
