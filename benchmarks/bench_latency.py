@@ -50,8 +50,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-# (our choice) Niceness of the sender and receiver probes (root only; else ignored).
-PROBE_NICE = -15
+# (our choice) The sender and receiver probes run real-time, above the packet loop
+# (root only): their own scheduling must not count as the switch's delay.
+PROBE_PRIORITY = ("chrt", "-f", "20")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -346,7 +347,7 @@ def run_window(
     """Probe for `seconds` while calling each (at s, name, call) of `schedule` in turn."""
     # The probes are the instrument: a sender preempted between stamping a frame
     # and sending it would charge its own scheduling delay to the switch.
-    me = ["nice", "-n", str(PROBE_NICE), sys.executable, str(Path(__file__).resolve()), "--role"]
+    me = [*PROBE_PRIORITY, sys.executable, str(Path(__file__).resolve()), "--role"]
     rx = lab.popen(
         ns_b,
         [*me, "receive", "--ifname", if_b, "--run-id", str(run_id)],
