@@ -19,20 +19,17 @@ pausing. Delays are not scaled: time runs at wall-clock speed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
@@ -42,7 +39,7 @@ from topologies.chip_mapping import ChipMap, map_to_chip
 from topologies.errors import UserInputError
 from topologies.model import Link, Topology
 
-from .netns import NetnsLab, exit_cause, new_prefix
+from .netns import NetnsLab, exit_cause
 from .target.switch import READY_PATTERN
 from .target.tm_config import (
     TOFINO1_BUFFER_CELLS,
@@ -302,14 +299,13 @@ class EmulatedFabric:
         self.profile = emulation_profile(
             topo, self.chip, scale, self.settings.cell_bytes, pfc, self.settings
         )
-        self.prefix = prefix or new_prefix(FABRIC_PREFIX_BASE)
         self.device_id = device_id
         self.requested_grpc_address = grpc_address
         self.seed = seed
         self.switch_process = switch_process
         self.switch_nice = switch_nice
         self.timeout = timeout
-        self.lab = NetnsLab(self.prefix)
+        self.lab = NetnsLab(prefix, base=FABRIC_PREFIX_BASE)
         self.hosts: dict[str, HostPort] = {}
         self.grpc_address: str | None = None
         self.program_result: ProgramResult | None = None
@@ -318,7 +314,11 @@ class EmulatedFabric:
         self._process: subprocess.Popen[str] | None = None
         self._log_tail: deque[str] = deque(maxlen=200)
         self._log_thread: threading.Thread | None = None
-        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def prefix(self) -> str:
+        """The name prefix of this fabric's namespaces and interfaces."""
+        return self.lab.prefix
 
     # --- bring-up -------------------------------------------------------------
 
@@ -326,6 +326,7 @@ class EmulatedFabric:
         """Namespaces, veths, neighbours, switch, pipeline and entries; undone on failure."""
         try:
             began = time.monotonic()
+            self.lab.claim()  # a prefix in use is refused before anything is built
             self._build_hosts()
             self.timings["hosts_s"] = time.monotonic() - began
             mark = time.monotonic()
@@ -393,8 +394,7 @@ class EmulatedFabric:
             ).start()
             self.grpc_address = self._switch.grpc_address
             return
-        self._tmpdir = tempfile.TemporaryDirectory(prefix=self.prefix)
-        tm_file = Path(self._tmpdir.name) / "tm.json"
+        tm_file = self.lab.tempdir("switch") / "tm.json"
         tm_file.write_text(json.dumps(tm_config_to_dict(tm), indent=1))
         argv = ["nice", "-n", str(self.switch_nice)] if self.switch_nice else []
         argv += [sys.executable, "-m", "emulation", "switch", "serve"]
@@ -545,10 +545,6 @@ class EmulatedFabric:
         if self._log_thread is not None:
             self._log_thread.join(timeout=2.0)
             self._log_thread = None
-        if self._tmpdir is not None:
-            with contextlib.suppress(OSError):
-                self._tmpdir.cleanup()
-            self._tmpdir = None
         self.grpc_address = None
 
     def __enter__(self) -> EmulatedFabric:

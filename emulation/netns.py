@@ -4,8 +4,11 @@
 network namespaces and veth pairs under one name prefix, with addresses,
 MACs and offloads set, and processes started inside them. Leaving the
 `with` block - normally, by an exception, Ctrl-C or SIGTERM - kills the
-processes and deletes what was created. `cleanup_all(prefix)` removes
-whatever a crashed run left behind, by prefix (`cassini clean`).
+processes and deletes what was created. Every item is recorded in the
+lab's run file (`emulation.runs`) before it is created, so a run killed at
+any moment leaves nothing that `clean` cannot find; `clean` removes what
+runs whose owner is gone left behind (`cassini clean`), `cleanup_all(prefix)`
+everything under a prefix, owner or not.
 
 Example:
 
@@ -24,12 +27,19 @@ import secrets
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
+
+from topologies.addressing import is_valid_mac
+from topologies.errors import UserInputError
+
+from .runs import RunFile, RunRecord, remove_folders, runs
 
 # Prefixes of everything this project creates: "cas" for emulation runs,
 # "cst" for tests (a random suffix keeps parallel runs apart).
@@ -47,6 +57,32 @@ def new_prefix(base: str = "cst") -> str:
     return base + secrets.token_hex(2)
 
 
+class Interrupted(SystemExit):
+    """SIGINT or SIGTERM, raised so cleanup runs; exits 128 + signal number like a shell."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+@contextlib.contextmanager
+def signals_raise_interrupted() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise `Interrupted` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], check=check, capture_output=True, text=True)
 
@@ -54,22 +90,54 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 class NetnsLab:
     """Namespaces, veth pairs and processes under one prefix, removed on exit."""
 
-    def __init__(self, prefix: str | None = None) -> None:
-        self.prefix = prefix or new_prefix()
+    def __init__(self, prefix: str | None = None, base: str = "cst") -> None:
+        self.prefix = prefix or new_prefix(base)
+        self._chosen_prefix = prefix is None
+        self._base = base
         self.namespaces: list[str] = []
         self.root_links: list[str] = []
         self.processes: list[subprocess.Popen[Any]] = []
+        self.folders: list[str] = []
+        self._run: RunFile | None = None
         self._previous_sigterm: Any = None
 
     # --- building -----------------------------------------------------------
 
+    def claim(self) -> RunFile:
+        """Claim the prefix with a run file (once, before anything is created).
+
+        A prefix another run holds, or under which items exist that no run
+        recorded, is refused at once with one line; a random prefix that
+        collides is replaced by another.
+        """
+        if self._run is not None:
+            return self._run
+        for _ in range(8):
+            try:
+                self._run = RunFile.claim(self.prefix, existing=leftovers)
+                return self._run
+            except UserInputError:
+                if not self._chosen_prefix:
+                    raise
+                self.prefix = new_prefix(self._base)
+        raise RuntimeError("no free random prefix after 8 tries")
+
     def namespace(self, name: str) -> str:
         """Create namespace prefix+name with loopback up; returns its full name."""
         full = self.prefix + name
-        _ip("netns", "add", full)
+        self.claim().add("namespaces", full)  # recorded first: a kill now leaves nothing unknown
         self.namespaces.append(full)
+        _ip("netns", "add", full)
         _ip("-n", full, "link", "set", "lo", "up")
         return full
+
+    def tempdir(self, name: str = "tmp") -> Path:
+        """A folder for this run's files (logs, configs), removed with the lab."""
+        folder = Path(tempfile.gettempdir()) / f"{self.prefix}-{name}-{secrets.token_hex(3)}"
+        self.claim().add("folders", str(folder))
+        self.folders.append(str(folder))
+        folder.mkdir(mode=0o700)
+        return folder
 
     def veth(
         self,
@@ -92,8 +160,15 @@ class NetnsLab:
         for name in (if_a, if_b):
             if len(name) > IFNAMSIZ:
                 raise ValueError(f"interface name '{name}' is longer than {IFNAMSIZ} characters")
-        _ip("link", "add", if_a, "type", "veth", "peer", "name", if_b)
+        for mac in (mac_a, mac_b):
+            if mac is not None and not is_valid_mac(mac):
+                raise ValueError(f"MAC {mac!r} is not six hex pairs like 02:00:00:00:00:01")
+        # Recorded before it exists: a signal between the two leaves no unknown veth.
+        run = self.claim()
+        for name in (if_a, if_b):
+            run.add("links", name)
         self.root_links += [if_a, if_b]
+        _ip("link", "add", if_a, "type", "veth", "peer", "name", if_b)
         for ifname, ns, mac, address in ((if_a, ns_a, mac_a, ip_a), (if_b, ns_b, mac_b, ip_b)):
             if ns is not None:
                 _ip("link", "set", ifname, "netns", ns)
@@ -135,8 +210,12 @@ class NetnsLab:
     def popen(self, ns: str | None, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
         """Start a process (in a namespace, or the root one); it is killed on exit."""
         full = ["ip", "netns", "exec", ns, *argv] if ns is not None else list(argv)
-        process = subprocess.Popen(full, **kwargs)
-        self.processes.append(process)
+        run = self.claim()
+        # A pid exists only once the process does: hold signals until it is recorded.
+        with _signals_deferred():
+            process = subprocess.Popen(full, **kwargs)
+            self.processes.append(process)
+            run.add_process(process.pid)
         return process
 
     def packet_socket(self, ns: str, ifname: str) -> socket.socket:
@@ -147,6 +226,7 @@ class NetnsLab:
 
     def close(self) -> None:
         """Kill our processes, delete our namespaces and links (idempotent)."""
+        made_links = bool(self.namespaces or self.root_links)
         for process in self.processes:
             _stop_process(process)
         self.processes.clear()
@@ -159,10 +239,18 @@ class NetnsLab:
             if link in existing:
                 _ip("link", "delete", link, check=False)
         self.root_links.clear()
+        existing_ns = set(_namespaces())
         for ns in self.namespaces:
-            _ip("netns", "delete", ns, check=False)
+            if ns in existing_ns:
+                _ip("netns", "delete", ns, check=False)
         self.namespaces.clear()
-        _wait_until_gone(self.prefix)
+        if made_links:
+            _wait_until_gone(self.prefix)
+        remove_folders(self.folders)
+        self.folders.clear()
+        if self._run is not None:
+            self._run.release()
+            self._run = None
 
     def __enter__(self) -> NetnsLab:
         if threading.current_thread() is threading.main_thread():
@@ -178,7 +266,7 @@ class NetnsLab:
     ) -> None:
         try:
             # A second Ctrl-C during cleanup must not leave half the lab behind.
-            with _signals_deferred():
+            with _signals_deferred(redeliver=False):
                 self.close()
         finally:
             if self._previous_sigterm is not None:
@@ -220,19 +308,33 @@ def open_packet_socket(ns: str, ifname: str, rcvbuf: int = 8 << 20) -> socket.so
 
 
 def _raise_system_exit(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
+    raise Interrupted(signum)
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
 
 
 @contextlib.contextmanager
-def _signals_deferred() -> Any:
+def _signals_deferred(redeliver: bool = True) -> Iterator[None]:
+    """SIGINT/SIGTERM wait until the block is done, then take effect as usual
+    (redeliver=False: dropped, as during cleanup, which is what they ask for)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    pending: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        pending.append(signum)
+
+    previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if pending and redeliver:
+            signal.raise_signal(pending[0])
 
 
 def exit_cause(returncode: int | None) -> str:
@@ -344,12 +446,15 @@ def leftovers(prefixes: str | Iterable[str]) -> list[str]:
 
 
 def cleanup_all(prefixes: str | Iterable[str] = PROJECT_PREFIXES) -> list[str]:
-    """Remove every namespace, root link and switch process under the prefixes.
+    """Remove every namespace, root link and switch process under the prefixes,
+    and the runs recorded under them, whether their owners live or not.
 
     Returns what was removed, in the words of `leftovers`.
     """
     prefix_tuple = (prefixes,) if isinstance(prefixes, str) else tuple(prefixes)
     removed = []
+    for run in runs(prefix_tuple):
+        removed += _remove_run(run)
     switches = _switch_processes(prefix_tuple)
     _terminate(switches)
     removed += [f"process {pid}" for pid in switches]
@@ -363,4 +468,122 @@ def cleanup_all(prefixes: str | Iterable[str] = PROJECT_PREFIXES) -> list[str]:
         if name.startswith(prefix_tuple) and Path("/sys/class/net", name).exists():
             _ip("link", "delete", name, check=False)
             removed.append(f"link {name}")
+    return removed
+
+
+# --- `cassini clean`: runs whose owner is gone -----------------------------------
+
+MIN_PREFIX_LEN = len(PROJECT_PREFIXES[0])
+
+
+def check_clean_prefix(prefix: str) -> str:
+    """A prefix `clean` may use: one of the project's, letters and digits only.
+
+    >>> check_clean_prefix("cas3fa1")
+    'cas3fa1'
+    """
+    if (
+        len(prefix) < MIN_PREFIX_LEN
+        or not prefix.isalnum()
+        or not prefix.startswith(PROJECT_PREFIXES)
+    ):
+        raise UserInputError(
+            f"--prefix {prefix!r}: must start with {' or '.join(PROJECT_PREFIXES)} and hold "
+            "only letters and digits (this project creates nothing else)"
+        )
+    return prefix
+
+
+@dataclass(frozen=True)
+class RunState:
+    """One recorded run as `clean` sees it: what of it still exists."""
+
+    run: RunRecord
+    alive: bool
+    items: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Survey:
+    """Recorded runs under the prefixes, and items no run file claims."""
+
+    runs: tuple[RunState, ...]
+    unrecorded: tuple[str, ...]
+
+
+def survey(prefixes: Iterable[str] = PROJECT_PREFIXES) -> Survey:
+    """What `clean` would look at: each run with its owner and live items, then the rest."""
+    prefix_tuple = tuple(prefixes)
+    states = []
+    claimed: set[str] = set()
+    for run in runs(prefix_tuple):
+        items = tuple(_existing_items(run))
+        claimed.update(items)
+        states.append(RunState(run, run.owner_alive(), items))
+    own_prefixes = tuple(state.run.prefix for state in states)
+    unrecorded = tuple(
+        item
+        for item in leftovers(prefix_tuple)
+        if item not in claimed and not _item_name(item).startswith(own_prefixes or ("\0",))
+    )
+    return Survey(tuple(states), unrecorded)
+
+
+def clean(prefixes: Iterable[str] = PROJECT_PREFIXES, include_live: bool = False) -> list[str]:
+    """Remove what runs whose owner is gone left behind (all runs with include_live,
+    and then also items under the prefixes that no run recorded). Returns what went."""
+    prefix_tuple = tuple(prefixes)
+    removed: list[str] = []
+    for run in runs(prefix_tuple):
+        if include_live or not run.owner_alive():
+            removed += _remove_run(run)
+    if include_live:
+        removed += cleanup_all(prefix_tuple)
+    return removed
+
+
+def _item_name(item: str) -> str:
+    return item.split(" ", 1)[1]
+
+
+def _existing_items(run: RunRecord) -> list[str]:
+    namespaces = set(_namespaces())
+    links = set(_root_links())
+    found = [f"netns {ns}" for ns in run.namespaces if ns in namespaces]
+    found += [f"link {name}" for name in run.links if name in links]
+    found += [f"process {p.pid}" for p in run.processes if p.alive()]
+    found += [f"process {pid}" for pid in _switch_processes((run.prefix,))]
+    found += [f"folder {f}" for f in run.folders if os.path.isdir(f)]
+    return list(dict.fromkeys(found))
+
+
+def _remove_run(run: RunRecord) -> list[str]:
+    """Processes, namespaces, links and folders of one run, then its run file.
+
+    Only processes whose start time still matches are signalled: a recorded
+    pid the kernel has given to another process is left alone.
+    """
+    removed = []
+    pids = [p.pid for p in run.processes if p.alive()]
+    pids += [pid for pid in _switch_processes((run.prefix,)) if pid not in pids]
+    _terminate(pids)
+    removed += [f"process {pid}" for pid in pids]
+    existing_ns = set(_namespaces())
+    for ns in run.namespaces:
+        if ns in existing_ns:
+            removed += [f"process {pid} (in {ns})" for pid in _kill_namespace_pids(ns)]
+    existing = set(_root_links())
+    for name in run.links:
+        if name in existing and Path("/sys/class/net", name).exists():
+            _ip("link", "delete", name, check=False)
+            removed.append(f"link {name}")
+    for ns in run.namespaces:
+        if ns in existing_ns:
+            _ip("netns", "delete", ns, check=False)
+            removed.append(f"netns {ns}")
+    removed += [f"folder {f}" for f in remove_folders(run.folders)]
+    _wait_until_gone(run.prefix)
+    if run.path is not None:
+        with contextlib.suppress(FileNotFoundError):
+            run.path.unlink()
     return removed

@@ -396,8 +396,8 @@ def test_fabric_cleans_up_when_the_body_raises(prefix: str, switch_process: bool
     fabric = EmulatedFabric(topo, 0.01, prefix=prefix, switch_process=switch_process)
     with pytest.raises(RuntimeError, match="boom"), fabric as f:
         found = leftovers(prefix)
-        # namespaces, switch-side veths, and the switch process when it has one
-        assert len(found) == 4 + 4 + int(switch_process)
+        # namespaces, switch-side veths, the packet loop, and the switch process when it has one
+        assert len(found) == 4 + 4 + 1 + int(switch_process)
         assert f.ping([("s01", "s04")])[("s01", "s04")] is not None
         raise RuntimeError("boom")
     assert leftovers(prefix) == []
@@ -424,7 +424,7 @@ def test_cli_fabric_up_stops_cleanly_on_ctrl_c(prefix: str) -> None:
         head = "".join(lines)
         assert "P4Runtime 127.0.0.1:" in head and "leaf-spine" in head, head
         assert f"{prefix}s01" in head
-        assert len(leftovers(prefix)) == 4 + 4 + 1
+        assert len(leftovers(prefix)) == 4 + 4 + 2  # + the switch and its packet loop
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=20)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -11,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from emulation import netns
 from emulation.netns import NetnsLab, cleanup_all, leftovers, new_prefix
+from emulation.runs import ProcessId, runs
+from topologies.errors import UserInputError
 
 pytestmark = pytest.mark.root
 CASSINI = str(Path(sys.executable).parent / "cassini")
@@ -103,8 +107,13 @@ def test_cleanup_all_removes_what_a_crashed_run_left(prefix: str) -> None:
     found = leftovers(prefix)
     assert f"netns {ns}" in found and f"link {prefix}v0" in found and f"link {prefix}v1" in found
 
+    # No run file claims these (a run of an older version): only --all removes them.
+    kept = subprocess.run(
+        [CASSINI, "clean", "--prefix", prefix], capture_output=True, text=True, check=True
+    )
+    assert "0 item(s) removed" in kept.stdout and leftovers(prefix) == found
     dry = subprocess.run(
-        [CASSINI, "clean", "--prefix", prefix, "--dry-run"],
+        [CASSINI, "clean", "--all", "--prefix", prefix, "--dry-run"],
         capture_output=True,
         text=True,
         check=True,
@@ -113,7 +122,7 @@ def test_cleanup_all_removes_what_a_crashed_run_left(prefix: str) -> None:
     assert leftovers(prefix) == found
 
     result = subprocess.run(
-        [CASSINI, "clean", "--prefix", prefix], capture_output=True, text=True, check=True
+        [CASSINI, "clean", "--all", "--prefix", prefix], capture_output=True, text=True, check=True
     )
     assert f"removed netns {ns}" in result.stdout
     assert f"removed process {sleeper.pid} (in {ns})" in result.stdout
@@ -121,4 +130,158 @@ def test_cleanup_all_removes_what_a_crashed_run_left(prefix: str) -> None:
     deadline = time.monotonic() + 3
     while leftovers(prefix) and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert leftovers(prefix) == []
+
+
+# --- run files: `cassini clean` removes only runs whose owner is gone ---------------
+
+OWNER_SCRIPT = (
+    "import sys, time\n"
+    "from emulation.netns import NetnsLab\n"
+    "with NetnsLab(sys.argv[1]) as lab:\n"
+    "    ns = lab.namespace('n')\n"
+    "    lab.veth('n', 'r', ns_a=ns)\n"
+    "    lab.popen(ns, ['sleep', '60'])\n"
+    "    print(lab.tempdir('logs'), flush=True)\n"
+    "    time.sleep(60)\n"
+)
+
+
+@pytest.fixture
+def owner(prefix: str) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """A run in another process: a namespace, a veth, a process and a folder."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", OWNER_SCRIPT, prefix], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        folder = Path(process.stdout.readline().strip())
+        assert folder.is_dir()
+        yield process, folder
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        cleanup_all(prefix)
+
+
+def _clean(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CASSINI, "clean", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_clean_leaves_a_live_run_alone(
+    prefix: str, owner: tuple[subprocess.Popen[str], Path]
+) -> None:
+    process, folder = owner
+    before = leftovers(prefix)
+    assert f"netns {prefix}n" in before and f"link {prefix}r" in before
+    dry = _clean("--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"run {prefix}: owner pid {process.pid} (" in dry.stdout
+    line = next(ln for ln in dry.stdout.splitlines() if ln.startswith(f"run {prefix}:"))
+    assert ", alive; left alone:" in line and f"netns {prefix}n" in line
+    result = _clean()  # the default prefixes cover this run: it must survive
+    assert result.returncode == 0, result.stderr
+    assert prefix not in result.stdout
+    assert leftovers(prefix) == before and folder.is_dir() and process.poll() is None
+
+
+def test_clean_removes_a_run_whose_owner_was_sigkilled(
+    prefix: str, owner: tuple[subprocess.Popen[str], Path]
+) -> None:
+    process, folder = owner
+    process.kill()
+    process.wait()
+    assert f"netns {prefix}n" in leftovers(prefix)  # SIGKILL leaves everything behind
+    dry = _clean("--prefix", prefix, "--dry-run")
+    assert f"owner pid {process.pid} (" in dry.stdout and ", gone; would remove:" in dry.stdout
+    assert f"folder {folder}" in dry.stdout
+    result = _clean("--prefix", prefix)
+    assert result.returncode == 0, result.stderr
+    assert f"removed netns {prefix}n" in result.stdout
+    assert f"removed folder {folder}" in result.stdout
+    assert leftovers(prefix) == [] and not folder.exists()
+    assert runs((prefix,)) == []
+
+
+def test_clean_all_removes_a_live_run(
+    prefix: str, owner: tuple[subprocess.Popen[str], Path]
+) -> None:
+    _, folder = owner
+    result = _clean("--all", "--prefix", prefix)
+    assert result.returncode == 0, result.stderr
+    assert f"removed netns {prefix}n" in result.stdout
+    assert leftovers(prefix) == [] and not folder.exists()
+
+
+@pytest.mark.parametrize("bad", ["", "c", "ca", "eth", "veth", "cas-1", "lo"])
+def test_clean_refuses_empty_short_or_foreign_prefixes(bad: str) -> None:
+    result = _clean("--prefix", bad, "--dry-run")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"cassini: error: --prefix {bad!r}: must start with cas or cst and hold only "
+        "letters and digits (this project creates nothing else)"
+    ]
+
+
+def test_a_reused_pid_does_not_keep_a_dead_run_alive() -> None:
+    me = ProcessId.of(os.getpid())
+    assert me is not None and me.alive()
+    assert not ProcessId(me.pid, me.start + 1).alive()  # same pid, another process
+
+
+def test_a_second_lab_on_a_prefix_in_use_is_refused_at_once(prefix: str) -> None:
+    with NetnsLab(prefix) as lab:
+        lab.namespace("a")
+        began = time.monotonic()
+        with pytest.raises(UserInputError, match=f"prefix {prefix} is in use by a running process"):
+            NetnsLab(prefix).namespace("b")
+        assert time.monotonic() - began < 1.0
+        assert leftovers(prefix) == [f"netns {prefix}a"]
+    assert leftovers(prefix) == []
+
+
+# --- recorded before created ------------------------------------------------------
+
+
+def test_a_veth_interrupted_right_after_creation_is_removed(
+    prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_ip = netns._ip
+
+    def ip_then_interrupt(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = real_ip(*args, check=check)
+        if args[:2] == ("link", "add"):
+            raise KeyboardInterrupt  # as a SIGINT/SIGTERM landing right after creation
+        return result
+
+    monkeypatch.setattr(netns, "_ip", ip_then_interrupt)
+    with pytest.raises(KeyboardInterrupt), NetnsLab(prefix) as lab:
+        lab.veth("a", "b")
+    monkeypatch.undo()
+    assert leftovers(prefix) == []
+
+
+def test_cleanup_tolerates_recorded_names_that_were_never_created(
+    prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_ip = netns._ip
+
+    def interrupt_before(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        if args[:2] in (("link", "add"), ("netns", "add")):
+            raise KeyboardInterrupt
+        return real_ip(*args, check=check)
+
+    monkeypatch.setattr(netns, "_ip", interrupt_before)
+    for build in (lambda lab: lab.veth("a", "b"), lambda lab: lab.namespace("n")):
+        with pytest.raises(KeyboardInterrupt), NetnsLab(prefix) as lab:
+            build(lab)
+        assert runs((prefix,)) == []
+    monkeypatch.undo()
+    assert leftovers(prefix) == []
+
+
+def test_a_mac_with_a_trailing_newline_is_refused(prefix: str) -> None:
+    with NetnsLab(prefix) as lab, pytest.raises(ValueError, match="is not six hex pairs"):
+        lab.veth("a", "b", mac_a="02:00:00:00:00:01\n")
     assert leftovers(prefix) == []

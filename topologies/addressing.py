@@ -42,8 +42,14 @@ def server_ip(index: int) -> str:
 
 
 def is_valid_mac(mac: str) -> bool:
-    """True for a unicast MAC written as six lowercase or uppercase hex pairs."""
-    if not _MAC_RE.match(mac.lower()):
+    """True for a unicast MAC written as six lowercase or uppercase hex pairs.
+
+    The whole string must match: a trailing newline would reach `ip -batch`.
+
+    >>> is_valid_mac("02:00:00:00:00:01"), is_valid_mac("02:00:00:00:00:01\\n")
+    (True, False)
+    """
+    if not _MAC_RE.fullmatch(mac.lower()):
         return False
     return int(mac[:2], 16) & 0x01 == 0
 
