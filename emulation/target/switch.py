@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import FrameType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from .port_stats import PortCounters, port_counters
 from .ports import check_interfaces
 from .state import Change, ForwardChange, WredChange, WredProfile
 from .tm_config import TmConfig
+
+if TYPE_CHECKING:
+    from controlplane.tls import ServerTlsSettings
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,7 @@ class SoftwareSwitch:
         seed: int = 0,
         rx_ring: bool = True,
         log_level: int = logging.INFO,
+        tls: ServerTlsSettings | None = None,
     ) -> None:
         self.device_id = device_id
         self.port_names = dict(ports)
@@ -57,6 +61,7 @@ class SoftwareSwitch:
         self.seed = seed
         self.rx_ring = rx_ring  # False: one recv() per frame instead of the mmap ring
         self.log_level = log_level
+        self.tls = tls  # None: an insecure P4Runtime port
         self.datapath: DatapathProcess | None = None
         self.server: Any = None  # RunningServer of the P4Runtime service
         self._ports: list[int] = []
@@ -89,6 +94,7 @@ class SoftwareSwitch:
                     self.requested_grpc_address,
                     dataplane=self.datapath,
                     port_counters=self.port_counters,
+                    tls=self.tls,
                 )
                 log.info("device %d: P4Runtime service on %s", self.device_id, self.grpc_address)
         except BaseException:
@@ -183,6 +189,7 @@ def serve_until_stopped(
     tm: TmConfig,
     seed: int = 0,
     log_level: int = logging.INFO,
+    tls: ServerTlsSettings | None = None,
 ) -> int:
     """Run a switch until SIGINT/SIGTERM (0) or until its packet loop dies (1).
 
@@ -195,7 +202,9 @@ def serve_until_stopped(
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    switch = SoftwareSwitch(device_id, ports, grpc_address, tm, seed=seed, log_level=log_level)
+    switch = SoftwareSwitch(
+        device_id, ports, grpc_address, tm, seed=seed, log_level=log_level, tls=tls
+    )
     code = 0
     try:
         switch.start()
@@ -209,9 +218,10 @@ def serve_until_stopped(
         else:
             log.info("stopping")
     finally:
-        began = time.monotonic()
+        began, started = time.monotonic(), switch.datapath is not None
         switch.stop(grace=STOP_GRACE_S)
-        log.info("stopped in %.2f s", time.monotonic() - began)
+        if started:
+            log.info("stopped in %.2f s", time.monotonic() - began)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return code
