@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
-from .common import add_topology_argument
+from .common import add_topology_argument, connect_address
 
 if TYPE_CHECKING:
     from controlplane.entries import TableEntry
@@ -32,7 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "entries with the topology (idempotent).",
     )
     add_topology_argument(prog)
-    prog.add_argument("--grpc", default="127.0.0.1:9559", help="P4Runtime address HOST:PORT")
+    prog.add_argument(
+        "--grpc",
+        default="127.0.0.1:9559",
+        type=connect_address,
+        help="P4Runtime address HOST:PORT ([IPv6]:PORT)",
+    )
     prog.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
     prog.add_argument("--election-id", default="1", help="election id: LOW or HIGH,LOW (default 1)")
     prog.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the device")
@@ -53,7 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     ecn = sub.add_parser("ecn", help="ECN telemetry from a device's counters")
     ecn_sub = ecn.add_subparsers(dest="ecn_command", required=True, metavar="ACTION")
     watch = ecn_sub.add_parser("watch", help="poll per-port ECN marks, drops and traffic")
-    watch.add_argument("--grpc", default="127.0.0.1:9559", help="P4Runtime address HOST:PORT")
+    watch.add_argument(
+        "--grpc",
+        default="127.0.0.1:9559",
+        type=connect_address,
+        help="P4Runtime address HOST:PORT ([IPv6]:PORT)",
+    )
     watch.add_argument("--device-id", type=int, default=1)
     watch.add_argument(
         "--election-id",
@@ -71,6 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     watch.add_argument(
         "--gnmi",
         default=None,
+        type=connect_address,
         metavar="HOST:PORT",
         help="gNMI address of the interface counters (default: the --grpc address, "
         "as Stratum and the software switch serve both on one port)",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
-from .common import add_topology_argument
+from .common import add_topology_argument, listen_address
 from .controlplane_cmds import _add_settings_flags, _settings
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--grpc-server-addr",
         default="127.0.0.1:9559",
+        type=listen_address,
         help="address of the switch's P4Runtime service (default 127.0.0.1:9559; port 0 = any)",
     )
     up.add_argument(

@@ -13,6 +13,8 @@ import sys
 
 from topologies.errors import UserInputError
 
+from .common import listen_address
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this area's subcommands."""
@@ -35,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--grpc-server-addr",
         default="127.0.0.1:9559",
-        help="address the P4Runtime gRPC service listens on (default 127.0.0.1:9559)",
+        type=listen_address,
+        help="address the P4Runtime gRPC service listens on, HOST:PORT or [IPv6]:PORT "
+        "(default 127.0.0.1:9559; port 0 = any)",
     )
     serve.add_argument(
         "--tm-config", metavar="FILE", help="traffic-manager settings (YAML or JSON)"
