@@ -5,7 +5,7 @@ setup:
 	bash scripts/setup.sh
 
 demo: setup
-	.venv/bin/cassini schedule --topology cassini-testbed --trace snapshot
+	.venv/bin/cassini schedule --topology cassini-testbed --trace four-jobs
 
 test: setup
 	.venv/bin/python -m pytest -q -rs

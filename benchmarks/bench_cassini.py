@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/bench_cassini.py [--repeats 20]
 
 For several candidate seeds: generate 10 locality candidates for the
-built-in snapshot (9 jobs, 24 GPUs), then time `choose` (routing, per-link
+built-in example `four-jobs` (4 jobs, 24 GPUs), then time `choose` (routing, per-link
 job sets, affinity graph, every shared link's solve, shifts) with a fresh
 Router and link cache each run (cold) and the whole thing including the
 candidate generation. Prints a Markdown table; the goal is < 200 ms.
@@ -16,10 +16,10 @@ import statistics
 import time
 from dataclasses import replace
 
-from emulation.cli.schedule_cmds import SNAPSHOT_JOBS
 from scheduler.candidates import locality_candidates
 from scheduler.cassini import choose
 from scheduler.profiles import build_profile
+from scheduler.traces import FOUR_JOBS
 from scheduler.types import Job
 from topologies.library import load_topology
 from topologies.model import Topology
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--topology", default="cassini-testbed")
     args = parser.parse_args()
     topo = load_topology(args.topology)
-    for label, spec in (("snapshot", SNAPSHOT_JOBS), ("wide", WIDE_JOBS)):
+    for label, spec in (("four-jobs", FOUR_JOBS), ("wide", WIDE_JOBS)):
         run(label, spec, topo, args.repeats, [int(s) for s in args.seeds.split(",")])
 
 

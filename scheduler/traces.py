@@ -2,8 +2,9 @@
 
 A trace is a tuple of `TraceJob` sorted by arrival. Three generators follow the
 paper (section 8 of the design): Poisson arrivals at a target load, a dynamic
-trace (a busy cluster, then DLRM + ResNet50 arrive), and a snapshot (all at
-t = 0). Traces are plain files a user can write by hand:
+trace (a busy cluster, then DLRM + ResNet50 arrive), and a snapshot (`--jobs`
+random jobs, all at t = 0). `four-jobs` is the fixed example `cassini schedule`
+places by default: four 6-GPU jobs that fill the 24-GPU testbed. Traces are plain files a user can write by hand:
 
 CSV, one job per line after a header naming the columns (order free):
 
@@ -32,7 +33,17 @@ from topologies.errors import UserInputError, did_you_mean
 
 from .profiles import ModelSpec, build_profile, load_models, model_names, normalize_model_name
 
-TRACE_KINDS = ("poisson", "dynamic", "snapshot")
+TRACE_KINDS = ("poisson", "dynamic", "snapshot", "four-jobs")
+
+FOUR_JOBS: tuple[tuple[str, int], ...] = (
+    # (model, workers): 24 GPUs on the default testbed. No 6-worker job fits
+    # in one 4-server rack, so each spans two racks and shares ToR uplinks
+    # with a neighbour: the case Cassini exists for.
+    ("vgg19", 6),
+    ("vgg16", 6),
+    ("wideresnet101", 6),
+    ("bert", 6),
+)
 FIELDS = ("arrival_s", "model", "workers", "iterations", "batch_size", "name")
 REQUIRED = ("arrival_s", "model", "workers", "iterations")
 
@@ -107,6 +118,18 @@ def snapshot_trace(
     return tuple(TraceJob(j.name, j.model, j.workers, j.iterations, 0.0) for j in base)
 
 
+def four_jobs_trace(iterations: int = 1000) -> tuple[TraceJob, ...]:
+    """The fixed example of `FOUR_JOBS`, all at t = 0 (no seed, no load).
+
+    >>> [j.name for j in four_jobs_trace()]
+    ['vgg19-0', 'vgg16-1', 'wideresnet101-2', 'bert-3']
+    """
+    return tuple(
+        TraceJob(f"{model}-{i}", model, workers, iterations, 0.0)
+        for i, (model, workers) in enumerate(FOUR_JOBS)
+    )
+
+
 def dynamic_trace(
     total_gpus: int,
     seed: int = 0,
@@ -167,13 +190,15 @@ def generate_trace(
     seed: int = 0,
     models: Mapping[str, ModelSpec] | None = None,
 ) -> tuple[TraceJob, ...]:
-    """Dispatch on a trace kind name (`poisson`, `dynamic`, `snapshot`)."""
+    """Dispatch on a trace kind name (`TRACE_KINDS`)."""
     if kind == "poisson":
         return poisson_trace(jobs, total_gpus, load, seed, models=models)
     if kind == "snapshot":
         return snapshot_trace(jobs, total_gpus, seed, models=models)
     if kind == "dynamic":
         return dynamic_trace(total_gpus, seed, models=models)
+    if kind == "four-jobs":
+        return four_jobs_trace()
     raise UserInputError(did_you_mean(kind, TRACE_KINDS, "trace kind"))
 
 

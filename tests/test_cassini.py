@@ -270,12 +270,10 @@ def test_cli_schedule_json_on_default_testbed(capsys: pytest.CaptureFixture[str]
     doc = json.loads(out)
     topo = load_topology("cassini-testbed")
     servers = set(topo.server_names())
-    from emulation.cli.schedule_cmds import SNAPSHOT_JOBS
+    from scheduler.traces import FOUR_JOBS
 
-    assert len(doc["placement"]) == len(SNAPSHOT_JOBS)
-    for (model, workers), (job, placed) in zip(
-        SNAPSHOT_JOBS, doc["placement"].items(), strict=True
-    ):
+    assert len(doc["placement"]) == len(FOUR_JOBS)
+    for (model, workers), (job, placed) in zip(FOUR_JOBS, doc["placement"].items(), strict=True):
         assert job.startswith(model) and len(placed) == workers and set(placed) <= servers
     used = Counter(s for placed in doc["placement"].values() for s in placed)
     assert max(used.values()) == 1
@@ -294,6 +292,92 @@ def test_cli_schedule_reads_a_trace_file(capsys: pytest.CaptureFixture[str], tmp
     assert code == 0
     doc = json.loads(out)
     assert sorted(len(v) for v in doc["placement"].values()) == [3, 3, 4]
+
+
+def test_cli_compat_free_plan_applies_no_shift(capsys: pytest.CaptureFixture[str]) -> None:
+    """BERT and VGG19 run free (the README's example): the plan shifts nothing.
+
+    The old code printed the best rotation (vgg19 by 24.5 ms) next to `plan: free`.
+    """
+    code, out, _ = run_cli(capsys, "compat", "--jobs", "bert,vgg19", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["plan"] == "free"
+    assert set(doc["shifts_ms"].values()) == {0.0} and set(doc["rotations_deg"].values()) == {0.0}
+    assert doc["score"] > doc["free_running_score"]  # what the best shift would reach
+    code, out, _ = run_cli(capsys, "compat", "--jobs", "bert,vgg19")
+    vgg19 = next(line for line in out.splitlines() if line.startswith("vgg19"))
+    assert vgg19.split()[-2:] == ["0.0", "0.0"]
+
+
+def test_cli_schedule_refuses_a_job_bigger_than_the_cluster(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    """As `simulate` does: such a job can never run, it is not a full cluster.
+
+    The old code said "not placed (cluster full): big" and placed the rest.
+    """
+    f = tmp_path / "trace.csv"
+    f.write_text("arrival_s,model,workers,iterations,name\n0,vgg19,30,100,big\n0,bert,4,100,\n")
+    code, out, err = run_cli(capsys, "schedule", "--trace", str(f))
+    assert code == 2 and out == ""
+    refusal = f"cassini: error: {f}: job big: workers: asks for 30 GPUs, the cluster has 24\n"
+    assert err == refusal
+    code, _, err = run_cli(capsys, "simulate", "--trace", str(f), "--out", str(tmp_path / "o"))
+    assert code == 2 and err == refusal
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["schedule", "--processes", "0"], "argument --processes: must be >= 1, got 0"),
+        (["schedule", "--candidates", "-2"], "argument --candidates: must be >= 1, got -2"),
+        (["schedule", "--precision-deg", "0"], "argument --precision-deg: must be > 0, got 0"),
+        (["schedule", "--seed", "-1"], "argument --seed: must be >= 0, got -1"),
+        (["simulate", "--drift", "-1", "--out", "x"], "argument --drift: must be >= 0, got -1"),
+        (["simulate", "--jobs", "0", "--out", "x"], "argument --jobs: must be >= 1, got 0"),
+        (["simulate", "--load", "nan", "--out", "x"], "argument --load: must be a finite number"),
+        (["simulate", "--candidates", "2.5", "--out", "x"], "must be an integer, got '2.5'"),
+        (["trace", "generate", "--load", "-0.5", "--out", "x"], "argument --load: must be > 0"),
+        (["compat", "--jobs", "bert", "--capacity-gbps", "0"], "argument --capacity-gbps: must"),
+        (["compat", "--jobs", "bert", "--workers", "0"], "argument --workers: must be >= 1"),
+        (["profiles", "--nic-gbps", "-50"], "argument --nic-gbps: must be > 0, got -50"),
+    ],
+)
+def test_numeric_flags_are_refused_in_one_line_naming_the_flag(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The old code accepted --processes 0 and --drift -1 (and crashed or ran on the others)."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert last.startswith(f"cassini {argv[0]}") and message in last
+
+
+def test_four_jobs_is_one_name_for_one_example(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    """`four-jobs` means the same 4 jobs in `schedule`, `trace generate` and `simulate`;
+    `schedule --trace snapshot` (its old name) still works and says what it became,
+    and 'snapshot' everywhere else is the generated trace."""
+    from scheduler.traces import FOUR_JOBS, load_trace
+
+    code, default, _ = run_cli(capsys, "schedule", "--json")
+    code2, named, _ = run_cli(capsys, "schedule", "--trace", "four-jobs", "--json")
+    code3, old, err = run_cli(capsys, "schedule", "--trace", "snapshot", "--json")
+    assert code == code2 == code3 == 0
+    placement = json.loads(default)["placement"]
+    assert json.loads(named)["placement"] == placement == json.loads(old)["placement"]
+    assert "'schedule --trace snapshot' is now '--trace four-jobs'" in err
+    f = tmp_path / "four.csv"
+    assert main(["trace", "generate", "--kind", "four-jobs", "--out", str(f)]) == 0
+    written = {j.name: (j.model, j.workers) for j in load_trace(f)}
+    assert sorted(written) == sorted(placement)
+    assert sorted(written.values()) == sorted(FOUR_JOBS)
+    g = tmp_path / "snap.csv"
+    assert main(["trace", "generate", "--kind", "snapshot", "--jobs", "9", "--out", str(g)]) == 0
+    assert len(load_trace(g)) == 9
 
 
 def test_paper_cycle_rule_discards_even_consistent_cycles(testbed_jobs: tuple) -> None:

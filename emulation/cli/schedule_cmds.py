@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -11,27 +12,24 @@ from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
-from .common import add_topology_argument
+from .common import add_topology_argument, nonnegative_int, positive_float, positive_int
 
 if TYPE_CHECKING:
     from scheduler.profiles import ModelSpec
+    from scheduler.traces import TraceJob
 
-SNAPSHOT_JOBS: tuple[tuple[str, int], ...] = (
-    # (model, workers): 24 GPUs on the default testbed. No 6-worker job fits
-    # in one 4-server rack, so each spans two racks and shares ToR uplinks
-    # with a neighbour: the case Cassini exists for.
-    ("vgg19", 6),
-    ("vgg16", 6),
-    ("wideresnet101", 6),
-    ("bert", 6),
-)
+# The name `schedule --trace` used for the fixed example before it was
+# `four-jobs`; elsewhere "snapshot" is a generated trace (kept as an alias).
+OLD_EXAMPLE_NAME = "snapshot"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `profiles`, `compat` and `schedule`."""
     prof = sub.add_parser("profiles", help="communication profiles of the built-in models")
-    prof.add_argument("--workers", type=int, default=4, help="workers per job (default 4)")
-    prof.add_argument("--nic-gbps", type=float, default=50.0, help="NIC line rate (default 50)")
+    prof.add_argument("--workers", type=positive_int, default=4, help="workers per job (default 4)")
+    prof.add_argument(
+        "--nic-gbps", type=positive_float, default=50.0, help="NIC line rate (default 50)"
+    )
     prof.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
     prof.add_argument("--json", action="store_true", help="machine-readable output")
     prof.set_defaults(handler=_profiles)
@@ -47,12 +45,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--jobs-file", metavar="FILE", help="profiles JSON (the `cassini profiles --json` schema)"
     )
     compat.add_argument(
-        "--workers", type=int, default=4, help="workers per job for --jobs (default 4)"
+        "--workers", type=positive_int, default=4, help="workers per job for --jobs (default 4)"
     )
     compat.add_argument(
-        "--capacity-gbps", type=float, default=50.0, help="link capacity (default 50)"
+        "--capacity-gbps", type=positive_float, default=50.0, help="link capacity (default 50)"
     )
-    compat.add_argument("--precision-deg", type=float, default=5.0, help="angle grid (default 5)")
+    compat.add_argument(
+        "--precision-deg", type=positive_float, default=5.0, help="angle grid (default 5)"
+    )
     compat.add_argument("--solver", default="auto", help="exact, fast or auto (default)")
     compat.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
     compat.add_argument(
@@ -66,12 +66,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     sched = sub.add_parser("schedule", help="choose a placement and time-shifts (Algorithm 2)")
     add_topology_argument(sched)
     sched.add_argument(
-        "--trace", default="snapshot", help="trace file (CSV/JSON) or 'snapshot' (default)"
+        "--trace",
+        default="four-jobs",
+        help="trace file (CSV/JSON) or 'four-jobs' (default: VGG19, VGG16, WideResNet101 "
+        "and BERT on 6 GPUs each; 'snapshot' is an old name for it)",
     )
     sched.add_argument(
-        "--candidates", type=int, default=10, help="placements to choose among (default 10)"
+        "--candidates",
+        type=positive_int,
+        default=10,
+        help="placements to choose among (default 10)",
     )
-    sched.add_argument("--precision-deg", type=float, default=5.0, help="angle grid (default 5)")
+    sched.add_argument(
+        "--precision-deg", type=positive_float, default=5.0, help="angle grid (default 5)"
+    )
     sched.add_argument("--solver", default="auto", help="exact, fast or auto (default)")
     sched.add_argument(
         "--aggregate",
@@ -84,7 +92,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="consistent",
         help="affinity-graph cycles: 'consistent' keeps cycles whose shifts agree (default), 'paper' discards any",
     )
-    sched.add_argument("--seed", type=int, default=0, help="seed of the candidate generator")
+    sched.add_argument(
+        "--seed", type=nonnegative_int, default=0, help="seed of the candidate generator"
+    )
     sched.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
     sched.add_argument(
         "--no-pace",
@@ -92,21 +102,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="score at the jobs' own iteration times, rounded onto each circle (the paper)",
     )
     sched.add_argument(
-        "--processes", type=int, default=1, help="evaluate candidates in N processes"
+        "--processes", type=positive_int, default=1, help="evaluate candidates in N processes"
     )
     sched.add_argument("--json", action="store_true", help="machine-readable output")
     sched.set_defaults(handler=_schedule)
 
 
-def _positive(value: float, flag: str) -> None:
-    if not value > 0:
-        raise UserInputError(f"{flag} must be > 0, got {value}")
-
-
 def _profiles(args: argparse.Namespace) -> int:
     from scheduler.profiles import build_profile, load_models, profile_to_dict
 
-    _positive(args.workers, "--workers")
     models = load_models(args.models)
     profiles = [
         build_profile(m, args.workers, nic_gbps=args.nic_gbps, models=models)
@@ -156,8 +160,6 @@ def _compat(args: argparse.Namespace) -> int:
     from scheduler.pacing import paced_profile
     from scheduler.profiles import load_profiles_file
 
-    _positive(args.workers, "--workers")
-    _positive(args.capacity_gbps, "--capacity-gbps")
     if args.jobs_file:
         profiles = list(load_profiles_file(args.jobs_file).values())
     else:
@@ -187,6 +189,14 @@ def _compat(args: argparse.Namespace) -> int:
         plan = "paced"
     paced = [paced_profile(p, periods[p.name]) for p in profiles]
     sol = compatibility(paced, args.capacity_gbps, args.precision_deg, args.solver)
+    if plan.startswith("free"):
+        # The best shift is not worth pacing for, so the plan applies none:
+        # `score` stays what that shift would reach, the shifts are what runs.
+        sol = replace(
+            sol,
+            rotations_deg=dict.fromkeys(sol.rotations_deg, 0.0),
+            shifts_ms=dict.fromkeys(sol.shifts_ms, 0.0),
+        )
     out = {
         "score": round(sol.score, 6),
         "free_running_score": round(free, 6),
@@ -217,32 +227,31 @@ def _compat(args: argparse.Namespace) -> int:
     return 0
 
 
-def _snapshot_jobs() -> list[tuple[str, str, int, int | None]]:
-    return [
-        (f"{model}-{i}", model, workers, None) for i, (model, workers) in enumerate(SNAPSHOT_JOBS)
-    ]
+def _trace_jobs(spec: str, models: Mapping[str, ModelSpec]) -> tuple[tuple[TraceJob, ...], str]:
+    """The trace's jobs and a label: `four-jobs` (or its old name) or a file."""
+    from scheduler.traces import four_jobs_trace, load_trace
 
-
-def _trace_jobs(
-    spec: str, models: Mapping[str, ModelSpec]
-) -> list[tuple[str, str, int, int | None]]:
-    if spec == "snapshot":
-        return _snapshot_jobs()
-    from scheduler.traces import load_trace
-
-    return [(j.name, j.model, j.workers, j.batch_size) for j in load_trace(spec, models)]
+    if spec == OLD_EXAMPLE_NAME:
+        print(
+            "cassini: note: 'schedule --trace snapshot' is now '--trace four-jobs' (the default); "
+            "elsewhere 'snapshot' means --jobs random jobs at t = 0",
+            file=sys.stderr,
+        )
+        spec = "four-jobs"
+    if spec == "four-jobs":
+        return four_jobs_trace(), spec
+    return load_trace(spec, models), spec
 
 
 def _schedule(args: argparse.Namespace) -> int:
     from scheduler.candidates import locality_candidates
     from scheduler.cassini import choose
     from scheduler.profiles import build_profile, load_models
+    from scheduler.traces import check_fits
     from scheduler.types import Job
     from topologies.library import load_topology
     from topologies.routing import Router
 
-    if args.candidates < 1:
-        raise UserInputError(f"--candidates must be >= 1, got {args.candidates}")
     started = time.perf_counter()
     topo = load_topology(args.topology)
     models = load_models(args.models)
@@ -253,18 +262,22 @@ def _schedule(args: argparse.Namespace) -> int:
     used = 0
     # A trace is placed as if every job were present; jobs that no longer fit
     # (in arrival order) are reported, not placed. Time is the simulator's job.
-    for name, model, workers, batch in _trace_jobs(args.trace, models):
-        if used + workers > capacity:
-            skipped.append(name)
+    trace, label = _trace_jobs(args.trace, models)
+    check_fits(trace, capacity, label)
+    for tj in trace:
+        if used + tj.workers > capacity:
+            skipped.append(tj.name)
             continue
         jobs.append(
             Job(
-                name,
-                build_profile(model, workers, batch_size=batch, nic_gbps=nic, models=models),
-                workers,
+                tj.name,
+                build_profile(
+                    tj.model, tj.workers, batch_size=tj.batch_size, nic_gbps=nic, models=models
+                ),
+                tj.workers,
             )
         )
-        used += workers
+        used += tj.workers
     if not jobs:
         raise UserInputError(f"no job of trace '{args.trace}' fits topology '{topo.name}'")
     candidates = locality_candidates(topo, jobs, args.candidates, args.seed)

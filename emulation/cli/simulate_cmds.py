@@ -48,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     sim.add_argument(
         "--trace",
         default="poisson",
-        help="poisson | dynamic | snapshot | a trace FILE (default poisson)",
+        help="poisson | dynamic | snapshot (--jobs at t = 0) | four-jobs | a trace FILE "
+        "(default poisson)",
     )
     _trace_options(sim)
     sim.add_argument(
@@ -108,7 +109,8 @@ def _make_trace(
             kind, total_gpus, jobs=args.jobs, load=args.load, seed=args.seed, models=models
         )
         load = f", load={args.load}" if kind == "poisson" else ""
-        label = f"{kind} (jobs={len(jobs)}{load}, seed={args.seed})"
+        seed = "" if kind == "four-jobs" else f", seed={args.seed}"  # fixed: no draw
+        label = f"{kind} (jobs={len(jobs)}{load}{seed})"
         return jobs, label
     path = Path(kind)
     if not path.exists() and path.suffix.lower() not in (".csv", ".json"):
