@@ -6,6 +6,7 @@
 - compile: which entries a topology and its chip map need
 - reconcile: what must change on a device (pure diff) and writing it
 - session: talking to one device (arbitration, pipeline, batched writes, reads)
+- tls: which certificates a client or the switch presents and trusts
 - program: bringing a device to the desired state (push pipeline, reconcile)
 - telemetry: per-port and per-link ECN/traffic time series from counters
 - tofino / bmv2: what each target needs beyond P4Runtime

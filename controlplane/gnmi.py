@@ -29,6 +29,8 @@ from typing import Any
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
+from .tls import TlsSettings
+
 # The interface counters of OpenConfig (openconfig-interfaces) that the software target serves.
 OPENCONFIG_COUNTER_LEAVES: tuple[str, ...] = (
     "in-unicast-pkts",
@@ -136,12 +138,19 @@ class GnmiReader:
 
     Use as a context manager; a target that cannot be reached raises
     GnmiError, one without gNMI raises GnmiUnsupported (both on `read`).
+    With tls the channel is TLS, as the P4Runtime session's to the same port.
     """
 
-    def __init__(self, address: str, timeout: float = 5.0) -> None:
+    def __init__(self, address: str, timeout: float = 5.0, tls: TlsSettings | None = None) -> None:
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(address)
+        self.tls = tls
+        if tls is None:
+            self._channel = grpc.insecure_channel(address)
+        else:
+            self._channel = grpc.secure_channel(
+                address, tls.credentials(), options=tls.channel_options()
+            )
         self._stub = gnmi_pb2_grpc.gNMIStub(self._channel)
 
     def read(self) -> list[Interface]:
@@ -158,8 +167,10 @@ class GnmiReader:
                     f"the target at {self.address} serves no gNMI ({code.name}: {err.details()})"
                 ) from None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                over = " over TLS (does it serve TLS, with a certificate the CA signed?)"
                 raise GnmiError(
-                    f"no gNMI answer from {self.address} within {self.timeout:g} s"
+                    f"no gNMI answer from {self.address}{over if self.tls else ''} "
+                    f"within {self.timeout:g} s"
                 ) from None
             raise GnmiError(
                 f"gNMI Get of interface counters at {self.address} failed: "
@@ -182,7 +193,9 @@ class GnmiReader:
         self.close()
 
 
-def read_interface_counters(address: str, timeout: float = 5.0) -> dict[str, dict[str, int]]:
+def read_interface_counters(
+    address: str, timeout: float = 5.0, tls: TlsSettings | None = None
+) -> dict[str, dict[str, int]]:
     """Interface name -> counters leaf -> value, read once from the gNMI target at `address`."""
-    with GnmiReader(address, timeout) as reader:
+    with GnmiReader(address, timeout, tls) as reader:
         return {i.name: dict(i.counters) for i in reader.read()}

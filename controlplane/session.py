@@ -1,9 +1,10 @@
 """How does the control plane talk to one P4Runtime device?
 
-One `P4RuntimeSession` per device: its own gRPC channel, its own StreamChannel
-with arbitration (a background thread reads the stream and keeps
-`is_primary` current), pipeline push/pull, batched writes whose per-update
-errors come back as one `WriteError`, and wildcard reads. There is no module
+One `P4RuntimeSession` per device: its own gRPC channel (plaintext, or TLS
+with `tls.TlsSettings`), its own StreamChannel with arbitration (a
+background thread reads the stream and keeps `is_primary` current),
+pipeline push/pull, batched writes whose per-update errors come back as one
+`WriteError`, and wildcard reads. There is no module
 state, so two sessions to two devices work in one process (p4runtime-shell's
 client is module-global, which is why it is not used here).
 """
@@ -24,6 +25,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from .entries import CounterSample, TableEntry, Update, UpdateType
 from .p4info import P4InfoIndex, index_p4info, load_p4info
+from .tls import TlsSettings
 
 DEFAULT_TIMEOUT_S = 5.0
 # A failed Write's trailer holds one p4.v1.Error per update (about 40 bytes each
@@ -35,6 +37,31 @@ CHANNEL_OPTIONS = (
     ("grpc.max_receive_message_length", 64 << 20),
     ("grpc.max_send_message_length", 64 << 20),
 )
+
+
+def open_channel(address: str, tls: TlsSettings | None = None) -> grpc.Channel:
+    """A channel to `address` with CHANNEL_OPTIONS: TLS with `tls`, plaintext without."""
+    if tls is None:
+        return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    return grpc.secure_channel(
+        address, tls.credentials(), options=CHANNEL_OPTIONS + tls.channel_options()
+    )
+
+
+def _last_connect_error(channel: grpc.Channel) -> str:
+    """': <why the last attempt failed>' (gRPC's words), or '' if it gives none.
+
+    A failed TLS handshake (an untrusted certificate, a plaintext server, a
+    missing client certificate) looks like a timeout to channel_ready_future;
+    one RPC that does not wait for the channel returns gRPC's reason.
+    """
+    probe = channel.unary_unary("/p4.v1.P4Runtime/Capabilities")
+    try:
+        probe(b"", timeout=1.0)
+    except grpc.RpcError as err:
+        details = (err.details() or "").strip()
+        return f": {details.splitlines()[0][:300]}" if details else ""
+    return ""
 
 
 class ConnectionFailed(RuntimeError):
@@ -100,12 +127,14 @@ class P4RuntimeSession:
         role: str | None = None,
         p4info: P4InfoIndex | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
+        tls: TlsSettings | None = None,
     ) -> None:
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
         self.role = role or ""
         self.timeout = timeout
+        self.tls = tls
         self.p4info: P4InfoIndex = p4info if p4info is not None else load_p4info()
         self._channel: grpc.Channel | None = None
         self._stub: Any = None
@@ -130,14 +159,16 @@ class P4RuntimeSession:
         role: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         p4info: P4InfoIndex | None = None,
+        tls: TlsSettings | None = None,
     ) -> P4RuntimeSession:
         """Open the channel and the StreamChannel, and wait for the arbitration answer.
 
         election_id=None opens a read-only session: no StreamChannel, no
         arbitration (P4Runtime lets any client Read), so a monitor never
-        competes with the controller for an election id.
+        competes with the controller for an election id. With tls the channel
+        is TLS (mutual when it carries a client certificate); without it, plaintext.
         """
-        session = cls(address, device_id, election_id, role, p4info, timeout)
+        session = cls(address, device_id, election_id, role, p4info, timeout, tls)
         try:
             session._open()
         except BaseException:
@@ -146,12 +177,20 @@ class P4RuntimeSession:
         return session
 
     def _open(self) -> None:
-        self._channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        self._channel = open_channel(self.address, self.tls)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=self.timeout)
         except grpc.FutureTimeoutError:
+            if self.tls is None:
+                raise ConnectionFailed(
+                    f"cannot reach a P4Runtime server at {self.address} within {self.timeout:g} s"
+                ) from None
+            reason = _last_connect_error(self._channel)
+            if "Socket closed" in reason and not self.tls.mutual:
+                reason += " (a server that requires client certificates closes the connection)"
             raise ConnectionFailed(
-                f"cannot reach a P4Runtime server at {self.address} within {self.timeout:g} s"
+                f"cannot reach a P4Runtime server over TLS at {self.address} within "
+                f"{self.timeout:g} s{reason}"
             ) from None
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
         if self.election_id is None:

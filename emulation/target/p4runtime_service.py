@@ -12,6 +12,7 @@ standard clients (p4runtime-shell, finsy, ONOS) read our errors as theirs.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -25,6 +26,7 @@ from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controlplane.p4info import load_p4info
+from controlplane.tls import ServerTlsSettings
 from emulation.target.device import Device, Session, StreamEnd
 from emulation.target.entries import EntryError
 from emulation.target.port_stats import PortCounters
@@ -266,6 +268,7 @@ def serve(
     max_workers: int = DEFAULT_MAX_WORKERS,
     port_counters: Callable[[], Sequence[PortCounters]] | None = None,
     dataplane: Dataplane | None = None,
+    tls: ServerTlsSettings | None = None,
 ) -> RunningServer:
     """Start a P4Runtime server for one device on `address` (port 0: any free port).
 
@@ -274,7 +277,10 @@ def serve(
     tables and counters live in `dataplane` (a packet loop in another
     process), or in `state` in this process when no dataplane is given. With
     port_counters, the same server also answers gNMI for the interface
-    counters it returns (as Stratum serves both on one port).
+    counters it returns (as Stratum serves both on one port). With tls, the
+    port (P4Runtime and gNMI alike) speaks only TLS; without it, a server
+    reachable beyond loopback logs a warning, since anyone who reaches it
+    can take the primary role.
     """
     if dataplane is None:
         local = LocalDataplane(state)
@@ -297,8 +303,16 @@ def serve(
 
         add_gnmi_service(server, port_counters)
     try:
-        port = server.add_insecure_port(address)
+        if tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, tls.credentials())
     except RuntimeError as err:
+        if tls is not None:  # gRPC reports a certificate it cannot use as a failure to bind
+            raise UserInputError(
+                f"cannot listen for P4Runtime over TLS on {address}: gRPC refused the address "
+                "or the certificate and key"
+            ) from None
         raise UserInputError(f"cannot listen for P4Runtime on {address}: {err}") from None
     if not port:
         raise UserInputError(
@@ -307,5 +321,39 @@ def serve(
     host = address.rsplit(":", 1)[0]
     server.start()
     bound = f"{host}:{port}"
-    log.info("device %d: P4Runtime server listening on %s", device_id, bound)
+    log.info("device %d: P4Runtime server listening on %s (%s)", device_id, bound, _security(tls))
+    if tls is None and not is_loopback_address(address):
+        log.warning(
+            "device %d: P4Runtime on %s has no TLS and is reachable beyond this machine: "
+            "anyone who reaches it can control the switch (serve TLS with --grpc-server-ssl, "
+            "or bind 127.0.0.1)",
+            device_id,
+            bound,
+        )
     return RunningServer(address=bound, state=state, device=device, _server=server)
+
+
+def _security(tls: ServerTlsSettings | None) -> str:
+    if tls is None:
+        return "insecure"
+    return "TLS, client certificates required" if tls.require_client_auth else "TLS"
+
+
+def is_loopback_address(address: str) -> bool:
+    """Whether a listening address ('127.0.0.1:9559', '[::1]:0', 'localhost:1') reaches only this machine.
+
+    An empty host, a wildcard (0.0.0.0, [::]) or any other name does not;
+    a unix socket does (it is not on the network).
+
+    >>> [is_loopback_address(a) for a in ("127.0.0.1:1", "[::1]:1", "localhost:1", "0.0.0.0:1", ":1")]
+    [True, True, True, False, False]
+    """
+    if address.startswith(("unix:", "unix-abstract:")):
+        return True
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
