@@ -160,7 +160,7 @@ def server_tls_from_args(args: argparse.Namespace) -> ServerTlsSettings | None:
     simple_switch_grpc warns and serves plaintext, which a user who gave a
     certificate did not ask for.
     """
-    from controlplane.tls import ServerTlsSettings, read_pem
+    from controlplane.tls import ServerTlsSettings, check_key_pair, read_pem
 
     given = {
         "--grpc-server-cert": args.grpc_server_cert,
@@ -183,10 +183,15 @@ def server_tls_from_args(args: argparse.Namespace) -> ServerTlsSettings | None:
             "--grpc-server-with-client-auth needs --grpc-server-cacert "
             "(the CA that signs the clients' certificates)"
         )
+    cert_name = f"--grpc-server-cert {args.grpc_server_cert}"
+    key_name = f"--grpc-server-key {args.grpc_server_key}"
+    cert = read_pem(args.grpc_server_cert, "--grpc-server-cert")
+    key = read_pem(args.grpc_server_key, "--grpc-server-key")
+    check_key_pair(cert, key, cert_name, key_name)
     client_ca = args.grpc_server_cacert
     return ServerTlsSettings(
-        read_pem(args.grpc_server_cert, "--grpc-server-cert"),
-        read_pem(args.grpc_server_key, "--grpc-server-key"),
+        cert,
+        key,
         read_pem(client_ca, "--grpc-server-cacert") if client_ca else None,
         args.grpc_server_with_client_auth,
     )
@@ -209,7 +214,7 @@ def client_tls_from_args(args: argparse.Namespace) -> TlsSettings | None:
     Without --cacert the server is verified against gRPC's default roots,
     as p4runtime-shell does.
     """
-    from controlplane.tls import TlsSettings, read_pem
+    from controlplane.tls import TlsSettings, check_key_pair, read_pem
 
     given = {"--cacert": args.cacert, "--cert": args.cert, "--private-key": args.private_key}
     if not args.ssl:
@@ -221,6 +226,8 @@ def client_tls_from_args(args: argparse.Namespace) -> TlsSettings | None:
         have, lack = ("--cert", "--private-key") if args.cert else ("--private-key", "--cert")
         raise UserInputError(f"{have} needs {lack} (mutual TLS takes both)")
     ca_cert, cert, key = (read_pem(path, flag) if path else None for flag, path in given.items())
+    if cert is not None and key is not None:
+        check_key_pair(cert, key, f"--cert {args.cert}", f"--private-key {args.private_key}")
     return TlsSettings(ca_cert, cert, key)
 
 

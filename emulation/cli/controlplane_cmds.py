@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
-from .common import add_topology_argument, connect_address
+from .common import (
+    add_tls_client_arguments,
+    add_topology_argument,
+    client_tls_from_args,
+    connect_address,
+)
 
 if TYPE_CHECKING:
     from controlplane.entries import TableEntry
@@ -53,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     prog.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     prog.add_argument("--json", action="store_true", help="machine-readable output")
+    add_tls_client_arguments(prog)
     prog.set_defaults(handler=_program)
 
     ecn = sub.add_parser("ecn", help="ECN telemetry from a device's counters")
@@ -91,6 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="the target serves no gNMI (bmv2): record the P4 counters only",
     )
+    add_tls_client_arguments(watch)
     watch.set_defaults(handler=_ecn_watch)
 
     tofino = sub.add_parser("tofino", help="Tofino-only artifacts (Stratum, BfRt)")
@@ -199,11 +206,12 @@ def _program(args: argparse.Namespace) -> int:
                 f"cannot read --device-config {args.device_config}: {err.strerror}"
             ) from None
     election = parse_election_id(args.election_id)
+    tls = client_tls_from_args(args)
 
     connected = True
     try:
         with P4RuntimeSession.connect(
-            args.grpc, args.device_id, election, timeout=args.timeout, p4info=index
+            args.grpc, args.device_id, election, timeout=args.timeout, p4info=index, tls=tls
         ) as session:
             if not args.dry_run and not session.is_primary:
                 print(
@@ -296,7 +304,8 @@ def _ecn_watch(args: argparse.Namespace) -> int:
     if args.out and not args.out.endswith((".csv", ".json")):
         raise UserInputError(f"--out {args.out}: use a .csv or .json file name")
     gnmi_address = args.gnmi or args.grpc
-    reader = None if args.no_gnmi else GnmiReader(gnmi_address, args.timeout)
+    tls = client_tls_from_args(args)
+    reader = None if args.no_gnmi else GnmiReader(gnmi_address, args.timeout, tls)
     log = TelemetryLog()
 
     def record(done: Interval) -> None:
@@ -309,6 +318,7 @@ def _ecn_watch(args: argparse.Namespace) -> int:
             args.device_id,
             parse_election_id(args.election_id) if args.election_id else None,
             timeout=args.timeout,
+            tls=tls,
         ) as session:
 
             def take() -> Snapshot:

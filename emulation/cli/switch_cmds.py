@@ -13,7 +13,7 @@ import sys
 
 from topologies.errors import UserInputError
 
-from .common import listen_address
+from .common import add_tls_server_arguments, listen_address, server_tls_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["debug", "info", "warning", "error"],
         help="log verbosity (default info)",
     )
+    add_tls_server_arguments(serve)
     serve.set_defaults(handler=_serve)
 
     clean = sub.add_parser(
@@ -119,6 +120,7 @@ def _serve(args: argparse.Namespace) -> int:
         tm,
         seed=args.seed,
         log_level=getattr(logging, args.log_level.upper()),
+        tls=server_tls_from_args(args),
     )
     # A gRPC worker may still be parsing a large request in pure Python; waiting
     # for it at interpreter exit took 16 s. Everything is closed: leave now.
