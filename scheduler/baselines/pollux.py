@@ -47,7 +47,7 @@ def statistical_efficiency(workers: int, batch: int, phi: float) -> float:
     """E(M) = (phi + b) / (phi + M), M = workers x batch.
 
     >>> round(statistical_efficiency(4, 64, 1024.0), 3)
-    0.846
+    0.85
     """
     return (phi + batch) / (phi + workers * batch)
 
