@@ -8,11 +8,12 @@ demo: setup
 	.venv/bin/cassini schedule --topology cassini-testbed --trace four-jobs
 
 test: setup
+	$(MAKE) lint
 	.venv/bin/python -m pytest -q -rs
 
 lint:
 	.venv/bin/ruff check .
-	.venv/bin/mypy topologies scheduler
+	.venv/bin/mypy topologies scheduler controlplane emulation
 
 p4:
 	bash scripts/build_p4.sh
