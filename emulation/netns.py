@@ -57,7 +57,7 @@ def new_prefix(base: str = "cst") -> str:
     return base + secrets.token_hex(2)
 
 
-class Interrupted(SystemExit):
+class SignalExit(SystemExit):
     """SIGINT or SIGTERM, raised so cleanup runs; exits 128 + signal number like a shell."""
 
     def __init__(self, signum: int) -> None:
@@ -70,8 +70,8 @@ class Interrupted(SystemExit):
 
 
 @contextlib.contextmanager
-def signals_raise_interrupted() -> Iterator[None]:
-    """Within the block, SIGINT and SIGTERM raise `Interrupted` (main thread only)."""
+def signals_raise() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise `SignalExit` (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -308,11 +308,11 @@ def open_packet_socket(ns: str, ifname: str, rcvbuf: int = 8 << 20) -> socket.so
 
 
 def _raise_system_exit(signum: int, frame: FrameType | None) -> None:
-    raise Interrupted(signum)
+    raise SignalExit(signum)
 
 
 def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
-    raise Interrupted(signum)
+    raise SignalExit(signum)
 
 
 @contextlib.contextmanager

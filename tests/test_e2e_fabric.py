@@ -403,9 +403,8 @@ def test_fabric_cleans_up_when_the_body_raises(prefix: str, switch_process: bool
     assert leftovers(prefix) == []
 
 
-@pytest.mark.root
-def test_cli_fabric_up_stops_cleanly_on_ctrl_c(prefix: str) -> None:
-    process = subprocess.Popen(
+def _fabric_up(prefix: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [
             CASSINI, "fabric", "up", "-t", "leaf-spine:2:1:2", "--scale", "0.01",
             "--grpc-server-addr", "127.0.0.1:0", "--prefix", prefix,
@@ -414,25 +413,94 @@ def test_cli_fabric_up_stops_cleanly_on_ctrl_c(prefix: str) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
+
+
+def _read_until_up(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("up;"):
+            break
+    return "".join(lines)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_cli_fabric_up_stopped_by_a_signal_says_so_and_cleans_up(prefix: str, signum: int) -> None:
+    process = _fabric_up(prefix)
     try:
-        assert process.stdout is not None
-        lines = []
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith("up;"):
-                break
-        head = "".join(lines)
+        head = _read_until_up(process)
         assert "P4Runtime 127.0.0.1:" in head and "leaf-spine" in head, head
         assert f"{prefix}s01" in head
         assert len(leftovers(prefix)) == 4 + 4 + 2  # + the switch and its packet loop
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         out, err = process.communicate(timeout=20)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 0, err
-    assert "down" in out and "Traceback" not in err
+    name = signal.Signals(signum).name
+    assert process.returncode == 128 + signum, err
+    assert err.strip().splitlines()[-1] == (
+        f"cassini: interrupted: {name} after bring-up; fabric {prefix} down: namespaces, "
+        "interfaces and switch removed"
+    )
+    assert "Traceback" not in err
+    assert leftovers(prefix) == []
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("moment", ["hosts", "switch"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_cli_fabric_up_interrupted_during_bring_up(prefix: str, signum: int, moment: str) -> None:
+    def reached() -> bool:
+        if moment == "hosts":
+            return bool(leftovers(prefix))
+        return any(item.startswith("process") for item in leftovers(prefix))
+
+    process = _fabric_up(prefix)
+    try:
+        assert wait_for(reached, timeout=30)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    name = signal.Signals(signum).name
+    assert process.returncode == 128 + signum, err
+    assert err.strip().splitlines()[-1].startswith(f"cassini: interrupted: {name} during bring-up")
+    assert "Traceback" not in err and "up;" not in out
+    assert leftovers(prefix) == []
+
+
+@pytest.mark.root
+def test_a_second_fabric_with_the_same_prefix_is_refused_at_once(prefix: str) -> None:
+    first = _fabric_up(prefix)
+    try:
+        _read_until_up(first)
+        before = sorted(leftovers(prefix))
+        began = time.monotonic()
+        second = subprocess.run(
+            [CASSINI, "fabric", "up", "-t", "leaf-spine:2:1:2", "--prefix", prefix,
+             "--grpc-server-addr", "127.0.0.1:0"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert time.monotonic() - began < 5
+        assert second.returncode == 2, second.stderr
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            f"cassini: error: prefix {prefix} is in use by a running process: pid {first.pid} ("
+        ), second.stderr
+        assert sorted(leftovers(prefix)) == before  # the first fabric is untouched
+        assert first.poll() is None
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=20)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
     assert leftovers(prefix) == []
 
 

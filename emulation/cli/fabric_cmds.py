@@ -2,8 +2,9 @@
 
 One namespace per server (ping/iperf from `ip netns exec NS ...`), one
 software switch holding every logical switch, entries installed by the
-control plane. Runs until Ctrl-C; `--check` pings every server pair once and
-exits instead. Either way a switch process that dies is reported (which pid,
+control plane. Runs until Ctrl-C or SIGTERM (then it tears down, says so and
+exits 130 or 143, as during bring-up); `--check` pings every server pair
+once and exits instead. Either way a switch process that dies is reported (which pid,
 which signal or exit code, its last log lines) and the command exits with
 status 1 after tearing the fabric down, rather than staying "up" with
 nothing forwarding.
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import statistics
 import sys
 import threading
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
-from .common import add_topology_argument, listen_address
+from .common import Interrupted, add_topology_argument, listen_address
 from .controlplane_cmds import _add_settings_flags, _settings
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _up(args: argparse.Namespace) -> int:
     from emulation.fabric import DEFAULT_SCALE, EmulatedFabric
+    from emulation.netns import SignalExit, signals_raise
     from topologies.library import load_topology
 
     topo = load_topology(args.topology)
@@ -90,19 +91,27 @@ def _up(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     status = 0
+    phase = "during bring-up"
     try:
-        with fabric:
+        # SIGINT and SIGTERM raise, so the with-block tears the fabric down either way.
+        with signals_raise(), fabric:
+            phase = "after bring-up"
             _print_fabric(fabric, args.json)
             if args.check:
                 status = _check(fabric, args.json)
                 failure = fabric.switch_failure()
             else:
-                failure = _wait_for_stop(fabric)
+                print("up; Ctrl-C to tear down", flush=True)
+                failure = fabric.wait_for_failure(threading.Event())
             if failure is not None:
                 print(f"cassini: error: fabric {fabric.prefix}: {failure}", file=sys.stderr)
                 status = 1
-    except KeyboardInterrupt:
-        pass
+    except SignalExit as stopped:
+        raise Interrupted(
+            stopped.signum,
+            f"{stopped.signal_name} {phase}; fabric {fabric.prefix} down: namespaces, "
+            "interfaces and switch removed",
+        ) from None
     if not args.json:
         print(f"fabric {fabric.prefix} down: namespaces, interfaces and switch removed", flush=True)
     return status
@@ -116,17 +125,6 @@ def _check_prefix(prefix: str) -> None:
             f"--prefix {prefix!r}: must start with {' or '.join(PROJECT_PREFIXES)} (so "
             "`cassini clean` finds what a crashed run leaves) and be at most 9 letters/digits"
         )
-
-
-def _wait_for_stop(fabric: EmulatedFabric) -> str | None:
-    """Until Ctrl-C (None) or until the switch dies (why, from the fabric)."""
-    print("up; Ctrl-C to tear down", flush=True)
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
-    try:
-        return fabric.wait_for_failure(stop)
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _fabric_facts(fabric: EmulatedFabric) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..runs import InterfaceLocks
 from .datapath import checked_counter_names
 from .datapath_process import DatapathProcess, DatapathSpec
 from .port_stats import PortCounters, port_counters
@@ -64,6 +65,7 @@ class SoftwareSwitch:
         self.tls = tls  # None: an insecure P4Runtime port
         self.datapath: DatapathProcess | None = None
         self.server: Any = None  # RunningServer of the P4Runtime service
+        self._locks: InterfaceLocks | None = None
         self._ports: list[int] = []
 
     @property
@@ -74,6 +76,8 @@ class SoftwareSwitch:
     def start(self) -> SoftwareSwitch:
         try:
             check_interfaces(self.port_names)
+            # A second switch on an interface would forward every frame twice: refuse it.
+            self._locks = InterfaceLocks(self.port_names.values()).acquire()
             spec = DatapathSpec(
                 ports=self.port_names,
                 tm=self.tm,
@@ -160,6 +164,9 @@ class SoftwareSwitch:
         if self.datapath is not None:
             self.datapath.stop()
             self.datapath = None
+        if self._locks is not None:
+            self._locks.release()
+            self._locks = None
 
     def __enter__(self) -> SoftwareSwitch:
         return self.start()
