@@ -72,7 +72,7 @@ MAC_A = "02:00:00:00:0a:01"
 MAC_B = "02:00:00:00:0b:01"
 SO_TIMESTAMPNS = 35  # also SCM_TIMESTAMPNS
 PACKET_OUTGOING = 4
-TABLE_SIZE = 4096  # CassiniIngress.logical_forward's size in p4src/cassini.p4
+TABLE_SIZE = 4096  # CassiniIngress.logical_forward's size in controlplane/p4/cassini.p4
 # After the sender stops and the last control-plane call has returned, the
 # receiver keeps listening this long for frames the switch still holds.
 DRAIN_S = 1.0

@@ -1,6 +1,7 @@
 """Which P4 objects does the pipeline have, and how are their values encoded?
 
-The P4Info (p4src/build/cassini.p4info.txtpb) is the one source of truth for
+The P4Info (controlplane/p4/cassini.p4info.txtpb, shipped with the package
+next to the P4 sources it describes) is the one source of truth for
 table, action, parameter and counter names, ids and bit widths. This module
 wraps it in small frozen dataclasses so no raw protobuf leaks into the rest of
 the control plane or the software target, and answers a wrong name with the
@@ -13,6 +14,8 @@ strings are big-endian, minimal length, zero is one zero byte).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +24,10 @@ from p4.config.v1 import p4info_pb2
 
 from topologies.errors import UserInputError, did_you_mean
 
-# The repository layout: controlplane/ and p4src/ are siblings.
-DEFAULT_P4INFO_PATH = (
-    Path(__file__).resolve().parent.parent / "p4src" / "build" / "cassini.p4info.txtpb"
-)
+# The P4 programs and their P4Info are package data, found through the import
+# system, so an installed wheel finds them as a source checkout does.
+P4_DIR: Traversable = resources.files("controlplane") / "p4"
+DEFAULT_P4INFO: Traversable = P4_DIR / "cassini.p4info.txtpb"
 
 # Names of the P4Info enum values, kept next to the protobuf and checked against
 # it at import so the two cannot drift (finsy's habit).
@@ -211,15 +214,18 @@ def index_p4info(p4info: Any) -> P4InfoIndex:
 
 
 def load_p4info(path: str | Path | None = None) -> P4InfoIndex:
-    """Read a P4Info (text format, or binary when the name ends in .bin/.pb)."""
-    p4info_path = Path(path) if path is not None else DEFAULT_P4INFO_PATH
+    """Read a P4Info (text format, or binary when the name ends in .bin/.pb).
+
+    Without a path, the one shipped with the package (DEFAULT_P4INFO).
+    """
+    p4info_path: Traversable = Path(path) if path is not None else DEFAULT_P4INFO
     try:
         data = p4info_path.read_bytes()
     except OSError as err:
         raise UserInputError(f"cannot read P4Info file {p4info_path}: {err.strerror}") from err
     message = p4info_pb2.P4Info()
     try:
-        if p4info_path.suffix in (".bin", ".pb"):
+        if p4info_path.name.endswith((".bin", ".pb")):
             message.ParseFromString(data)
         else:
             text_format.Parse(data.decode("utf-8"), message)

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Compile the Cassini data plane.
-#   cassini.p4      (v1model) with p4c            -> p4src/build/p4c-out/bmv2/
-#   cassini_tna.p4  (TNA)     with bf-p4c         -> p4src/build/p4c-out/tofino/
+#   cassini.p4      (v1model) with p4c            -> build/p4c-out/bmv2/
+#   cassini_tna.p4  (TNA)     with bf-p4c         -> build/p4c-out/tofino/
+# The sources live in controlplane/p4/, package data next to the P4Info; the
+# compilers' outputs stay outside the package.
 # Usage: scripts/build_p4.sh [bmv2|tofino|all]   (default: all)
 #        P4_OUT=DIR scripts/build_p4.sh ...       (write DIR/bmv2, DIR/tofino instead)
 # Each compiler also writes its own P4Info; tests/test_p4c.py compares p4c's
-# with p4src/build/cassini.p4info.txtpb, the one the control plane loads.
+# with controlplane/p4/cassini.p4info.txtpb, the one the control plane loads.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-src="$root/p4src"
-out="${P4_OUT:-$src/build/p4c-out}"
+src="$root/controlplane/p4"
+out="${P4_OUT:-$root/build/p4c-out}"
 what="${1:-all}"
 
 case "$what" in
@@ -61,6 +63,6 @@ for m in "${missing[@]+"${missing[@]}"}"; do
   echo "build_p4: not found: $m" >&2
 done
 if [[ "$built" == 0 ]]; then
-  echo "build_p4: no P4 compiler found; nothing was built. The control plane and the software target use p4src/build/cassini.p4info.txtpb and need no compiler." >&2
+  echo "build_p4: no P4 compiler found; nothing was built. The control plane and the software target use controlplane/p4/cassini.p4info.txtpb and need no compiler." >&2
   exit 1
 fi

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
-from controlplane.p4info import P4InfoIndex, load_p4info
+from controlplane.p4info import P4_DIR, P4InfoIndex, load_p4info
 
-P4SRC = Path(__file__).resolve().parent.parent / "p4src"
+P4SRC = P4_DIR  # the P4 sources shipped with the package, next to their P4Info
 PROGRAMS = ("cassini.p4", "cassini_tna.p4")
 # P4Runtime id prefixes (P4Runtime spec 6.3): id = prefix << 24 | @id.
 ID_PREFIX = {"table": 0x02, "action": 0x01, "counter": 0x12}

@@ -16,7 +16,7 @@ from pathlib import Path
 # p4runtime-shell is a declared dependency: a missing install must fail, not skip.
 import p4runtime_sh.shell  # noqa: F401
 
-from controlplane.p4info import DEFAULT_P4INFO_PATH
+from controlplane.p4info import DEFAULT_P4INFO
 from emulation.target.p4runtime_service import serve
 
 SHELL_SCRIPT = textwrap.dedent(
@@ -64,6 +64,8 @@ SHELL_SCRIPT = textwrap.dedent(
 def test_p4runtime_shell_inserts_reads_and_counts(tmp_path: Path) -> None:
     empty_bin = tmp_path / "cassini.bin"
     empty_bin.write_bytes(b"")
+    p4info_file = tmp_path / DEFAULT_P4INFO.name  # the shell wants a file path
+    p4info_file.write_bytes(DEFAULT_P4INFO.read_bytes())
     go_file = tmp_path / "counted"
     with serve(device_id=1) as running:
         shell = subprocess.Popen(
@@ -72,7 +74,7 @@ def test_p4runtime_shell_inserts_reads_and_counts(tmp_path: Path) -> None:
                 "-c",
                 SHELL_SCRIPT,
                 running.address,
-                str(DEFAULT_P4INFO_PATH),
+                str(p4info_file),
                 str(empty_bin),
                 str(go_file),
             ],
