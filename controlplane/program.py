@@ -2,18 +2,79 @@
 
 Push the pipeline if the device has none or a different one, read what is
 installed, diff, write the difference. Idempotent: a second run changes
-nothing.
+nothing. Installed WRED thresholds are not overwritten unasked: a fabric
+programmed with scaled thresholds must not silently get the unscaled ones
+(`ThresholdChangeRefused`, unless `change_thresholds`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .compile import WRED_TABLE
 from .entries import TableEntry
 from .p4info import P4InfoIndex
 from .reconcile import Plan, apply, plan
 from .session import P4RuntimeSession
+
+# (min_cells, max_cells, max_prob) of one wred_profile entry; None: no entry.
+Thresholds = tuple[int, int, int] | None
+
+
+@dataclass(frozen=True)
+class ThresholdChange:
+    """The WRED profile of one egress port, installed and about to be written."""
+
+    egress_port: int
+    old: Thresholds
+    new: Thresholds
+
+
+def _thresholds(entry: TableEntry) -> Thresholds:
+    p = entry.params
+    return (p["min_cells"], p["max_cells"], p["max_prob"])
+
+
+def _shown(t: Thresholds) -> str:
+    return "none" if t is None else f"min {t[0]} / max {t[1]} cells, {t[2]} %"
+
+
+def threshold_changes(the_plan: Plan, installed: Sequence[TableEntry]) -> list[ThresholdChange]:
+    """The installed WRED profiles the plan modifies or deletes (new ones are no change)."""
+    have = {e.key(): e for e in installed if e.table == WRED_TABLE}
+    changes = [
+        ThresholdChange(e.match["egress_port"], _thresholds(have[e.key()]), _thresholds(e))
+        for e in the_plan.modifies
+        if e.table == WRED_TABLE and e.key() in have
+    ]
+    changes += [
+        ThresholdChange(e.match["egress_port"], _thresholds(e), None)
+        for e in the_plan.deletes
+        if e.table == WRED_TABLE
+    ]
+    return sorted(changes, key=lambda c: c.egress_port)
+
+
+def describe_threshold_changes(changes: Sequence[ThresholdChange]) -> str:
+    """'72 ports: min 152 / max 304 cells, 20 % -> min 1000 / max 2000 cells, 20 %'."""
+    groups = Counter((c.old, c.new) for c in changes)
+    return "; ".join(
+        f"{n} port{'s' if n != 1 else ''}: {_shown(old)} -> {_shown(new)}"
+        for (old, new), n in sorted(groups.items(), key=lambda item: -item[1])
+    )
+
+
+class ThresholdChangeRefused(RuntimeError):
+    """The device holds other WRED thresholds than desired, and changing them was not asked."""
+
+    def __init__(self, address: str, changes: Sequence[ThresholdChange]) -> None:
+        super().__init__(
+            f"device at {address} holds other WRED thresholds, left unchanged: "
+            f"{describe_threshold_changes(changes)}"
+        )
+        self.changes = tuple(changes)
 
 
 @dataclass(frozen=True)
@@ -24,6 +85,7 @@ class ProgramResult:
     plan: Plan
     desired_count: int
     installed_before: int
+    threshold_changes: tuple[ThresholdChange, ...] = ()
 
 
 def program_device(
@@ -33,8 +95,14 @@ def program_device(
     device_config: bytes = b"",
     dry_run: bool = False,
     batch_size: int = 500,
+    change_thresholds: bool = False,
 ) -> ProgramResult:
-    """Make the device hold exactly `desired` (full P4Info names, see TableEntry.canonical)."""
+    """Make the device hold exactly `desired` (full P4Info names, see TableEntry.canonical).
+
+    A dry run only reads, so it works on a read-only session (no election id).
+    Raises ThresholdChangeRefused, before writing anything, when installed
+    WRED profiles would change and `change_thresholds` is False.
+    """
     pushed = False
     if not session.has_pipeline(p4info):
         if dry_run:
@@ -46,6 +114,9 @@ def program_device(
         session.p4info = p4info
     installed = session.read_table()
     the_plan = plan([e.canonical(p4info) for e in desired], installed)
+    changes = threshold_changes(the_plan, installed)
+    if changes and not change_thresholds and not dry_run:
+        raise ThresholdChangeRefused(session.address, changes)
     if not dry_run:
         apply(session, the_plan, batch_size=batch_size)
-    return ProgramResult(pushed, the_plan, len(desired), len(installed))
+    return ProgramResult(pushed, the_plan, len(desired), len(installed), tuple(changes))

@@ -49,9 +49,10 @@ def test_program_pushes_then_reconciles_idempotently(device, capsys):
     assert main(argv) == 0
     assert "nothing to change" in capsys.readouterr().out
 
-    assert (
-        main([*argv, "--wred-min", "300", "--wred-max", "600", "--wred-prob", "10", "--json"]) == 0
-    )
+    new_thresholds = ["--wred-min", "300", "--wred-max", "600", "--wred-prob", "10", "--json"]
+    assert main([*argv, *new_thresholds]) == 1  # installed thresholds change only when asked
+    capsys.readouterr()
+    assert main([*argv, *new_thresholds, "--force-thresholds"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["changes"] == {
         "CassiniEgress.wred_profile": {"insert": 0, "modify": 72, "delete": 0}
@@ -69,6 +70,65 @@ def test_program_dry_run_writes_nothing(device, capsys):
     assert report["device"]["reached"] is True and report["dry_run"] is True
     assert report["changes"]["CassiniEgress.wred_profile"]["insert"] == 72
     assert device.state.forward == {} and device.state.wred == {}
+
+
+def test_program_refuses_to_overwrite_installed_thresholds_unasked(device, capsys):
+    argv = ["program", "--grpc", device.address, "--device-id", "3"]
+    assert main([*argv, "--wred-min", "152", "--wred-max", "304"]) == 0  # a fabric's, scaled
+    capsys.readouterr()
+    change = "72 ports: min 152 / max 304 cells, 100 % -> min 1000 / max 2000 cells, 100 %"
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"cassini: error: device at {device.address} holds other WRED thresholds, left "
+        f"unchanged: {change}; pass --force-thresholds to change them"
+    ]
+    assert {(w.min_cells, w.max_cells) for w in device.state.wred.values()} == {(152, 304)}
+    assert main([*argv, "--dry-run"]) == 0
+    assert f"installed WRED thresholds would change (needs --force-thresholds): {change}" in (
+        capsys.readouterr().out
+    )
+    assert main([*argv, "--force-thresholds"]) == 0
+    assert f"installed WRED thresholds changed: {change}" in capsys.readouterr().out
+    assert {(w.min_cells, w.max_cells) for w in device.state.wred.values()} == {(1000, 2000)}
+
+
+def test_program_dry_run_reads_without_taking_primary(device, capsys):
+    from controlplane.session import P4RuntimeSession
+
+    argv = ["program", "--grpc", device.address, "--device-id", "3"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    # The live controller holds election id 1, the dry run's default: arbitrating would
+    # collide with it (and a higher id would take primary from it).
+    with P4RuntimeSession.connect(device.address, 3, (0, 1)) as controller:
+        assert controller.is_primary
+        assert main([*argv, "--dry-run"]) == 0
+        out = capsys.readouterr().out
+        assert "not reachable" not in out and "nothing to change" in out
+        assert main([*argv, "--dry-run", "--election-id", "9"]) == 0
+        capsys.readouterr()
+        assert controller.is_primary
+
+
+def test_program_dry_run_reports_a_failure_after_connecting(device, capsys, monkeypatch):
+    from controlplane.session import ConnectionFailed, P4RuntimeSession
+
+    def failing_read(self, table=None):
+        raise ConnectionFailed(
+            f"P4Runtime server at {self.address}: Read failed: RESOURCE_EXHAUSTED"
+        )
+
+    argv = ["program", "--grpc", device.address, "--device-id", "3"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(P4RuntimeSession, "read_table", failing_read)
+    assert main([*argv, "--dry-run"]) == 1
+    captured = capsys.readouterr()
+    assert "not reachable" not in captured.out
+    assert captured.err.strip().splitlines() == [
+        f"cassini: error: P4Runtime server at {device.address}: Read failed: RESOURCE_EXHAUSTED"
+    ]
 
 
 def test_program_bmv2_thresholds_in_packets(device, capsys):

@@ -56,7 +56,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     prog.add_argument(
         "--device-config", default=None, help="target binary config to push (bmv2 JSON, Tofino bin)"
     )
-    prog.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    prog.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan, write nothing (reads without arbitration: the controller "
+        "stays primary)",
+    )
+    prog.add_argument(
+        "--force-thresholds",
+        action="store_true",
+        help="overwrite WRED thresholds the device already holds (refused otherwise, "
+        "e.g. a fabric's scaled ones)",
+    )
     prog.add_argument("--json", action="store_true", help="machine-readable output")
     add_tls_client_arguments(prog)
     prog.set_defaults(handler=_program)
@@ -184,7 +195,12 @@ def _program(args: argparse.Namespace) -> int:
     from controlplane.bmv2 import bmv2_wred
     from controlplane.compile import desired_entries
     from controlplane.p4info import load_p4info
-    from controlplane.program import ProgramResult, program_device
+    from controlplane.program import (
+        ProgramResult,
+        ThresholdChangeRefused,
+        describe_threshold_changes,
+        program_device,
+    )
     from controlplane.reconcile import plan
     from controlplane.session import ConnectionFailed, NotPrimaryError, P4RuntimeSession, WriteError
     from topologies.chip_mapping import map_to_chip
@@ -206,13 +222,16 @@ def _program(args: argparse.Namespace) -> int:
                 f"cannot read --device-config {args.device_config}: {err.strerror}"
             ) from None
     election = parse_election_id(args.election_id)
+    # A dry run reads without arbitration: it must not take primary from the live controller.
+    arbitrate = None if args.dry_run else election
     tls = client_tls_from_args(args)
 
-    connected = True
+    connected = False
     try:
         with P4RuntimeSession.connect(
-            args.grpc, args.device_id, election, timeout=args.timeout, p4info=index, tls=tls
+            args.grpc, args.device_id, arbitrate, timeout=args.timeout, p4info=index, tls=tls
         ) as session:
+            connected = True
             if not args.dry_run and not session.is_primary:
                 print(
                     f"cassini: error: device {args.device_id} at {args.grpc} has a primary controller "
@@ -220,16 +239,26 @@ def _program(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return 1
-            result = program_device(session, desired, index, device_config, dry_run=args.dry_run)
+            result = program_device(
+                session,
+                desired,
+                index,
+                device_config,
+                dry_run=args.dry_run,
+                change_thresholds=args.force_thresholds,
+            )
     except ConnectionFailed as err:
-        if not args.dry_run:
+        if not args.dry_run or connected:  # reached, then failed: that error, not a plan
             print(f"cassini: error: {err}", file=sys.stderr)
             return 1
-        connected = False
         result = ProgramResult(False, plan(desired, []), len(desired), 0)
+    except ThresholdChangeRefused as err:
+        print(f"cassini: error: {err}; pass --force-thresholds to change them", file=sys.stderr)
+        return 1
     except (WriteError, NotPrimaryError) as err:
         print(f"cassini: error: {err}", file=sys.stderr)
         return 1
+    thresholds = describe_threshold_changes(result.threshold_changes)
 
     counts = result.plan.counts_by_table()
     examples = [("+", e) for e in result.plan.inserts[:EXAMPLES_SHOWN]]
@@ -250,6 +279,7 @@ def _program(args: argparse.Namespace) -> int:
                     "desired": result.desired_count,
                     "installed_before": result.installed_before,
                     "changes": counts,
+                    "threshold_changes": thresholds or None,
                     "wred": {
                         "min": wred.min_cells,
                         "max": wred.max_cells,
@@ -275,6 +305,9 @@ def _program(args: argparse.Namespace) -> int:
     if result.plan.is_empty():
         print("nothing to change: the device already holds the desired entries")
         return 0
+    if thresholds:
+        said = "would change (needs --force-thresholds)" if args.dry_run else "changed"
+        print(f"installed WRED thresholds {said}: {thresholds}")
     unit = "packets" if args.bmv2 else "cells"
     print(f"WRED min={wred.min_cells} max={wred.max_cells} {unit} prob={wred.max_prob_percent}%")
     for table, c in sorted(counts.items()):
