@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="the device is bmv2: convert WRED thresholds from cells to packets",
     )
-    prog.add_argument("--p4info", default=None, help="P4Info file (default: the one shipped in controlplane/p4/)")
+    prog.add_argument("--p4info", default=None, help="P4Info file (default: the package's own)")
     prog.add_argument(
         "--device-config", default=None, help="target binary config to push (bmv2 JSON, Tofino bin)"
     )
