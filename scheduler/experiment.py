@@ -159,13 +159,16 @@ def run_experiment(
     precision_deg: float = 5.0,
     aggregate: str = "total",
     pace: bool = True,
+    trace_kind: str = "file",
 ) -> Experiment:
     """Simulate every scheduler on the same trace and topology (sequentially).
 
     `models` replaces the built-in catalogue (a user's measured profiles);
     `models_label` says where it came from in the run's metadata.
     `precision_deg`, `aggregate` and `pace` go to the Cassini variants, so a
-    sweep can vary them (`scheduler.sweep`).
+    sweep can vary them (`scheduler.sweep`). `trace_kind` (a generator of
+    `scheduler.traces.TRACE_KINDS`, or "file") lets a report cite the paper's
+    figures for that kind of trace.
     """
     settings = settings or SimSettings(seed=seed)
     router = Router(topology)
@@ -194,6 +197,7 @@ def run_experiment(
         "servers": len(topology.servers),
         "gpus": topology.total_gpus(),
         "trace": trace_label,
+        "trace_kind": trace_kind,
         "jobs": len(trace),
         "seed": seed,
         "candidates": candidates,

@@ -151,7 +151,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from scheduler.experiment import run_experiment
     from scheduler.profiles import load_models
     from scheduler.simulator import SimSettings
-    from scheduler.traces import check_fits
+    from scheduler.traces import TRACE_KINDS, check_fits
     from topologies.library import load_topology
     from topologies.outputs import staged_folder
 
@@ -172,6 +172,7 @@ def _simulate(args: argparse.Namespace) -> int:
         label,
         models=models,
         models_label=args.models or "built-in",
+        trace_kind=args.trace if args.trace in TRACE_KINDS else "file",
     )
     out = Path(args.out)
     nothing = f"{out} not written" + (" (the old folder is kept)" if out.exists() else "")
