@@ -183,3 +183,25 @@ def test_an_interrupted_simulate_says_so_and_leaves_no_partial_folder(
     assert "Traceback" not in stderr
     assert f"cassini: interrupted: {out} not written" in stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sweep_resumes_its_own_folder_and_refuses_any_other(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep's folder (with cells/) is reused to resume; another folder or a file is not.
+
+    The old code wrote runs.parquet and table.md into any folder it was given.
+    """
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seeds: [1\n")  # stops the sweep at its config, after the --out check
+    other = tmp_path / "paper"
+    other.mkdir()
+    (other / "table.md").write_text("someone's table")
+    assert main(["sweep", "--config", str(bad), "--out", str(other)]) == 2
+    err = _err(capsys)
+    assert f"--out {other}: already exists and is not empty; remove it" in err
+    assert main(["sweep", "--config", str(bad), "--out", str(bad)]) == 2
+    assert "is a file, not a folder" in _err(capsys)
+    (other / "cells").mkdir()
+    assert main(["sweep", "--config", str(bad), "--out", str(other)]) == 2
+    assert "not valid YAML" in _err(capsys)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _sweep(args: argparse.Namespace) -> int:
     from scheduler.sweep import load_sweep_config, make_engine, run_sweep
     from scheduler.sweep.progress import QuietProgress, RichProgress
+    from topologies.outputs import check_output
 
+    # The output rule, with resuming: a sweep's own folder (cells/) is reused.
+    check_output(args.out, "folder", force=Path(args.out, "cells").is_dir() or None)
     config = load_sweep_config(args.config)
     engine = make_engine(args.engine, args.address, args.workers)
     events = RichProgress() if sys.stderr.isatty() and not args.json else QuietProgress()
