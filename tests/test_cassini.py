@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -253,7 +254,7 @@ def test_cli_compat_bad_input_is_one_line(capsys: pytest.CaptureFixture[str]) ->
     assert code == 2 and err.count("\n") == 1 and "Did you mean 'exact'" in err
 
 
-def test_cli_profiles_json_loads_back(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+def test_cli_profiles_json_loads_back(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = run_cli(capsys, "profiles", "--workers", "2", "--json")
     assert code == 0
     doc = json.loads(out)
@@ -285,7 +286,9 @@ def test_cli_schedule_json_on_default_testbed(capsys: pytest.CaptureFixture[str]
     assert doc["score"] == chosen["score"]
 
 
-def test_cli_schedule_reads_a_trace_file(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+def test_cli_schedule_reads_a_trace_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     f = tmp_path / "trace.csv"
     f.write_text("arrival_s,model,workers,iterations\n0,vgg16,3,500\n1,vgg19,3,500\n2,bert,4,300\n")
     code, out, _ = run_cli(capsys, "schedule", "--trace", str(f), "--candidates", "4", "--json")
@@ -310,7 +313,7 @@ def test_cli_compat_free_plan_applies_no_shift(capsys: pytest.CaptureFixture[str
 
 
 def test_cli_schedule_refuses_a_job_bigger_than_the_cluster(
-    capsys: pytest.CaptureFixture[str], tmp_path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """As `simulate` does: such a job can never run, it is not a full cluster.
 
@@ -356,7 +359,7 @@ def test_numeric_flags_are_refused_in_one_line_naming_the_flag(
 
 
 def test_four_jobs_is_one_name_for_one_example(
-    capsys: pytest.CaptureFixture[str], tmp_path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """`four-jobs` means the same 4 jobs in `schedule`, `trace generate` and `simulate`;
     `schedule --trace snapshot` (its old name) still works and says what it became,
