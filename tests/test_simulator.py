@@ -261,7 +261,7 @@ def test_incremental_simulation_equals_full_resolve(monkeypatch: pytest.MonkeyPa
     # The optimised path (an event re-solves only the flows joined to the ones
     # it changed through tight links) against re-solving every flow at every
     # event, on a seeded multi-job trace with contention.
-    import scheduler.simulator as sim
+    import scheduler.simulator.component as sim
 
     topo = leaf_spine(4, 2, 2)
     trace = poisson_trace(12, topo.total_gpus(), 0.9, 3)

@@ -1,0 +1,43 @@
+"""How long does every iteration take under a scheduler? The fluid simulator.
+
+Event-driven, not time-stepped. Each running job cycles through its profile's
+phases. In an Up phase every flow of the job (src -> dst server pair, routed
+over directed links) must send `gbps x duration` Mbit; flows share links
+max-min fairly (`fluid.max_min_rates`), each capped at its phase's line-rate
+demand, so a phase lasts until its slowest flow has sent its bytes and
+contention stretches iterations. Down phases last their profile time.
+Between two events every rate is constant, so time jumps from event to event.
+
+Independence: jobs that share no link cannot slow each other, so running jobs
+are grouped into components (connected through shared links) that simulate
+independently; a scheduler decision rebuilds only the components it touches.
+Inside a component the same holds at each instant for flows joined by links
+whose offered demand reaches capacity, so an event re-solves max-min only for
+the group of flows it changed (exact). The event loop itself is compiled
+(`fluid_events`); Python handles what happens once per iteration.
+
+The package, one question per module:
+
+- `results`: what a run measures (`SimSettings`, `JobResult`, `LinkSeries`, `SimResult`).
+- `component`: how jobs that share links advance together (the per-component
+  state machine: phases, agents, snapshots for rewinding).
+- `fastforward`: when a component may skip whole steady-state windows.
+- `run`: how a trace plays out under a scheduler (`simulate`, the loop over
+  arrivals, decisions and completions).
+"""
+
+from __future__ import annotations
+
+from .results import JobResult, LinkSeries, SimResult, SimSettings
+from .run import EventHook, ProgressHook, first_grid_points, simulate
+
+__all__ = [
+    "EventHook",
+    "JobResult",
+    "LinkSeries",
+    "ProgressHook",
+    "SimResult",
+    "SimSettings",
+    "first_grid_points",
+    "simulate",
+]
