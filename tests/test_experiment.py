@@ -9,9 +9,9 @@ import numba
 import pytest
 
 from emulation.cli import main
-from emulation.sim_report import write_outputs
 from scheduler.baselines.base import ProfileBook
 from scheduler.experiment import run_experiment
+from scheduler.report import write_outputs
 from scheduler.traces import poisson_trace
 from topologies.library import load_topology
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from emulation.sim_report import (
+from scheduler.experiment import Experiment, run_experiment
+from scheduler.report import (
     PLOT_FILES,
     congestion_over_time,
     marked_per_job,
@@ -19,7 +20,6 @@ from emulation.sim_report import (
     subtitle,
     write_outputs,
 )
-from scheduler.experiment import Experiment, run_experiment
 from scheduler.traces import dynamic_trace, poisson_trace
 from topologies.library import load_topology
 

@@ -146,10 +146,10 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from emulation.sim_report import format_ratio, write_outputs
     from scheduler.baselines import parse_scheduler_names
     from scheduler.experiment import run_experiment
     from scheduler.profiles import load_models
+    from scheduler.report import format_ratio, write_outputs
     from scheduler.simulator import SimSettings
     from scheduler.traces import TRACE_KINDS, check_fits
     from topologies.library import load_topology

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.affinity import link_id
-from scheduler.experiment import Experiment, _ratio
+from .affinity import link_id
+from .experiment import Experiment, _ratio
 
 ORDER = ("ideal", "th+cassini", "themis", "po+cassini", "pollux", "random")
 
