@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -194,6 +195,92 @@ def plan_group(
         if best.value <= free_value + FREE_RUNNING_MARGIN:
             return GroupPlan(free_value, free_scores, {}, {}, 0.0)
     return best
+
+
+# What each plan of one link means, for people (`LinkPlan.plan` is the first word).
+LINK_PLANS = {
+    "paced": "paced",
+    "free": "free (no schedule beats running unaligned by enough to pay for pacing)",
+    "unpaced": "unpaced (the paper: own iteration times rounded onto the circle)",
+}
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    """How jobs sharing one link run: `plan` (a key of LINK_PLANS), the periods
+    the agents keep, and the link's solution at those periods.
+
+    A free plan applies no shift: `solution.score` stays what the best shift
+    would reach, its shifts and rotations are the zeros that run.
+    """
+
+    plan: str
+    solution: LinkSolution
+    free_running_score: float
+    periods_ms: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        """The `cassini compat --json` record."""
+        sol = self.solution
+        return {
+            "score": round(sol.score, 6),
+            "free_running_score": round(self.free_running_score, 6),
+            "plan": self.plan,
+            "perimeter_ms": round(sol.perimeter_ms, 6),
+            "rotations_deg": {k: round(v, 6) for k, v in sol.rotations_deg.items()},
+            "shifts_ms": {k: round(v, 3) for k, v in sol.shifts_ms.items()},
+            "periods_ms": {k: round(v, 3) for k, v in self.periods_ms.items()},
+            "solver": sol.solver,
+            "approximated": sol.approximated,
+            "elapsed_ms": round(sol.elapsed_ms, 3),
+        }
+
+
+def plan_link(
+    profiles: Sequence[Profile],
+    capacity_gbps: float,
+    precision_deg: float = 5.0,
+    solver: str = "auto",
+    pace: bool = True,
+) -> LinkPlan:
+    """The plan `plan_group` would choose for these jobs on one link of `capacity_gbps`.
+
+    Without `pace`, the jobs keep their own iteration times (the paper). A
+    link that cannot be oversubscribed, or carries one job, is paced at the
+    jobs' own times (no idling).
+    """
+    own_ms = {p.name: p.iteration_ms for p in profiles}
+    free = free_running_score(profiles, capacity_gbps)
+    periods = dict(own_ms)
+    plan = "unpaced"
+    peaks = sum(p.peak_gbps for p in profiles)
+    if pace and peaks > capacity_gbps and len(profiles) > 1:
+        link = ("link", "link")
+        chosen = plan_group(
+            {link: tuple(own_ms)},
+            {p.name: p for p in profiles},
+            {link: capacity_gbps},
+            precision_deg,
+            solver,
+            {},
+            pace=True,
+        )
+        if not chosen.periods_ms:
+            plan = "free"
+        else:
+            plan = "paced"
+            periods = chosen.periods_ms
+    elif pace:
+        plan = "paced"
+    paced = [paced_profile(p, periods[p.name]) for p in profiles]
+    sol = compatibility(paced, capacity_gbps, precision_deg, solver)
+    if plan == "free":
+        sol = replace(
+            sol,
+            rotations_deg=dict.fromkeys(sol.rotations_deg, 0.0),
+            shifts_ms=dict.fromkeys(sol.shifts_ms, 0.0),
+        )
+    return LinkPlan(plan, sol, free, periods)
 
 
 def evaluate_candidate(

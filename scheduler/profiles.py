@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -368,6 +368,40 @@ def _profile_from_dict(raw: Any, index: int, where: str) -> Profile:
         phases=tuple(phases),
         batch_size=int(raw.get("batch_size", 0) or 0),
     )
+
+
+def profiles_from_list(
+    spec: str,
+    workers: int,
+    models: Mapping[str, ModelSpec] | None = None,
+    flag: str = "--jobs",
+) -> list[Profile]:
+    """Profiles of a comma-separated model list, MODEL or MODEL:WORKERS each.
+
+    A model named twice gets `#2`, `#3`... after its name:
+
+    >>> [(p.name, p.workers) for p in profiles_from_list("vgg16,resnet50:2,vgg16", 4)]
+    [('vgg16', 4), ('resnet50', 2), ('vgg16#2', 4)]
+    """
+    profiles = []
+    seen: dict[str, int] = {}
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        model, _, count = item.partition(":")
+        try:
+            n = int(count) if count else workers
+        except ValueError:
+            raise UserInputError(
+                f"{flag} entry '{item}': workers after ':' must be an integer"
+            ) from None
+        prof = build_profile(model, n, models=models)
+        seen[prof.name] = seen.get(prof.name, 0) + 1
+        name = prof.name if seen[prof.name] == 1 else f"{prof.name}#{seen[prof.name]}"
+        profiles.append(replace(prof, name=name))
+    if not profiles:
+        raise UserInputError(f"{flag} names no model")
+    return profiles
 
 
 def load_profiles_file(path: str | Path) -> dict[str, Profile]:

@@ -202,6 +202,42 @@ def generate_trace(
     raise UserInputError(did_you_mean(kind, TRACE_KINDS, "trace kind"))
 
 
+def resolve_trace(
+    spec: str,
+    total_gpus: int,
+    jobs: int = 60,
+    load: float = 0.9,
+    seed: int = 0,
+    models: Mapping[str, ModelSpec] | None = None,
+    kinds: Sequence[str] = TRACE_KINDS,
+    flag: str = "--trace",
+) -> tuple[tuple[TraceJob, ...], str]:
+    """The jobs a trace argument names, and a label for reports.
+
+    `spec` is one of `kinds` (generated with `jobs`, `load` and `seed`) or a
+    trace file. A name that is neither a kind nor a file is answered with the
+    kinds that exist:
+
+    >>> resolve_trace("four-jobs", 24)[1]
+    'four-jobs (jobs=4)'
+    >>> resolve_trace("poison", 24)
+    Traceback (most recent call last):
+    ...
+    topologies.errors.UserInputError: --trace: no trace kind named 'poison'. Did you mean 'poisson'? (known: dynamic, four-jobs, poisson, snapshot) or give a trace file
+    """
+    if spec in kinds:
+        trace = generate_trace(spec, total_gpus, jobs=jobs, load=load, seed=seed, models=models)
+        load_text = f", load={load}" if spec == "poisson" else ""
+        seed_text = "" if spec == "four-jobs" else f", seed={seed}"  # fixed: no draw
+        return trace, f"{spec} (jobs={len(trace)}{load_text}{seed_text})"
+    path = Path(spec)
+    if not path.exists() and path.suffix.lower() not in (".csv", ".json"):
+        raise UserInputError(
+            f"{flag}: " + did_you_mean(spec, kinds, "trace kind") + " or give a trace file"
+        )
+    return load_trace(path, models), str(path)
+
+
 # ---------------------------------------------------------------- files
 
 

@@ -6,17 +6,8 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
-
-from topologies.errors import UserInputError
 
 from .common import add_topology_argument, nonnegative_int, positive_float, positive_int
-
-if TYPE_CHECKING:
-    from scheduler.profiles import ModelSpec
-    from scheduler.traces import TraceJob
 
 # The name `schedule --trace` used for the fixed example before it was
 # `four-jobs`; elsewhere "snapshot" is a generated trace (kept as an alias).
@@ -129,94 +120,27 @@ def _profiles(args: argparse.Namespace) -> int:
     return 0
 
 
-def _jobs_from_list(spec: str, workers: int, models_file: str | None) -> list[Any]:
-    from scheduler.profiles import build_profile, load_models
-
-    models = load_models(models_file)
-    profiles = []
-    seen: dict[str, int] = {}
-    for item in (s.strip() for s in spec.split(",")):
-        if not item:
-            continue
-        model, _, count = item.partition(":")
-        try:
-            n = int(count) if count else workers
-        except ValueError:
-            raise UserInputError(
-                f"--jobs entry '{item}': workers after ':' must be an integer"
-            ) from None
-        prof = build_profile(model, n, models=models)
-        seen[prof.name] = seen.get(prof.name, 0) + 1
-        name = prof.name if seen[prof.name] == 1 else f"{prof.name}#{seen[prof.name]}"
-        profiles.append(replace(prof, name=name))
-    if not profiles:
-        raise UserInputError("--jobs names no model")
-    return profiles
-
-
 def _compat(args: argparse.Namespace) -> int:
-    from scheduler.cassini import plan_group
-    from scheduler.compatibility import compatibility, free_running_score
-    from scheduler.pacing import paced_profile
-    from scheduler.profiles import load_profiles_file
+    from scheduler.cassini import LINK_PLANS, plan_link
+    from scheduler.profiles import load_models, load_profiles_file, profiles_from_list
 
     if args.jobs_file:
         profiles = list(load_profiles_file(args.jobs_file).values())
     else:
-        profiles = _jobs_from_list(args.jobs, args.workers, args.models)
+        profiles = profiles_from_list(args.jobs, args.workers, load_models(args.models))
+    link = plan_link(
+        profiles, args.capacity_gbps, args.precision_deg, args.solver, pace=not args.no_pace
+    )
+    sol, free, periods = link.solution, link.free_running_score, link.periods_ms
     own_ms = {p.name: p.iteration_ms for p in profiles}
-    free = free_running_score(profiles, args.capacity_gbps)
-    periods = dict(own_ms)
-    plan = "unpaced (the paper: own iteration times rounded onto the circle)"
-    peaks = sum(p.peak_gbps for p in profiles)
-    if not args.no_pace and peaks > args.capacity_gbps and len(profiles) > 1:
-        link = ("link", "link")
-        chosen = plan_group(
-            {link: tuple(own_ms)},
-            {p.name: p for p in profiles},
-            {link: args.capacity_gbps},
-            args.precision_deg,
-            args.solver,
-            {},
-            pace=True,
-        )
-        if not chosen.periods_ms:
-            plan = "free (no schedule beats running unaligned by enough to pay for pacing)"
-        else:
-            plan = "paced"
-            periods = chosen.periods_ms
-    elif not args.no_pace:
-        plan = "paced"
-    paced = [paced_profile(p, periods[p.name]) for p in profiles]
-    sol = compatibility(paced, args.capacity_gbps, args.precision_deg, args.solver)
-    if plan.startswith("free"):
-        # The best shift is not worth pacing for, so the plan applies none:
-        # `score` stays what that shift would reach, the shifts are what runs.
-        sol = replace(
-            sol,
-            rotations_deg=dict.fromkeys(sol.rotations_deg, 0.0),
-            shifts_ms=dict.fromkeys(sol.shifts_ms, 0.0),
-        )
-    out = {
-        "score": round(sol.score, 6),
-        "free_running_score": round(free, 6),
-        "plan": plan.split(" ")[0],
-        "perimeter_ms": round(sol.perimeter_ms, 6),
-        "rotations_deg": {k: round(v, 6) for k, v in sol.rotations_deg.items()},
-        "shifts_ms": {k: round(v, 3) for k, v in sol.shifts_ms.items()},
-        "periods_ms": {k: round(v, 3) for k, v in periods.items()},
-        "solver": sol.solver,
-        "approximated": sol.approximated,
-        "elapsed_ms": round(sol.elapsed_ms, 3),
-    }
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(json.dumps(link.to_json(), indent=2))
         return 0
     approx = " (approximated: iteration times rounded to fit)" if sol.approximated else ""
     print(
         f"compatibility score {sol.score:.4f} on a {args.capacity_gbps:g} Gbps link, solver {sol.solver}, {sol.elapsed_ms:.1f} ms"
     )
-    print(f"running unaligned: expected score {free:.4f}; plan: {plan}")
+    print(f"running unaligned: expected score {free:.4f}; plan: {LINK_PLANS[link.plan]}")
     print(f"unified circle {sol.perimeter_ms:g} ms{approx}, precision {args.precision_deg:g} deg")
     print(f"{'job':<18}{'iter_ms':>10}{'paced_ms':>10}{'rotation_deg':>14}{'shift_ms':>10}")
     for p in profiles:
@@ -227,10 +151,16 @@ def _compat(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trace_jobs(spec: str, models: Mapping[str, ModelSpec]) -> tuple[tuple[TraceJob, ...], str]:
-    """The trace's jobs and a label: `four-jobs` (or its old name) or a file."""
-    from scheduler.traces import four_jobs_trace, load_trace
+def _schedule(args: argparse.Namespace) -> int:
+    from scheduler.profiles import load_models
+    from scheduler.schedule import schedule_trace
+    from scheduler.traces import resolve_trace
+    from topologies.library import load_topology
 
+    started = time.perf_counter()
+    topo = load_topology(args.topology)
+    models = load_models(args.models)
+    spec = args.trace
     if spec == OLD_EXAMPLE_NAME:
         print(
             "cassini: note: 'schedule --trace snapshot' is now '--trace four-jobs' (the default); "
@@ -238,97 +168,31 @@ def _trace_jobs(spec: str, models: Mapping[str, ModelSpec]) -> tuple[tuple[Trace
             file=sys.stderr,
         )
         spec = "four-jobs"
-    if spec == "four-jobs":
-        return four_jobs_trace(), spec
-    return load_trace(spec, models), spec
-
-
-def _schedule(args: argparse.Namespace) -> int:
-    from scheduler.candidates import locality_candidates
-    from scheduler.cassini import choose
-    from scheduler.profiles import build_profile, load_models
-    from scheduler.traces import check_fits
-    from scheduler.types import Job
-    from topologies.library import load_topology
-    from topologies.routing import Router
-
-    started = time.perf_counter()
-    topo = load_topology(args.topology)
-    models = load_models(args.models)
-    capacity = topo.total_gpus()
-    nic = topo.nic_gbps()
-    jobs: list[Job] = []
-    skipped: list[str] = []
-    used = 0
-    # A trace is placed as if every job were present; jobs that no longer fit
-    # (in arrival order) are reported, not placed. Time is the simulator's job.
-    trace, label = _trace_jobs(args.trace, models)
-    check_fits(trace, capacity, label)
-    for tj in trace:
-        if used + tj.workers > capacity:
-            skipped.append(tj.name)
-            continue
-        jobs.append(
-            Job(
-                tj.name,
-                build_profile(
-                    tj.model, tj.workers, batch_size=tj.batch_size, nic_gbps=nic, models=models
-                ),
-                tj.workers,
-            )
-        )
-        used += tj.workers
-    if not jobs:
-        raise UserInputError(f"no job of trace '{args.trace}' fits topology '{topo.name}'")
-    candidates = locality_candidates(topo, jobs, args.candidates, args.seed)
-    profiles = {j.name: replace(j.profile, name=j.name) for j in jobs}
-    decision = choose(
-        candidates,
-        profiles,
-        Router(topo),
-        topo.capacity_gbps(),
+    # Only the fixed example is generated here: a generated trace has arrivals over time.
+    trace, _ = resolve_trace(spec, topo.total_gpus(), models=models, kinds=("four-jobs",))
+    result = schedule_trace(
+        trace,
+        topo,
+        spec,
+        models,
+        candidates=args.candidates,
+        seed=args.seed,
         precision_deg=args.precision_deg,
         solver=args.solver,
         aggregate=args.aggregate,
-        workers=args.processes,
+        processes=args.processes,
         cycles=args.cycles,
         pace=not args.no_pace,
     )
+    decision, jobs, skipped = result.decision, result.jobs, result.skipped
     elapsed = (time.perf_counter() - started) * 1e3
     best = decision.best
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "topology": topo.name,
-                    "chosen": best.index,
-                    "score": round(best.score, 6),
-                    "rule": best.rule,
-                    "fallback": decision.fallback,
-                    "placement": {j: list(s) for j, s in best.placement.items()},
-                    "shifts_ms": {j: round(v, 3) for j, v in best.shifts_ms.items()},
-                    "periods_ms": {j: round(v, 3) for j, v in best.periods_ms.items()},
-                    "link_scores": {k: round(v, 6) for k, v in best.link_scores.items()},
-                    "skipped_jobs": skipped,
-                    "candidates": [
-                        {
-                            "index": c.index,
-                            "score": round(c.score, 6),
-                            "value": round(c.value, 6),
-                            "shared_links": len(c.link_scores),
-                            "rule": c.rule,
-                            "discarded": c.discarded,
-                        }
-                        for c in decision.candidates
-                    ],
-                    "elapsed_ms": round(elapsed, 3),
-                },
-                indent=2,
-            )
-        )
+        print(json.dumps(result.to_json(elapsed), indent=2))
         return 0
     print(
-        f"topology {topo.name}: {len(jobs)} jobs on {used} of {capacity} GPUs, {len(candidates)} candidates, {elapsed:.1f} ms"
+        f"topology {topo.name}: {len(jobs)} jobs on {result.gpus_used} of {result.gpus} GPUs, "
+        f"{result.candidates} candidates, {elapsed:.1f} ms"
     )
     if skipped:
         print(f"not placed (cluster full): {', '.join(skipped)}")

@@ -6,11 +6,7 @@ import argparse
 import functools
 import json
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from topologies.errors import UserInputError
 
 from .common import (
     add_force_argument,
@@ -21,9 +17,6 @@ from .common import (
     positive_float,
     positive_int,
 )
-
-if TYPE_CHECKING:
-    from scheduler.profiles import ModelSpec
 
 DEFAULT_SCHEDULERS = "themis,th+cassini,pollux,po+cassini,random,ideal"
 
@@ -99,37 +92,17 @@ def _trace_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _make_trace(
-    kind: str, args: argparse.Namespace, total_gpus: int, models: Mapping[str, ModelSpec]
-) -> tuple[Any, str]:
-    from scheduler.traces import TRACE_KINDS, generate_trace, load_trace
-
-    if kind in TRACE_KINDS:
-        jobs = generate_trace(
-            kind, total_gpus, jobs=args.jobs, load=args.load, seed=args.seed, models=models
-        )
-        load = f", load={args.load}" if kind == "poisson" else ""
-        seed = "" if kind == "four-jobs" else f", seed={args.seed}"  # fixed: no draw
-        label = f"{kind} (jobs={len(jobs)}{load}{seed})"
-        return jobs, label
-    path = Path(kind)
-    if not path.exists() and path.suffix.lower() not in (".csv", ".json"):
-        from topologies.errors import did_you_mean
-
-        raise UserInputError(
-            "--trace: " + did_you_mean(kind, TRACE_KINDS, "trace kind") + " or give a trace file"
-        )
-    return load_trace(path, models), str(path)
-
-
 def _generate(args: argparse.Namespace) -> int:
     from scheduler.profiles import load_models
-    from scheduler.traces import write_trace
+    from scheduler.traces import resolve_trace, write_trace
     from topologies.library import load_topology
     from topologies.outputs import check_output
 
     topo = load_topology(args.topology)
-    jobs, label = _make_trace(args.kind, args, topo.total_gpus(), load_models(args.models))
+    models = load_models(args.models)
+    jobs, label = resolve_trace(
+        args.kind, topo.total_gpus(), args.jobs, args.load, args.seed, models, flag="--kind"
+    )
     out = write_trace(jobs, check_output(args.out, "file", args.force))
     info = {
         "file": str(out),
@@ -151,14 +124,16 @@ def _simulate(args: argparse.Namespace) -> int:
     from scheduler.profiles import load_models
     from scheduler.report import format_ratio, write_outputs
     from scheduler.simulator import SimSettings
-    from scheduler.traces import TRACE_KINDS, check_fits
+    from scheduler.traces import TRACE_KINDS, check_fits, resolve_trace
     from topologies.library import load_topology
     from topologies.outputs import staged_folder
 
     names = parse_scheduler_names(args.schedulers)
     topo = load_topology(args.topology)
     models = load_models(args.models)
-    jobs, label = _make_trace(args.trace, args, topo.total_gpus(), models)
+    jobs, label = resolve_trace(
+        args.trace, topo.total_gpus(), args.jobs, args.load, args.seed, models
+    )
     check_fits(jobs, topo.total_gpus(), label)
     settings = SimSettings(fast_forward=not args.exact, drift_sigma=args.drift, seed=args.seed)
     run = functools.partial(
