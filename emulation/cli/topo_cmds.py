@@ -7,8 +7,6 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from topologies.errors import UserInputError
-
 from .common import add_force_argument, add_topology_argument
 
 
@@ -34,100 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.set_defaults(handler=_export)
 
 
-def describe(spec: str) -> dict[str, Any]:
-    """Everything `topo show` prints, as plain data."""
-    from topologies.chip_mapping import map_to_chip
-    from topologies.library import load_topology
-    from topologies.tiers import node_ranks, oversubscription
-
-    topo = load_topology(spec)
-    ranks = node_ranks(topo)
-    tier_of = {s.name: s.tier for s in topo.switches}
-    try:
-        chip = map_to_chip(topo)
-        chip_error = ""
-    except UserInputError as err:
-        chip, chip_error = None, str(err)
-
-    degree: dict[str, list[str]] = {s.name: [] for s in topo.switches}
-    tor_of: dict[str, str] = {}
-    for link in topo.links:
-        for here, there in link.directions():
-            if here in degree:
-                degree[here].append(there)
-            if ranks[here] == 0:
-                tor_of[here] = there
-
-    def link_ports(a: str, b: str) -> list[int]:
-        if chip is None:
-            return []
-        if ranks[a] == 0:
-            return [chip.server_port[a]]
-        if ranks[b] == 0:
-            return [chip.server_port[b]]
-        return [chip.link_ports[(a, b)], chip.link_ports[(b, a)]]
-
-    servers = [
-        {
-            "name": s.name,
-            "gpus": s.gpus,
-            "nic_gbps": s.nic_gbps,
-            "mac": s.mac,
-            "ip": s.ip,
-            "switch": tor_of[s.name],
-            "chip_port": chip.server_port[s.name] if chip else None,
-        }
-        for s in topo.servers
-    ]
-    switches = []
-    for sw in topo.switches:
-        up = [n for n in degree[sw.name] if ranks[n] > ranks[sw.name]]
-        down = [n for n in degree[sw.name] if ranks[n] < ranks[sw.name]]
-        switches.append(
-            {
-                "name": sw.name,
-                "tier": sw.tier,
-                "port_count": len(degree[sw.name]),
-                "downlinks": len(down),
-                "uplinks": len(up),
-                "chip_ports": list(chip.ports_of_switch(sw.name)) if chip else [],
-            }
-        )
-    links = [
-        {
-            "a": ln.a,
-            "b": ln.b,
-            "gbps": ln.gbps,
-            "delay_us": ln.delay_us,
-            "kind": f"{_tier(ln.a, tier_of)}-{_tier(ln.b, tier_of)}",
-            "chip_ports": link_ports(ln.a, ln.b),
-        }
-        for ln in topo.links
-    ]
-    loopbacks = [list(p) for p in chip.loopback_pairs] if chip else []
-    return {
-        "name": topo.name,
-        "description": topo.description,
-        "counts": {
-            "servers": len(topo.servers),
-            "gpus": topo.total_gpus(),
-            "switches": len(topo.switches),
-            "links": len(topo.links),
-            "chip_ports": len(chip.ports()) if chip else None,
-            "loopback_pairs": len(loopbacks) if chip else None,
-        },
-        "oversubscription": oversubscription(topo),
-        "servers": servers,
-        "switches": switches,
-        "links": links,
-        "chip": {"ports": list(chip.ports()) if chip else [], "loopback_pairs": loopbacks}
-        if chip
-        else {"error": chip_error},
-    }
-
-
 def _show(args: argparse.Namespace) -> int:
-    info = describe(args.topology)
+    from topologies.library import load_topology
+    from topologies.summary import describe_topology
+
+    info = describe_topology(load_topology(args.topology))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -198,21 +107,10 @@ def _render(info: dict[str, Any], all_links: bool) -> list[str]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from topologies.library import builtin_names, load_topology
+    from topologies.summary import GENERATORS, builtin_summaries
 
-    rows = []
-    for name in builtin_names():
-        topo = load_topology(name)
-        rows.append(
-            {
-                "name": name,
-                "servers": len(topo.servers),
-                "gpus": topo.total_gpus(),
-                "switches": len(topo.switches),
-                "links": len(topo.links),
-            }
-        )
-    generators = ["leaf-spine:LEAVES:SPINES:SERVERS_PER_LEAF", "fat-tree:K"]
+    rows = builtin_summaries()
+    generators = list(GENERATORS)
     if args.json:
         print(json.dumps({"builtin": rows, "generators": generators}, indent=2))
         return 0
@@ -239,10 +137,6 @@ def _export(args: argparse.Namespace) -> int:
         f"{len(topo.switches)} switches, {len(topo.links)} links"
     )
     return 0
-
-
-def _tier(node: str, tier_of: dict[str, str]) -> str:
-    return tier_of.get(node, "server")
 
 
 def _ranges(ports: Iterable[int]) -> str:
