@@ -5,7 +5,7 @@ Run: .venv/bin/python benchmarks/bench_cassini.py [--repeats 20]
 For several candidate seeds: generate 10 locality candidates for the
 built-in example `four-jobs` (4 jobs, 24 GPUs), then time `choose` (routing, per-link
 job sets, affinity graph, every shared link's solve, shifts) with a fresh
-Router and link cache each run (cold) and the whole thing including the
+JobRouter and link cache each run (cold) and the whole thing including the
 candidate generation. Prints a Markdown table; the goal is < 200 ms.
 """
 
@@ -20,10 +20,10 @@ from scheduler.candidates import locality_candidates
 from scheduler.cassini import choose
 from scheduler.profiles import build_profile
 from scheduler.traces import FOUR_JOBS
+from scheduler.traffic import JobRouter
 from scheduler.types import Job
 from topologies.library import load_topology
 from topologies.model import Topology
-from topologies.routing import Router
 
 # A heavier mix: jobs wider than a rack, so most candidates share many uplinks.
 WIDE_JOBS = (("vgg16", 6), ("bert", 6), ("xlm", 4), ("resnet50", 4), ("gpt2", 4))
@@ -66,7 +66,7 @@ def run(
                 start = time.perf_counter()
                 cands = locality_candidates(topo, jobs, n=10, seed=seed)
                 mid = time.perf_counter()
-                decision = choose(cands, profiles, Router(topo), caps, solver=solver)
+                decision = choose(cands, profiles, JobRouter(topo), caps, solver=solver)
                 end = time.perf_counter()
                 choose_ms.append((end - mid) * 1e3)
                 total_ms.append((end - start) * 1e3)

@@ -1,7 +1,7 @@
 """How fast routing and chip mapping answer on the sizes the harness uses.
 
 Run by hand: `python benchmarks/bench_routing.py`. Prints wall times; the
-simulator and the Cassini core call `Router.path` / `Router.job_links` in hot
+simulator and the Cassini core call `Router.path` / `JobRouter.job_links` in hot
 loops, so the cached-call rate is the figure that matters.
 """
 
@@ -11,6 +11,7 @@ import random
 import time
 from itertools import permutations
 
+from scheduler.traffic import JobRouter
 from topologies.chip_mapping import forwarding_entries, forwarding_table, map_to_chip, walk
 from topologies.generators import cassini_testbed, fat_tree, leaf_spine
 from topologies.routing import Router
@@ -29,7 +30,7 @@ def bench_router(name: str, topo_factory: object) -> None:
     names = topo.server_names()
     pairs = list(permutations(names, 2))
     print(f"{name}: {len(names)} servers, {len(topo.switches)} switches, {len(pairs)} pairs")
-    router = Router(topo)
+    router = JobRouter(topo)
     _timed("Router(topo)", 1, lambda: Router(topo))
     _timed("path, all pairs, cold", len(pairs), lambda: [router.path(a, b) for a, b in pairs])
     _timed("path, all pairs, cached", len(pairs), lambda: [router.path(a, b) for a, b in pairs])

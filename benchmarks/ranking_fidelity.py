@@ -30,8 +30,8 @@ from scheduler.experiment import summarise
 from scheduler.profiles import load_models
 from scheduler.simulator import SimSettings, simulate
 from scheduler.traces import dynamic_trace
+from scheduler.traffic import JobRouter
 from topologies.library import load_topology
-from topologies.routing import Router
 
 NEWCOMER = "new-dlrm"
 
@@ -82,7 +82,7 @@ def main() -> None:
     ap.add_argument("--verbose", action="store_true", help="print every candidate")
     args = ap.parse_args()
     topo = load_topology("cassini-testbed")
-    router = Router(topo)
+    router = JobRouter(topo)
     models = load_models(args.models)
     book = ProfileBook(models, nic_gbps=topo.nic_gbps())
     for seed in args.seeds:

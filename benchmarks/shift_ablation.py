@@ -24,9 +24,9 @@ from scheduler.baselines.registry import make_scheduler
 from scheduler.experiment import SchedulerSummary, summarise
 from scheduler.simulator import SimSettings, simulate
 from scheduler.traces import TraceJob, poisson_trace
+from scheduler.traffic import JobRouter
 from topologies.library import load_topology
 from topologies.model import Topology
-from topologies.routing import Router
 
 MIXES = {
     "4 x VGG19": ("vgg19", "vgg19", "vgg19", "vgg19"),
@@ -39,7 +39,7 @@ def run_three(
     trace: tuple[TraceJob, ...], topo: Topology, seed: int
 ) -> dict[str, SchedulerSummary]:
     """Themis, Th+Cassini and its placement-only ablation on one trace."""
-    router = Router(topo)
+    router = JobRouter(topo)
     book = ProfileBook(nic_gbps=topo.nic_gbps())
     full = make_scheduler("th+cassini", topo, seed, 10, router, book=book)
     schedulers = {

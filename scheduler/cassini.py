@@ -36,7 +36,8 @@ from scheduler.pacing import coupled_groups, paced_profile, pacing_options
 from scheduler.types import Placement, Profile, Schedule
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import DirectedLink
-from topologies.routing import Router
+
+from .traffic import JobRouter
 
 # How candidates are ranked. "total" (our choice, default): least oversubscription
 # summed over shared links plus pacing idle summed over jobs. The paper's "mean"
@@ -286,7 +287,7 @@ def plan_link(
 def evaluate_candidate(
     placement: Placement,
     profiles: Mapping[str, Profile],
-    router: Router,
+    router: JobRouter,
     capacities: Mapping[DirectedLink, float],
     precision_deg: float = 5.0,
     solver: str = "auto",
@@ -385,7 +386,7 @@ def _check_options(solver: str, aggregate: str, cycles: str = "consistent") -> N
 def _evaluate_chunk(
     chunk: Sequence[tuple[int, Placement]],
     profiles: Mapping[str, Profile],
-    router: Router,
+    router: JobRouter,
     capacities: Mapping[DirectedLink, float],
     precision_deg: float,
     solver: str,
@@ -416,7 +417,7 @@ def _evaluate_chunk(
 def choose(
     candidates: Sequence[Placement],
     profiles: Mapping[str, Profile],
-    router: Router,
+    router: JobRouter,
     capacities: Mapping[DirectedLink, float],
     precision_deg: float = 5.0,
     solver: str = "auto",

@@ -21,13 +21,13 @@ import numba
 import numpy as np
 
 from topologies.model import Topology
-from topologies.routing import Router
 
 from .baselines.base import ProfileBook
 from .baselines.registry import CASSINI_BASE, make_scheduler
 from .profiles import ModelSpec
 from .simulator import SimResult, SimSettings, simulate
 from .traces import TraceJob
+from .traffic import JobRouter
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def run_experiment(
     figures for that kind of trace.
     """
     settings = settings or SimSettings(seed=seed)
-    router = Router(topology)
+    router = JobRouter(topology)
     book = ProfileBook(models, nic_gbps=topology.nic_gbps())
     results: dict[str, SimResult] = {}
     summaries: list[SchedulerSummary] = []

@@ -14,12 +14,12 @@ from typing import Any
 
 from topologies.errors import UserInputError
 from topologies.model import Topology
-from topologies.routing import Router
 
 from .candidates import locality_candidates
 from .cassini import CassiniDecision, choose
 from .profiles import ModelSpec, build_profile
 from .traces import TraceJob, check_fits
+from .traffic import JobRouter
 from .types import Job
 
 
@@ -123,7 +123,7 @@ def schedule_trace(
     decision = choose(
         placements,
         profiles,
-        Router(topology),
+        JobRouter(topology),
         topology.capacity_gbps(),
         precision_deg=precision_deg,
         solver=solver,

@@ -181,7 +181,7 @@ def _dynamic_arrival_view(seed: int) -> tuple[ClusterView, dict[str, tuple[str, 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_dynamic_case_newcomers_must_share_and_candidates_differ(seed: int) -> None:
     """The paper's hook: no free rack to hide in, and equal placements meet different jobs."""
-    from topologies.routing import Router
+    from scheduler.traffic import JobRouter as Router
 
     view, background = _dynamic_arrival_view(seed)
     free_per_rack = {

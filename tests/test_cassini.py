@@ -15,11 +15,11 @@ from scheduler.candidates import locality_candidates
 from scheduler.cassini import choose, evaluate_candidate
 from scheduler.pacing import pacing_options
 from scheduler.profiles import build_profile
+from scheduler.traffic import JobRouter as Router
 from scheduler.types import Job, Phase, Profile
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 from topologies.model import DirectedLink
-from topologies.routing import Router
 
 
 def half(name: str) -> Profile:

@@ -99,8 +99,8 @@ def test_dynamic_case_cassini_picks_compatible_placement(seed: int) -> None:
     from scheduler.baselines import make_scheduler
     from scheduler.cassini import evaluate_candidate
     from scheduler.traces import dynamic_trace
+    from scheduler.traffic import JobRouter as Router
     from tests.test_baselines import _dynamic_arrival_view
-    from topologies.routing import Router
 
     topo = load_topology("cassini-testbed")
     router = Router(topo)
@@ -222,7 +222,7 @@ def test_time_shifts_interleave_jobs_of_one_period() -> None:
     from scheduler.experiment import summarise
     from scheduler.simulator import SimSettings, simulate
     from scheduler.traces import TraceJob
-    from topologies.routing import Router
+    from scheduler.traffic import JobRouter as Router
 
     topo = load_topology("cassini-testbed")
     router = Router(topo)

@@ -9,9 +9,9 @@ from itertools import permutations
 
 import pytest
 
+from scheduler.traffic import JobRouter as Router
 from topologies.errors import UserInputError
 from topologies.generators import cassini_testbed, cassini_testbed_2gpu, fat_tree, leaf_spine
-from topologies.routing import Router
 
 
 @pytest.fixture(scope="module")

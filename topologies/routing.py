@@ -1,4 +1,4 @@
-"""Which links a packet, a flow and a job's traffic cross.
+"""Which links a packet, a flow and a set of flows cross.
 
 Routing is shortest-path, decided hop by hop exactly as the chip's forwarding
 entries decide it: a switch picks among its equal-cost next hops toward the
@@ -18,21 +18,12 @@ from __future__ import annotations
 
 import zlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .errors import UserInputError, did_you_mean
 from .model import DirectedLink, Topology
 
 Path = tuple[str, ...]
-
-# (our choice) Traffic pattern per parallelism, over the job's distinct servers
-# in placement order (workers on one server talk over NVLink/PCIe, not the NIC):
-# - data: ring AllReduce, server i sends to server i+1 (mod n).
-# - pipeline: activations i -> i+1 and gradients i+1 -> i between consecutive
-#   stages, plus the ring of the AllReduce that syncs tied embeddings and the
-#   data-parallel replicas.
-# - tensor, hybrid: ring, since tensor-parallel AllReduce is ring-based in NCCL.
-PARALLELISMS = ("data", "pipeline", "tensor", "hybrid")
 
 # Memo tables keyed by caller-chosen values (flow keys, placements) are emptied
 # when they reach this size, so a search over millions of candidate placements
@@ -44,8 +35,8 @@ class Router:
     """Deterministic shortest-path routing over one topology.
 
     Built once per topology; answers are memoised inside (per destination rack
-    distances, per pair ECMP path sets, per job link sets), so the simulator and
-    the Cassini core can call it in hot loops.
+    distances, per pair ECMP path sets, per flow set link sets), so the
+    simulator and the Cassini core can call it in hot loops.
 
     >>> from topologies.generators import cassini_testbed
     >>> r = Router(cassini_testbed())
@@ -64,17 +55,10 @@ class Router:
         "_path",
         "_paths",
         "_job",
-        "_per_job_ecmp",
     )
 
-    def __init__(self, topo: Topology, per_job_ecmp: bool = False) -> None:
-        """`per_job_ecmp`: route each job's flows with its name as flow key.
-
-        Off by default because the chip forwards on <ingress port, dst MAC>,
-        so all jobs between two servers share one path there.
-        """
+    def __init__(self, topo: Topology) -> None:
         self._topo = topo
-        self._per_job_ecmp = per_job_ecmp
         neighbors: dict[str, list[str]] = {n: [] for n in topo.node_names()}
         for link in topo.links:
             neighbors[link.a].append(link.b)
@@ -87,7 +71,8 @@ class Router:
         self._next: dict[tuple[str, str], Path] = {}
         self._path: dict[tuple[str, str, str], Path] = {}
         self._paths: dict[tuple[str, str], tuple[Path, ...]] = {}
-        self._job: dict[tuple[tuple[str, ...], str, str], frozenset[DirectedLink]] = {}
+        # link sets of flow sets (one per job placement, for the scheduler)
+        self._job: dict[tuple[tuple[tuple[str, str], ...], str], frozenset[DirectedLink]] = {}
 
     @property
     def topology(self) -> Topology:
@@ -194,43 +179,32 @@ class Router:
         """The directed links of a node list, in travel order."""
         return tuple((path[i], path[i + 1]) for i in range(len(path) - 1))
 
-    def job_flows(
-        self, servers: Sequence[str], parallelism: str, job_name: str = ""
-    ) -> tuple[tuple[str, str], ...]:
-        """(src, dst) server pairs a job's traffic runs between; see PARALLELISMS."""
-        kind = _parallelism(parallelism)
-        distinct = list(dict.fromkeys(servers))
-        for s in distinct:
-            self._check_server(s)
-        n = len(distinct)
-        if n < 2:
-            return ()
-        ring = [(distinct[i], distinct[(i + 1) % n]) for i in range(n)]
-        if kind == "pipeline":
-            chain: list[tuple[str, str]] = []
-            for i in range(n - 1):
-                chain.append((distinct[i], distinct[i + 1]))
-                chain.append((distinct[i + 1], distinct[i]))
-            return tuple(dict.fromkeys([*chain, *ring]))
-        return tuple(dict.fromkeys(ring))
-
-    def job_links(
-        self, servers: Sequence[str], parallelism: str, job_name: str = ""
+    def flow_links(
+        self, flows: Iterable[tuple[str, str]], flow_key: str = ""
     ) -> frozenset[DirectedLink]:
-        """Directed links (NIC links included) a job's traffic uses."""
-        flow_key = job_name if self._per_job_ecmp else ""
-        key = (tuple(servers), parallelism, flow_key)
+        """Directed links (NIC links included) that (src, dst) flows cross, routed with `flow_key`.
+
+        >>> from topologies.generators import cassini_testbed
+        >>> sorted(Router(cassini_testbed()).flow_links([("s01", "s02"), ("s02", "s01")]))
+        [('s01', 'tor1'), ('s02', 'tor1'), ('tor1', 's01'), ('tor1', 's02')]
+        """
+        key = (tuple(flows), flow_key)
         cached = self._job.get(key)
         if cached is not None:
             return cached
         links: set[DirectedLink] = set()
-        for src, dst in self.job_flows(servers, parallelism, job_name):
+        for src, dst in key[0]:
             links.update(self.path_links(self.path(src, dst, flow_key)))
         result = frozenset(links)
         if len(self._job) >= CACHE_LIMIT:
             self._job.clear()
         self._job[key] = result
         return result
+
+    def check_servers(self, names: Iterable[str]) -> None:
+        """Refuse a name that is not a server linked to a switch (naming the close ones)."""
+        for name in names:
+            self._check_server(name)
 
     def _check_server(self, name: str) -> None:
         if name not in self._servers:
@@ -252,10 +226,3 @@ class Router:
                         queue.append(nxt)
             self._dist[tor] = dist
         return dist
-
-
-def _parallelism(value: str) -> str:
-    kind = value.strip().lower()
-    if kind not in PARALLELISMS:
-        raise UserInputError(did_you_mean(value, PARALLELISMS, "parallelism"))
-    return kind

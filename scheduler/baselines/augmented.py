@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from scheduler.cassini import CandidateResult, CassiniDecision, LinkKey, choose
 from scheduler.compatibility import LinkSolution
 from topologies.model import DirectedLink
-from topologies.routing import Router
 
+from ..traffic import JobRouter
 from .base import Allocation, ClusterView, ProfileBook, Scheduler
 
 SOLUTION_CACHE_ENTRIES = 20_000  # (our choice) bound on remembered link solutions
@@ -32,7 +32,7 @@ SOLUTION_CACHE_ENTRIES = 20_000  # (our choice) bound on remembered link solutio
 @dataclass(frozen=True)
 class CassiniAugmented:
     base: Scheduler
-    router: Router
+    router: JobRouter
     capacities: Mapping[DirectedLink, float]
     name: str = "th+cassini"
     precision_deg: float = 5.0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
-from topologies.routing import Router
 
+from ..traffic import JobRouter
 from .augmented import CassiniAugmented
 from .base import ClusterInfo, ProfileBook, Scheduler
 from .ideal import IdealScheduler
@@ -33,7 +33,7 @@ def make_scheduler(
     topology: Topology,
     seed: int = 0,
     candidates: int = 10,
-    router: Router | None = None,
+    router: JobRouter | None = None,
     lease_s: float = 600.0,
     period_s: float = 60.0,
     precision_deg: float = 5.0,
@@ -70,7 +70,7 @@ def make_scheduler(
         )
         return CassiniAugmented(
             base,
-            router or Router(topology),
+            router or JobRouter(topology),
             topology.capacity_gbps(),
             name=key,
             precision_deg=precision_deg,

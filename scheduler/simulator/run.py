@@ -14,13 +14,13 @@ import numpy as np
 import numpy.typing as npt
 
 from topologies.model import DirectedLink, Topology
-from topologies.routing import Router
 
 from ..baselines.base import Allocation, ClusterView, JobStatus, ProfileBook, Scheduler, slots_used
 from ..fluid_events import DONE as _DONE
 from ..fluid_events import TOL_MS as _TOL_MS
 from ..fluid_events import WAIT as _WAIT
 from ..traces import TraceJob, check_fits
+from ..traffic import JobRouter
 from ..types import Profile
 from .component import _Component, _JobRun, _Member
 from .results import JobResult, SimResult, SimSettings, _Stats
@@ -38,7 +38,7 @@ class _Run:
         topology: Topology,
         scheduler: Scheduler,
         settings: SimSettings,
-        router: Router | None,
+        router: JobRouter | None,
         on_event: EventHook | None,
         progress: ProgressHook | None,
         book: ProfileBook | None = None,
@@ -48,7 +48,7 @@ class _Run:
         self.topology = topology
         self.scheduler = scheduler
         self.settings = settings
-        self.router = router or Router(topology)
+        self.router = router or JobRouter(topology)
         caps = topology.capacity_gbps()
         self.links: tuple[DirectedLink, ...] = tuple(sorted(caps))
         self.link_id = {lk: i for i, lk in enumerate(self.links)}
@@ -465,7 +465,7 @@ def simulate(
     topology: Topology,
     scheduler: Scheduler,
     settings: SimSettings | None = None,
-    router: Router | None = None,
+    router: JobRouter | None = None,
     on_event: EventHook | None = None,
     progress: ProgressHook | None = None,
     book: ProfileBook | None = None,
