@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from controlplane.p4names import PORT_TX  # noqa: E402
 from emulation.netns import NetnsLab  # noqa: E402
-from emulation.target.datapath import PORT_TX  # noqa: E402
 from emulation.target.state import WredProfile  # noqa: E402
 from emulation.target.switch import SoftwareSwitch  # noqa: E402
 from emulation.target.tm_config import PfcConfig, TmConfig  # noqa: E402

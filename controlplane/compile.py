@@ -14,12 +14,19 @@ from topologies.model import Topology
 from topologies.routing import Router
 
 from .entries import TableEntry
+from .p4names import FORWARD_ACTION, FORWARD_TABLE, WRED_ACTION, WRED_TABLE
 from .settings import WredSettings
 
-FORWARD_TABLE = "CassiniIngress.logical_forward"
-FORWARD_ACTION = "CassiniIngress.set_egress_port"
-WRED_TABLE = "CassiniEgress.wred_profile"
-WRED_ACTION = "CassiniEgress.set_wred"
+__all__ = [  # the P4 names stay importable from here (benchmarks use them)
+    "FORWARD_ACTION",
+    "FORWARD_TABLE",
+    "WRED_ACTION",
+    "WRED_TABLE",
+    "desired_entries",
+    "forwarding_table_entries",
+    "forwarding_to_table_entries",
+    "wred_entries",
+]
 
 
 def forwarding_to_table_entries(entries: Iterable[ForwardingEntry]) -> list[TableEntry]:

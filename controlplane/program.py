@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .compile import WRED_TABLE
 from .entries import TableEntry
 from .p4info import P4InfoIndex
+from .p4names import WRED_TABLE
 from .reconcile import Plan, apply, plan
 from .session import P4RuntimeSession
 

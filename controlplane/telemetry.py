@@ -29,18 +29,14 @@ from topologies.errors import UserInputError
 
 from .entries import CounterSample
 from .gnmi import Interface
+from .p4names import ECN_MARKED, PORT_RX, PORT_TX, WRED_DROPPED
 
 if TYPE_CHECKING:
     from .session import P4RuntimeSession
 
-# P4Info counter names -> the column prefix they fill (tests check they exist in the P4Info).
+# P4Info counter names -> the column prefix they fill.
 COUNTER_COLUMNS: Mapping[str, str] = MappingProxyType(
-    {
-        "CassiniIngress.port_rx": "rx",
-        "CassiniEgress.port_tx": "tx",
-        "CassiniEgress.ecn_marked": "ecn_marked",
-        "CassiniEgress.wred_dropped": "wred_dropped",
-    }
+    {PORT_RX: "rx", PORT_TX: "tx", ECN_MARKED: "ecn_marked", WRED_DROPPED: "wred_dropped"}
 )
 
 # gNMI counters leaves recorded per port: the column is the leaf with '_' for '-'.

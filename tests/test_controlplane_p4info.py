@@ -115,3 +115,24 @@ def test_mac_helpers():
     for bad in ("02:00:00:00:00", "zz:00:00:00:00:00", "002:00:00:00:00:00"):
         with pytest.raises(UserInputError, match="not a MAC address"):
             mac_to_bytes(bad)
+
+
+def test_p4_names_are_the_p4infos(index):
+    """controlplane.p4names is the one place Python spells P4 objects; the P4Info agrees."""
+    from controlplane import p4names
+
+    p4names.check_p4_names(index)
+    assert set(p4names.COUNTERS) == {c.name for c in index.counters}
+    assert set(p4names.TABLES) == {t.name for t in index.tables}
+
+
+def test_p4_name_check_answers_a_rename(index):
+    from controlplane import p4info, p4names
+
+    raw = type(index.p4info)()
+    raw.CopyFrom(index.p4info)
+    for table in raw.tables:
+        if table.preamble.name == p4names.FORWARD_TABLE:
+            table.preamble.name, table.preamble.alias = "CassiniIngress.logical_fwd", "logical_fwd"
+    with pytest.raises(UserInputError, match="Did you mean 'CassiniIngress.logical_fwd'"):
+        p4names.check_p4_names(p4info.index_p4info(raw))

@@ -21,9 +21,9 @@ from scapy.layers.l2 import Dot1Q, Ether
 
 from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.p4info import load_p4info
+from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession
 from emulation.netns import NetnsLab, leftovers, new_prefix
-from emulation.target.datapath import ECN_MARKED, PORT_RX, PORT_TX
 from emulation.target.packet import build_pfc_frame
 from emulation.target.ports import (
     MAX_FRAME_BYTES,

@@ -22,9 +22,9 @@ from p4.v1 import p4runtime_pb2
 
 from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.p4info import load_p4info
+from controlplane.p4names import PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession, WriteError
 from emulation.netns import NetnsLab, leftovers
-from emulation.target.datapath import PORT_RX, PORT_TX
 from emulation.target.switch import READY_PATTERN, SoftwareSwitch
 from tests.test_target_datapath import CASSINI, lab, mac_of, make_hosts, udp, wait_for
 

@@ -10,7 +10,8 @@ from scapy.contrib.mac_control import MACControlClassBasedFlowControl
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
-from emulation.target.datapath import ECN_MARKED, PORT_RX, PORT_TX, WRED_DROPPED, Pipeline
+from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX, WRED_DROPPED
+from emulation.target.datapath import Pipeline
 from emulation.target.packet import build_pfc_frame, ipv4_header_checksum
 from emulation.target.state import DataplaneState, WredProfile
 from emulation.target.tm_config import (

@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from controlplane.p4info import load_p4info
+from controlplane.p4names import COUNTERS as COUNTER_NAMES
+from controlplane.p4names import check_p4_names
 from topologies.errors import UserInputError
 
 from .packet import parse_mac_control
@@ -52,13 +54,6 @@ if TYPE_CHECKING:
     from .datapath_process import SharedCounters
 
 log = logging.getLogger(__name__)
-
-# P4 names (checked against the P4Info at start-up, the one source of truth).
-PORT_RX = "CassiniIngress.port_rx"
-PORT_TX = "CassiniEgress.port_tx"
-ECN_MARKED = "CassiniEgress.ecn_marked"
-WRED_DROPPED = "CassiniEgress.wred_dropped"
-COUNTER_NAMES = (PORT_RX, PORT_TX, ECN_MARKED, WRED_DROPPED)
 
 # How a port's frames are read: mmap ring, recv(), recvfrom() + PACKET_OUTGOING
 # filter, or recvmsg() with the SO_TIMESTAMPNS receive time.
@@ -88,6 +83,7 @@ DATAPATH_TIMER_SLACK_NS = 1000
 def checked_counter_names() -> tuple[str, ...]:
     """The counter names the target writes, as the P4Info spells them."""
     index = load_p4info()
+    check_p4_names(index)
     return tuple(index.counter(name).name for name in COUNTER_NAMES)
 
 

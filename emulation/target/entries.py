@@ -23,6 +23,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import CounterInfo, P4InfoIndex, TableInfo, index_p4info
+from controlplane.p4names import FORWARD_ACTION, FORWARD_TABLE, WRED_ACTION, WRED_TABLE
 from emulation.target.state import (
     COUNTER_CELLS,
     CounterChange,
@@ -31,14 +32,6 @@ from emulation.target.state import (
     WredProfile,
 )
 from topologies.errors import UserInputError, did_you_mean
-
-# What the packet path implements, by P4Info name. The names are checked
-# against the reference P4Info when a pipeline is pushed (check_pipeline), so a
-# rename in the P4 program fails loudly instead of silently not forwarding.
-FORWARD_TABLE = "CassiniIngress.logical_forward"
-FORWARD_ACTION = "CassiniIngress.set_egress_port"
-WRED_TABLE = "CassiniEgress.wred_profile"
-WRED_ACTION = "CassiniEgress.set_wred"
 
 # Match kinds that make a table need a non-zero priority (spec 9.1).
 _PRIORITY_KINDS = ("TERNARY", "RANGE", "OPTIONAL")

@@ -1,0 +1,42 @@
+"""Which P4 objects does Python code refer to by name?
+
+The control plane compiles entries for two tables, the software target
+implements those tables and fills four counters, and the telemetry reads the
+counters back. Each name is written here once, as the P4Info spells it;
+`check_p4_names` answers a name the P4Info lacks with the names that exist,
+and the tests (and the software switch at start-up) run it against the
+shipped P4Info, so a rename in the P4 program fails loudly instead of
+silently not forwarding.
+"""
+
+from __future__ import annotations
+
+from topologies.errors import UserInputError
+
+from .p4info import P4InfoIndex
+
+FORWARD_TABLE = "CassiniIngress.logical_forward"
+FORWARD_ACTION = "CassiniIngress.set_egress_port"
+WRED_TABLE = "CassiniEgress.wred_profile"
+WRED_ACTION = "CassiniEgress.set_wred"
+TABLES = (FORWARD_TABLE, WRED_TABLE)
+ACTIONS = (FORWARD_ACTION, WRED_ACTION)
+
+PORT_RX = "CassiniIngress.port_rx"
+PORT_TX = "CassiniEgress.port_tx"
+ECN_MARKED = "CassiniEgress.ecn_marked"
+WRED_DROPPED = "CassiniEgress.wred_dropped"
+COUNTERS = (PORT_RX, PORT_TX, ECN_MARKED, WRED_DROPPED)
+
+
+def check_p4_names(index: P4InfoIndex) -> None:
+    """Raise UserInputError (with a 'did you mean') for a name above the P4Info lacks."""
+    for lookup, names in (
+        (index.table, TABLES),
+        (index.action, ACTIONS),
+        (index.counter, COUNTERS),
+    ):
+        for name in names:
+            found = lookup(name).name
+            if found != name:  # found by its alias only
+                raise UserInputError(f"the P4Info names {name!r} {found!r}")
