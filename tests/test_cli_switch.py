@@ -75,3 +75,44 @@ def test_a_second_switch_on_an_interface_is_refused_until_the_first_dies(
     third, _ = start_switch(lab, ["-i", f"1@{b}", "--grpc-server-addr", "127.0.0.1:0"])
     third.send_signal(signal.SIGTERM)
     assert third.wait(10) == 0
+
+
+@pytest.mark.root
+def test_bmv2_syntax_starts_the_switch_and_names_what_it_ignores(
+    ports: tuple[NetnsLab, list[str]], tmp_path: Path
+) -> None:
+    lab, (a, b) = ports
+    json_config = tmp_path / "cassini.json"
+    json_config.write_text("{}")
+    argv = [
+        "--device-id", "2", "-i", f"1@{a}", "-i", f"2@{b}", "--no-p4", "--thrift-port", "9090",
+        "--log-console", "-L", "trace", str(json_config),
+        "--", "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "64",
+    ]  # fmt: skip
+    process, lines = start_switch(lab, argv)
+    try:
+        ignored = [line for line in lines if "ignored (simple_switch_grpc options" in line]
+        assert len(ignored) == 1
+        for name in (f"JSON {json_config}", "--no-p4", "--thrift-port 9090", "--log-console",
+                     "--cpu-port 64"):  # fmt: skip
+            assert name in ignored[0]
+        assert READY.search(lines[-1]).group(1).startswith("127.0.0.1:")  # type: ignore[union-attr]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(10) == 0
+
+
+def test_the_shipped_tm_example_loads_and_the_readme_documents_it() -> None:
+    from importlib.resources import files
+
+    from emulation.target.tm_config import PortSettings, load_tm_config
+
+    example = files("emulation.target") / "data" / "tm-example.yaml"
+    tm = load_tm_config(str(example))
+    assert tm.ports == {2: PortSettings(rate_gbps=0.05, queue_cells=5000)}
+    assert tm.pfc.xoff_cells == 4000 and tm.cell_bytes == 80
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert "--tm-config emulation/target/data/tm-example.yaml" in readme
+    for line in example.read_text().splitlines():
+        if line and not line.startswith("#"):
+            assert f"    {line}" in readme, line  # the README shows the file as shipped

@@ -23,7 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve = switch_sub.add_parser(
         "serve",
         help="forward frames between interfaces under P4Runtime control",
-        description="Software P4Runtime target: flags follow simple_switch_grpc.",
+        description="Software P4Runtime target: flags follow simple_switch_grpc, "
+        "`[options] [JSON] [-- target options]`; bmv2 options that do not apply here "
+        "(--thrift-port, --no-p4, --log-console, the JSON, --cpu-port) are accepted and "
+        "named in one log line.",
     )
     serve.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
     serve.add_argument(
@@ -36,20 +39,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     serve.add_argument(
         "--grpc-server-addr",
-        default="127.0.0.1:9559",
+        default=None,
         type=listen_address,
         help="address the P4Runtime gRPC service listens on, HOST:PORT or [IPv6]:PORT "
-        "(default 127.0.0.1:9559; port 0 = any)",
+        f"(default {DEFAULT_GRPC_ADDRESS}; port 0 = any; also a target option after --)",
     )
     serve.add_argument(
-        "--tm-config", metavar="FILE", help="traffic-manager settings (YAML or JSON)"
+        "--tm-config",
+        metavar="FILE",
+        help="traffic-manager settings (YAML or JSON; format and defaults in the shipped "
+        "emulation/target/data/tm-example.yaml; default: those defaults)",
     )
     serve.add_argument("--seed", type=int, default=0, help="seed of the WRED marking RNG")
     serve.add_argument(
         "--log-level",
+        "-L",
         default="info",
-        choices=["debug", "info", "warning", "error"],
-        help="log verbosity (default info)",
+        choices=sorted(LOG_LEVELS),
+        help="log verbosity (default info; bmv2's trace, warn and off too)",
+    )
+    bmv2 = serve.add_argument_group("simple_switch_grpc compatibility (accepted, not used)")
+    bmv2.add_argument("--thrift-port", type=int, help="no Thrift server here: ignored")
+    bmv2.add_argument(
+        "--no-p4", action="store_true", help="always so: the pipeline comes over P4Runtime"
+    )
+    bmv2.add_argument("--log-console", action="store_true", help="logs always go to stderr")
+    bmv2.add_argument(
+        "json_config",
+        nargs="?",
+        metavar="JSON",
+        help="bmv2 JSON: ignored, P4Runtime pushes the pipeline",
+    )
+    bmv2.add_argument(
+        "target_options",
+        nargs="*",
+        metavar="-- TARGET_OPTIONS",
+        help="after --: --grpc-server-addr HOST:PORT, --cpu-port N (no CPU port here: ignored)",
     )
     add_tls_server_arguments(serve)
     serve.set_defaults(handler=_serve)
@@ -80,6 +105,58 @@ def register(sub: argparse._SubParsersAction) -> None:
     clean.set_defaults(handler=_clean)
 
 
+DEFAULT_GRPC_ADDRESS = "127.0.0.1:9559"
+# bmv2's log levels and ours, as logging levels.
+LOG_LEVELS = {
+    "trace": logging.DEBUG,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "off": logging.CRITICAL,
+}
+
+
+def bmv2_compatible(args: argparse.Namespace) -> tuple[str, list[str]]:
+    """The address to listen on, and what of simple_switch_grpc's syntax is ignored.
+
+    Target options (after `--`) are read here: `--grpc-server-addr` counts,
+    `--cpu-port` and any other are ignored (named in the returned list).
+    """
+    target = argparse.ArgumentParser(prog="switch serve --", add_help=False)
+    target.add_argument("--grpc-server-addr", type=listen_address)
+    target.add_argument("--cpu-port", type=int)
+    target.add_argument("json_config", nargs="?")
+    rest = [args.json_config] if args.json_config else []
+    try:
+        options, unknown = target.parse_known_args(rest + list(args.target_options))
+    except SystemExit:
+        raise UserInputError(
+            f"target options {' '.join(args.target_options)!r}: see above"
+        ) from None
+    address = options.grpc_server_addr or args.grpc_server_addr or DEFAULT_GRPC_ADDRESS
+    if options.grpc_server_addr and args.grpc_server_addr not in (None, options.grpc_server_addr):
+        raise UserInputError(
+            f"--grpc-server-addr {args.grpc_server_addr} and, after --, "
+            f"{options.grpc_server_addr}: give one"
+        )
+    ignored = []
+    if options.json_config:
+        ignored.append(f"JSON {options.json_config} (the pipeline comes over P4Runtime)")
+    if args.no_p4:
+        ignored.append("--no-p4 (the switch always starts without a pipeline)")
+    if args.thrift_port is not None:
+        ignored.append(f"--thrift-port {args.thrift_port} (no Thrift server; see --tm-config)")
+    if args.log_console:
+        ignored.append("--log-console (logs go to stderr)")
+    if options.cpu_port is not None:
+        ignored.append(f"--cpu-port {options.cpu_port} (the Cassini pipeline has no CPU port)")
+    if unknown:
+        ignored.append(f"target options {' '.join(unknown)}")
+    return address, ignored
+
+
 def parse_interfaces(specs: list[str]) -> dict[int, str]:
     """{port: ifname} of `-i PORT@IFACE` flags; errors name the bad flag."""
     ports: dict[int, str] = {}
@@ -105,10 +182,13 @@ def _serve(args: argparse.Namespace) -> int:
     from emulation.target.switch import serve_until_stopped
     from emulation.target.tm_config import TmConfig, load_tm_config
 
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    level = LOG_LEVELS[args.log_level]
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    address, ignored = bmv2_compatible(args)
+    if ignored:
+        logging.getLogger("emulation.switch").warning(
+            "ignored (simple_switch_grpc options that do not apply): %s", "; ".join(ignored)
+        )
     ports = parse_interfaces(args.interface)
     tm = load_tm_config(args.tm_config) if args.tm_config else TmConfig()
     if not ports and not tm.loopback_cables:
@@ -116,10 +196,10 @@ def _serve(args: argparse.Namespace) -> int:
     code = serve_until_stopped(
         args.device_id,
         ports,
-        args.grpc_server_addr,
+        address,
         tm,
         seed=args.seed,
-        log_level=getattr(logging, args.log_level.upper()),
+        log_level=level,
         tls=server_tls_from_args(args),
     )
     # A gRPC worker may still be parsing a large request in pure Python; waiting
