@@ -3,26 +3,19 @@
 One source of truth: the chip map (`topologies.chip_mapping`) says which chip
 port each server and each loopback cable uses, the topology's links give
 every port's rate and every cable's delay, and `controlplane.settings` gives
-the thresholds. This module only scales them (`emulation_profile`) and wires
-them up (`EmulatedFabric`): one network namespace and veth per server, one
-software switch holding all logical switches (cabled ports exist only inside
-the switch), programmed over P4Runtime by the real control plane.
-
-Emulation profile (testbed.md: "real time, scaled"): every rate is the
-link's Gbps x S; every threshold in cells (WRED min/max, PFC XOFF, queue
-limit, shared buffer) is multiplied by one factor F = max(S, floor), where
-the floor makes WRED min hold THRESHOLD_FLOOR_PACKETS MTU frames. (our
-choice) Flooring the factor rather than each threshold keeps the paper's
-ratios (WRED min : max : XOFF = 1 : 2 : 4), so marking still starts before
-pausing. Delays are not scaled: time runs at wall-clock speed.
+the thresholds. `emulation.profile` scales them (rates x S, thresholds x F);
+this module wires them up (`EmulatedFabric`): one network namespace and veth
+per server, one software switch holding all logical switches (cabled ports
+exist only inside the switch), programmed over P4Runtime by the real control
+plane.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -33,21 +26,25 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
-from controlplane.settings import ControlPlaneSettings, WredSettings
+from controlplane.settings import ControlPlaneSettings
 from topologies.addressing import SERVER_PREFIX_LEN
 from topologies.chip_mapping import ChipMap, map_to_chip
-from topologies.errors import UserInputError
-from topologies.model import Link, Topology
+from topologies.model import Topology
 
 from .netns import NetnsLab, exit_cause
-from .target.switch import READY_PATTERN
-from .target.tm_config import (
-    TOFINO1_BUFFER_CELLS,
-    LoopbackCable,
-    PfcConfig,
-    PortSettings,
-    TmConfig,
+from .profile import (
+    DEFAULT_SCALE,
+    THRESHOLD_FLOOR_PACKETS,
+    EmulationProfile,
+    check_scale,
+    emulation_profile,
+    port_links,
+    scaled_wred,
+    threshold_factor,
+    tm_config_for,
 )
+from .target.switch import READY_PATTERN
+from .target.tm_config import tm_config_to_dict
 
 if TYPE_CHECKING:
     import socket
@@ -59,13 +56,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# (our choice) Thresholds never fall below 8 MTU frames at WRED min: below that
-# a single late wake-up of a Python sender would already look like congestion.
-THRESHOLD_FLOOR_PACKETS = 8
-MTU_FRAME_BYTES = 1500
-# (our choice) 0.001 turns the testbed's 50 Gbps links into 50 Mbit/s, which a
-# Python forwarder carries on one core with room for a 2:1 incast.
-DEFAULT_SCALE = 0.001
 FABRIC_PREFIX_BASE = "cas"
 # (our choice) The switch process runs at nice -10. Arrivals carry the kernel's
 # receive stamps, so a late read no longer invents a queue, but departures
@@ -74,161 +64,6 @@ FABRIC_PREFIX_BASE = "cas"
 SWITCH_NICE = -10
 # How many of the switch's last log lines a failure report quotes.
 FAILURE_LOG_LINES = 10
-
-
-@dataclass(frozen=True)
-class EmulationProfile:
-    """Everything scaled for one run: what a report must state next to its numbers."""
-
-    scale: float
-    threshold_factor: float
-    tm: TmConfig
-    wred: WredSettings
-
-    def describe(self, chip: ChipMap | None = None) -> str:
-        """Human-readable summary, one fact per line."""
-        rates = sorted({self.tm.rate_gbps(p) for p in self.tm.ports})
-        lines = [
-            f"scale S = {self.scale:g} (rates), threshold factor F = {self.threshold_factor:g} "
-            f"(floor {THRESHOLD_FLOOR_PACKETS} x {MTU_FRAME_BYTES} B frames at WRED min)",
-            "port rates: " + ", ".join(f"{r * 1e3:g} Mbit/s" for r in rates),
-            f"WRED min {self.wred.min_cells} / max {self.wred.max_cells} cells of "
-            f"{self.tm.cell_bytes} B, max probability {self.wred.max_prob_percent} %",
-            (
-                f"PFC XOFF {self.tm.pfc.xoff_cells} / XON {self.tm.pfc.xon_cells} cells"
-                if self.tm.pfc.enabled
-                else "PFC off"
-            ),
-            f"queue limit {self.tm.default_queue_cells} cells, "
-            f"shared buffer {self.tm.buffer_cells} cells",
-            f"{len(self.tm.loopback_cables)} loopback cables inside the switch",
-        ]
-        if chip is not None:
-            lines.append(f"{len(chip.server_port)} server ports, {len(chip.ports())} chip ports")
-        return "\n".join(lines)
-
-
-def threshold_factor(scale: float, min_cells: int, cell_bytes: int) -> float:
-    """F = max(S, the factor that leaves THRESHOLD_FLOOR_PACKETS frames at WRED min)."""
-    _check_scale(scale)
-    if min_cells <= 0:
-        return scale
-    floor_cells = THRESHOLD_FLOOR_PACKETS * math.ceil(MTU_FRAME_BYTES / cell_bytes)
-    return max(scale, floor_cells / min_cells)
-
-
-def _cells(cells: int, factor: float) -> int:
-    return max(1, round(cells * factor))
-
-
-def scaled_wred(wred: WredSettings, factor: float) -> WredSettings:
-    """WRED thresholds times the threshold factor; the probability is not a size."""
-    return WredSettings(
-        min_cells=_cells(wred.min_cells, factor),
-        max_cells=_cells(wred.max_cells, factor),
-        max_prob_percent=wred.max_prob_percent,
-    )
-
-
-def port_links(topo: Topology, chip: ChipMap) -> dict[int, Link]:
-    """The topology link behind every chip port (both ports of a loopback cable share one)."""
-    by_ends: dict[tuple[str, str], Link] = {}
-    for link in topo.links:
-        by_ends[(link.a, link.b)] = link
-        by_ends[(link.b, link.a)] = link
-    found: dict[int, Link] = {}
-    for port in chip.ports():
-        ends = (chip.switch_of_port[port], chip.neighbor_of_port[port])
-        behind = by_ends.get(ends)
-        if behind is None:
-            raise UserInputError(f"chip port {port}: no link {ends[0]} - {ends[1]} in the topology")
-        found[port] = behind
-    return found
-
-
-def tm_config_for(
-    topo: Topology,
-    chip: ChipMap,
-    scale: float,
-    cell_bytes: int = 80,
-    pfc: bool = True,
-    settings: ControlPlaneSettings | None = None,
-) -> TmConfig:
-    """The software switch's traffic manager for `topo` at scale S (see the module doc)."""
-    settings = settings or ControlPlaneSettings()
-    factor = threshold_factor(scale, settings.wred.min_cells, cell_bytes)
-    links = port_links(topo, chip)
-    ports = {port: PortSettings(rate_gbps=link.gbps * scale) for port, link in links.items()}
-    cables = tuple(LoopbackCable(a, b, delay_us=links[a].delay_us) for a, b in chip.loopback_pairs)
-    xoff = _cells(settings.pfc.skid_cells, factor)
-    return TmConfig(
-        cell_bytes=cell_bytes,
-        buffer_cells=_cells(TOFINO1_BUFFER_CELLS, factor),
-        default_rate_gbps=max(ports[p].rate_gbps or 0.0 for p in ports) if ports else scale,
-        default_queue_cells=_cells(settings.queue_cells, factor),
-        ports=ports,
-        pfc=PfcConfig(
-            enabled=pfc and settings.pfc.enabled,
-            xoff_cells=max(xoff, 2),
-            xon_cells=max(xoff, 2) * 3 // 4,
-            priority=settings.pfc.priority,
-        ),
-        loopback_cables=cables,
-    )
-
-
-def emulation_profile(
-    topo: Topology,
-    chip: ChipMap,
-    scale: float,
-    cell_bytes: int = 80,
-    pfc: bool = True,
-    settings: ControlPlaneSettings | None = None,
-) -> EmulationProfile:
-    """The TM config and the WRED entries' thresholds for one run, scaled together."""
-    settings = settings or ControlPlaneSettings()
-    factor = threshold_factor(scale, settings.wred.min_cells, cell_bytes)
-    return EmulationProfile(
-        scale=scale,
-        threshold_factor=factor,
-        tm=tm_config_for(topo, chip, scale, cell_bytes, pfc, settings),
-        wred=scaled_wred(settings.wred, factor),
-    )
-
-
-def tm_config_to_dict(tm: TmConfig) -> dict[str, Any]:
-    """The file form `tm_config_from_dict` reads back (for `cassini switch serve --tm-config`)."""
-    return {
-        "cell_bytes": tm.cell_bytes,
-        "buffer_cells": tm.buffer_cells,
-        "default_rate_gbps": tm.default_rate_gbps,
-        "default_queue_cells": tm.default_queue_cells,
-        "wire_overhead_bytes": tm.wire_overhead_bytes,
-        "ports": {
-            str(port): {
-                key: value
-                for key, value in (("rate_gbps", s.rate_gbps), ("queue_cells", s.queue_cells))
-                if value is not None
-            }
-            for port, s in sorted(tm.ports.items())
-        },
-        "pfc": {
-            "enabled": tm.pfc.enabled,
-            "xoff_cells": tm.pfc.xoff_cells,
-            "xon_cells": tm.pfc.xon_cells,
-            "pause_quanta": tm.pfc.pause_quanta,
-            "priority": tm.pfc.priority,
-        },
-        "loopback_cables": [
-            {"port_a": c.port_a, "port_b": c.port_b, "delay_us": c.delay_us}
-            for c in tm.loopback_cables
-        ],
-    }
-
-
-def _check_scale(scale: float) -> None:
-    if isinstance(scale, bool) or not isinstance(scale, int | float) or not 0 < scale <= 1:
-        raise UserInputError(f"--scale: expected a factor in (0, 1], got {scale!r}")
 
 
 def describe_exit(
@@ -269,6 +104,37 @@ class HostPort:
     ip: str
 
 
+@dataclass(frozen=True)
+class PingCheck:
+    """What one ping per server pair found: the pairs that got no answer, the RTTs of the rest."""
+
+    pairs: int
+    lost: tuple[tuple[str, str], ...]
+    rtts_ms: tuple[float, ...]  # sorted
+
+    @property
+    def ok(self) -> bool:
+        return not self.lost
+
+    def rtt_summary(self) -> dict[str, float | None]:
+        """{'min', 'median', 'max'} in ms (None when nothing answered)."""
+        rtts = self.rtts_ms
+        return {
+            "min": rtts[0] if rtts else None,
+            "median": statistics.median(rtts) if rtts else None,
+            "max": rtts[-1] if rtts else None,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form `cassini fabric up --check --json` prints."""
+        return {
+            "pairs": self.pairs,
+            "reachable": len(self.rtts_ms),
+            "lost": [f"{a}->{b}" for a, b in self.lost],
+            "rtt_ms": self.rtt_summary(),
+        }
+
+
 class EmulatedFabric:
     """`with EmulatedFabric(load_topology("cassini-testbed"), 0.001) as fabric: ...`
 
@@ -292,7 +158,7 @@ class EmulatedFabric:
         switch_nice: int = SWITCH_NICE,
         timeout: float = 30.0,
     ) -> None:
-        _check_scale(scale)
+        check_scale(scale)
         self.topo = topo
         self.chip = map_to_chip(topo)
         self.settings = settings or ControlPlaneSettings()
@@ -438,18 +304,16 @@ class EmulatedFabric:
         return found[0]
 
     def _program(self) -> None:
-        from controlplane.compile import desired_entries
-        from controlplane.p4info import load_p4info
-        from controlplane.program import program_device
+        from controlplane.program import program_topology
         from controlplane.session import P4RuntimeSession
 
         assert self.grpc_address is not None
-        p4info = load_p4info()
-        desired = desired_entries(self.topo, self.chip, self.profile.wred)
         with P4RuntimeSession.connect(
             self.grpc_address, self.device_id, timeout=self.timeout
         ) as session:
-            self.program_result = program_device(session, desired, p4info)
+            self.program_result = program_topology(
+                session, self.topo, self.chip, self.profile.wred
+            )
 
     # --- use ------------------------------------------------------------------
 
@@ -501,6 +365,21 @@ class EmulatedFabric:
                 if process.poll() is None:
                     process.kill()
                     process.wait()
+
+    def check_reachability(self) -> PingCheck:
+        """One ping for every ordered server pair (`cassini fabric up --check`).
+
+        One source at a time: its pings run in parallel, the sources in turn,
+        so a machine with few cores is not flooded with processes.
+        """
+        servers = list(self.hosts)
+        pairs = [(a, b) for a in servers for b in servers if a != b]
+        results: dict[tuple[str, str], float | None] = {}
+        for src in servers:
+            results.update(self.ping([p for p in pairs if p[0] == src]))
+        lost = tuple(p for p, rtt in results.items() if rtt is None)
+        rtts = tuple(sorted(rtt for rtt in results.values() if rtt is not None))
+        return PingCheck(len(pairs), lost, rtts)
 
     # --- watching -------------------------------------------------------------
 
@@ -617,6 +496,7 @@ __all__ = [
     "EmulatedFabric",
     "EmulationProfile",
     "HostPort",
+    "PingCheck",
     "describe_exit",
     "emulation_profile",
     "port_links",

@@ -234,6 +234,36 @@ def tm_config_from_dict(data: Any, source: str = "TM config") -> TmConfig:
     )
 
 
+def tm_config_to_dict(tm: TmConfig) -> dict[str, Any]:
+    """The file form `tm_config_from_dict` reads back (for `cassini switch serve --tm-config`)."""
+    return {
+        "cell_bytes": tm.cell_bytes,
+        "buffer_cells": tm.buffer_cells,
+        "default_rate_gbps": tm.default_rate_gbps,
+        "default_queue_cells": tm.default_queue_cells,
+        "wire_overhead_bytes": tm.wire_overhead_bytes,
+        "ports": {
+            str(port): {
+                key: value
+                for key, value in (("rate_gbps", s.rate_gbps), ("queue_cells", s.queue_cells))
+                if value is not None
+            }
+            for port, s in sorted(tm.ports.items())
+        },
+        "pfc": {
+            "enabled": tm.pfc.enabled,
+            "xoff_cells": tm.pfc.xoff_cells,
+            "xon_cells": tm.pfc.xon_cells,
+            "pause_quanta": tm.pfc.pause_quanta,
+            "priority": tm.pfc.priority,
+        },
+        "loopback_cables": [
+            {"port_a": c.port_a, "port_b": c.port_b, "delay_us": c.delay_us}
+            for c in tm.loopback_cables
+        ],
+    }
+
+
 def _check_mapping(data: Any, where: str, known: tuple[str, ...]) -> None:
     if not isinstance(data, Mapping):
         raise UserInputError(f"{where}: expected a mapping, got {type(data).__name__}")
