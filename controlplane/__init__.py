@@ -1,13 +1,14 @@
 """The P4Runtime control plane: one question per module.
 
 - p4info: which P4 objects exist (names, ids, widths) and how values are encoded
+- p4names: which P4 objects the Python code names (spelled once, checked against the P4Info)
 - entries: a table entry / counter sample as a frozen value
 - settings: which thresholds to program (WRED, PFC, queues), from one config
 - compile: which entries a topology and its chip map need
 - reconcile: what must change on a device (pure diff) and writing it
 - session: talking to one device (arbitration, pipeline, batched writes, reads)
 - tls: which certificates a client or the switch presents and trusts
-- program: bringing a device to the desired state (push pipeline, reconcile)
+- program: bringing a device to a topology's entries (push pipeline, reconcile)
 - telemetry: per-port and per-link ECN/traffic time series from counters
 - tofino / bmv2: what each target needs beyond P4Runtime
 """

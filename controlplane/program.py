@@ -1,5 +1,7 @@
 """How is one device brought to the desired state?
 
+`program_topology` is what `cassini program` and the emulated fabric both
+do: compile the topology's entries (`controlplane.compile`) and program them.
 Push the pipeline if the device has none or a different one, read what is
 installed, diff, write the difference. Idempotent: a second run changes
 nothing. Installed WRED thresholds are not overwritten unasked: a fabric
@@ -12,12 +14,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from .compile import desired_entries
 from .entries import TableEntry
-from .p4info import P4InfoIndex
+from .p4info import P4InfoIndex, load_p4info
 from .p4names import WRED_TABLE
 from .reconcile import Plan, apply, plan
 from .session import P4RuntimeSession
+from .settings import WredSettings
+
+if TYPE_CHECKING:
+    from topologies.chip_mapping import ChipMap
+    from topologies.model import Topology
 
 # (min_cells, max_cells, max_prob) of one wred_profile entry; None: no entry.
 Thresholds = tuple[int, int, int] | None
@@ -120,3 +129,36 @@ def program_device(
     if not dry_run:
         apply(session, the_plan, batch_size=batch_size)
     return ProgramResult(pushed, the_plan, len(desired), len(installed), tuple(changes))
+
+
+def topology_entries(
+    topo: Topology, chip: ChipMap, wred: WredSettings, p4info: P4InfoIndex
+) -> list[TableEntry]:
+    """The entries a device holds for `topo`, in full P4Info names (forwarding, then WRED)."""
+    return [e.canonical(p4info) for e in desired_entries(topo, chip, wred)]
+
+
+def program_topology(
+    session: P4RuntimeSession,
+    topo: Topology,
+    chip: ChipMap,
+    wred: WredSettings,
+    p4info: P4InfoIndex | None = None,
+    device_config: bytes = b"",
+    dry_run: bool = False,
+    change_thresholds: bool = False,
+) -> ProgramResult:
+    """Make the device hold `topo`'s forwarding and WRED entries (`program_device`).
+
+    `wred` is in the device's unit (cells; `controlplane.bmv2.bmv2_wred` for
+    bmv2's packets); `p4info` defaults to the package's own.
+    """
+    p4info = p4info or load_p4info()
+    return program_device(
+        session,
+        topology_entries(topo, chip, wred, p4info),
+        p4info,
+        device_config,
+        dry_run=dry_run,
+        change_thresholds=change_thresholds,
+    )

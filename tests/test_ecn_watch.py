@@ -17,7 +17,7 @@ from scapy.layers.l2 import Ether
 
 from controlplane.telemetry import Interval, PortDelta
 from emulation.cli import main
-from emulation.cli.controlplane_cmds import _print_interval
+from emulation.cli.ecn_cmds import _print_interval
 from emulation.target.p4runtime_service import RunningServer, serve
 
 CASSINI = str(Path(sys.executable).parent / "cassini")

@@ -15,12 +15,14 @@ from collections.abc import Sequence
 from topologies.errors import UserInputError
 
 from . import (
-    controlplane_cmds,
+    ecn_cmds,
     fabric_cmds,
+    program_cmds,
     schedule_cmds,
     simulate_cmds,
     sweep_cmds,
     switch_cmds,
+    target_cmds,
     topo_cmds,
 )
 from .common import Interrupted
@@ -37,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
         schedule_cmds,
         simulate_cmds,
         sweep_cmds,
-        controlplane_cmds,
+        program_cmds,
+        ecn_cmds,
+        target_cmds,
         switch_cmds,
         fabric_cmds,
     ):

@@ -1,9 +1,12 @@
-"""Arguments several subcommands share, defined once so their help cannot drift."""
+"""Arguments several subcommands share, defined once so their help cannot drift.
+
+The address and TLS flags live in `address_flags` and `tls_flags`; they are
+importable from here too, so a command module imports its shared flags from one place.
+"""
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import re
 import signal
 from collections.abc import Iterator
@@ -13,8 +16,16 @@ from typing import TYPE_CHECKING
 from topologies.errors import UserInputError
 from topologies.library import builtin_names
 
+from .address_flags import MAX_PORT, connect_address, listen_address, parse_address
+from .tls_flags import (
+    add_tls_client_arguments,
+    add_tls_server_arguments,
+    client_tls_from_args,
+    server_tls_from_args,
+)
+
 if TYPE_CHECKING:
-    from controlplane.tls import ServerTlsSettings, TlsSettings
+    from controlplane.settings import ControlPlaneSettings
 
 DEFAULT_TOPOLOGY = "cassini-testbed"
 
@@ -128,176 +139,79 @@ def interruptible(message: str) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-# --- TLS: simple_switch_grpc's flags on the switch, p4runtime-shell's on the clients ---------
+# --- thresholds: the settings file and the WRED flags that override it ---------------------
 
 
-def add_tls_server_arguments(parser: argparse.ArgumentParser) -> None:
-    """TLS flags of a P4Runtime server, named as simple_switch_grpc names them."""
-    group = parser.add_argument_group("TLS (flags of simple_switch_grpc)")
-    group.add_argument(
-        "--grpc-server-ssl",
-        action="store_true",
-        help="serve P4Runtime and gNMI over TLS only (needs --grpc-server-cert and -key)",
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--settings` and the WRED flags, as every command that programs or emulates takes them."""
+    parser.add_argument("--settings", default=None, help="thresholds file (.yaml/.json)")
+    parser.add_argument(
+        "--wred-min", type=int, default=None, help="WRED min threshold, cells (1000)"
     )
-    group.add_argument("--grpc-server-cert", metavar="PEM", help="server certificate (chain)")
-    group.add_argument("--grpc-server-key", metavar="PEM", help="server private key")
-    group.add_argument(
-        "--grpc-server-cacert",
-        metavar="PEM",
-        help="CA certificate that clients' certificates must chain to",
+    parser.add_argument(
+        "--wred-max", type=int, default=None, help="WRED max threshold, cells (2000)"
     )
-    group.add_argument(
-        "--grpc-server-with-client-auth",
-        action="store_true",
-        help="mutual TLS: refuse clients without a certificate signed by --grpc-server-cacert",
+    parser.add_argument(
+        "--wred-prob", type=int, default=None, help="marking probability at max, percent"
     )
 
 
-def server_tls_from_args(args: argparse.Namespace) -> ServerTlsSettings | None:
-    """The server's TLS settings from add_tls_server_arguments' flags; None without --grpc-server-ssl.
+def settings_from_args(args: argparse.Namespace) -> ControlPlaneSettings:
+    """The thresholds of add_settings_arguments' flags: the file, then the flags over it."""
+    from controlplane.settings import load_settings
 
-    (our choice) Certificate flags without --grpc-server-ssl are refused;
-    simple_switch_grpc warns and serves plaintext, which a user who gave a
-    certificate did not ask for.
-    """
-    from controlplane.tls import ServerTlsSettings, check_key_pair, read_pem
-
-    given = {
-        "--grpc-server-cert": args.grpc_server_cert,
-        "--grpc-server-key": args.grpc_server_key,
-        "--grpc-server-cacert": args.grpc_server_cacert,
-        "--grpc-server-with-client-auth": args.grpc_server_with_client_auth or None,
-    }
-    if not args.grpc_server_ssl:
-        extra = [flag for flag, value in given.items() if value is not None]
-        if extra:
-            raise UserInputError(
-                f"{', '.join(extra)} without --grpc-server-ssl: add --grpc-server-ssl to serve TLS"
-            )
-        return None
-    missing = [f for f in ("--grpc-server-cert", "--grpc-server-key") if given[f] is None]
-    if missing:
-        raise UserInputError(f"--grpc-server-ssl needs {' and '.join(missing)}")
-    if args.grpc_server_with_client_auth and args.grpc_server_cacert is None:
-        raise UserInputError(
-            "--grpc-server-with-client-auth needs --grpc-server-cacert "
-            "(the CA that signs the clients' certificates)"
-        )
-    cert_name = f"--grpc-server-cert {args.grpc_server_cert}"
-    key_name = f"--grpc-server-key {args.grpc_server_key}"
-    cert = read_pem(args.grpc_server_cert, "--grpc-server-cert")
-    key = read_pem(args.grpc_server_key, "--grpc-server-key")
-    check_key_pair(cert, key, cert_name, key_name)
-    client_ca = args.grpc_server_cacert
-    return ServerTlsSettings(
-        cert,
-        key,
-        read_pem(client_ca, "--grpc-server-cacert") if client_ca else None,
-        args.grpc_server_with_client_auth,
-    )
+    return load_settings(args.settings).with_wred(args.wred_min, args.wred_max, args.wred_prob)
 
 
-def add_tls_client_arguments(parser: argparse.ArgumentParser) -> None:
-    """TLS flags of a client of the switch, named as p4runtime-shell names them."""
-    group = parser.add_argument_group("TLS (flags of p4runtime-shell)")
-    group.add_argument(
-        "--ssl", action="store_true", help="connect over TLS (P4Runtime, and gNMI if used)"
-    )
-    group.add_argument("--cacert", metavar="PEM", help="CA certificate to verify the server against")
-    group.add_argument("--cert", metavar="PEM", help="client certificate, for mutual TLS")
-    group.add_argument("--private-key", metavar="PEM", help="client private key, for mutual TLS")
+# --- durations and election ids, as the device commands take them ---------------------------
 
 
-def client_tls_from_args(args: argparse.Namespace) -> TlsSettings | None:
-    """The client's TLS settings from add_tls_client_arguments' flags; None without --ssl.
-
-    Without --cacert the server is verified against gRPC's default roots,
-    as p4runtime-shell does.
-    """
-    from controlplane.tls import TlsSettings, check_key_pair, read_pem
-
-    given = {"--cacert": args.cacert, "--cert": args.cert, "--private-key": args.private_key}
-    if not args.ssl:
-        extra = [flag for flag, value in given.items() if value is not None]
-        if extra:
-            raise UserInputError(f"{', '.join(extra)} without --ssl: add --ssl to connect over TLS")
-        return None
-    if (args.cert is None) != (args.private_key is None):
-        have, lack = ("--cert", "--private-key") if args.cert else ("--private-key", "--cert")
-        raise UserInputError(f"{have} needs {lack} (mutual TLS takes both)")
-    ca_cert, cert, key = (read_pem(path, flag) if path else None for flag, path in given.items())
-    if cert is not None and key is not None:
-        check_key_pair(cert, key, f"--cert {args.cert}", f"--private-key {args.private_key}")
-    return TlsSettings(ca_cert, cert, key)
+def parse_duration(text: str, flag: str) -> float:
+    """Seconds of '1s', '500ms', '2m' or a bare number of seconds."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*", text)
+    if not m:
+        raise UserInputError(f"{flag}: '{text}' is not a duration (e.g. 1s, 500ms, 2m)")
+    value = float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
+    if value <= 0:
+        raise UserInputError(f"{flag}: must be > 0, got '{text}'")
+    return value
 
 
-# --- addresses: HOST:PORT, checked once for every flag that takes one ----------------------
-
-_HOSTNAME = re.compile(
-    r"(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z"
-)
-MAX_PORT = 65535
-
-
-def parse_address(text: str, listening: bool) -> str:
-    """A gRPC address 'HOST:PORT' in canonical form; one-line error otherwise.
-
-    HOST is a name, an IPv4 address or an IPv6 address in brackets; PORT is
-    0-65535, 0 ("any free port") only for an address to listen on. Without
-    this check gRPC takes '127.0.0.1' as port 443 and 99999 as 34463.
-
-    >>> parse_address("localhost:9559", listening=False), parse_address("[::1]:0", listening=True)
-    ('localhost:9559', '[::1]:0')
-    """
-    example = "e.g. 127.0.0.1:9559 or [::1]:9559"
-    if text.startswith("["):
-        inside, bracket, rest = text[1:].partition("]")
-        if not bracket:
-            raise argparse.ArgumentTypeError(f"'{text}': no ']' after the IPv6 address ({example})")
-        try:
-            ipaddress.IPv6Address(inside)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"'{text}': '{inside}' is not an IPv6 address ({example})"
-            ) from None
-        if not rest.startswith(":"):
-            raise argparse.ArgumentTypeError(f"'{text}': no port after ']' ({example})")
-        host, port_text = f"[{inside}]", rest[1:]
-    else:
-        host, colon, port_text = text.rpartition(":")
-        if not colon:
-            raise argparse.ArgumentTypeError(f"'{text}': no port; expected HOST:PORT ({example})")
-        if ":" in host:
-            raise argparse.ArgumentTypeError(
-                f"'{text}': an IPv6 address goes in brackets ({example})"
-            )
-        if not host:
-            raise argparse.ArgumentTypeError(f"'{text}': no host before ':' ({example})")
-        if re.fullmatch(r"[0-9.]+", host):
-            try:
-                ipaddress.IPv4Address(host)
-            except ValueError:
-                raise argparse.ArgumentTypeError(
-                    f"'{text}': '{host}' is not an IPv4 address ({example})"
-                ) from None
-        elif not _HOSTNAME.match(host):
-            raise argparse.ArgumentTypeError(f"'{text}': '{host}' is not a host name ({example})")
-    if not port_text.isdigit() or not port_text.isascii():
-        raise argparse.ArgumentTypeError(f"'{text}': port '{port_text}' is not a number 0-65535")
-    port = int(port_text)
-    lowest = 0 if listening else 1
-    if not lowest <= port <= MAX_PORT:
-        what = "0 (any free port) to" if listening else "1 to"
-        raise argparse.ArgumentTypeError(f"'{text}': port {port} is outside {what} {MAX_PORT}")
-    return f"{host}:{port}"
+def parse_election_id(text: str) -> tuple[int, int]:
+    """'5' -> (0, 5); '1,5' -> (1, 5)."""
+    parts = text.split(",")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise UserInputError(f"--election-id: '{text}' is not LOW or HIGH,LOW") from None
+    if len(values) == 1:
+        values = [0, values[0]]
+    if len(values) != 2 or min(values) < 0 or values == [0, 0]:
+        raise UserInputError(f"--election-id: '{text}' must be LOW or HIGH,LOW, not 0")
+    return values[0], values[1]
 
 
-def listen_address(text: str) -> str:
-    """argparse `type=` of an address to listen on (port 0: any free port)."""
-    return parse_address(text, listening=True)
-
-
-def connect_address(text: str) -> str:
-    """argparse `type=` of an address to connect to (port 1-65535)."""
-    return parse_address(text, listening=False)
+__all__ = [
+    "DEFAULT_TOPOLOGY",
+    "MAX_PORT",
+    "Interrupted",
+    "add_force_argument",
+    "add_settings_arguments",
+    "add_tls_client_arguments",
+    "add_tls_server_arguments",
+    "add_topology_argument",
+    "client_tls_from_args",
+    "connect_address",
+    "interruptible",
+    "listen_address",
+    "nonnegative_float",
+    "nonnegative_int",
+    "parse_address",
+    "parse_duration",
+    "parse_election_id",
+    "positive_float",
+    "positive_int",
+    "server_tls_from_args",
+    "settings_from_args",
+    "topology_help",
+]

@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
-from .common import Interrupted, add_topology_argument, listen_address
-from .controlplane_cmds import _add_settings_flags, _settings
+from .common import (
+    Interrupted,
+    add_settings_arguments,
+    add_topology_argument,
+    listen_address,
+    settings_from_args,
+)
 
 if TYPE_CHECKING:
     from emulation.fabric import EmulatedFabric
@@ -60,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     up.add_argument("--no-pfc", action="store_true", help="turn PFC off in the switch")
     up.add_argument("--seed", type=int, default=0, help="seed of the WRED marking RNG")
-    _add_settings_flags(up)
+    add_settings_arguments(up)
     up.add_argument(
         "--check", action="store_true", help="ping every server pair once, print a summary, exit"
     )
@@ -74,7 +78,7 @@ def _up(args: argparse.Namespace) -> int:
     from topologies.library import load_topology
 
     topo = load_topology(args.topology)
-    settings = _settings(args)
+    settings = settings_from_args(args)
     scale = DEFAULT_SCALE if args.scale is None else args.scale
     if not topo.servers:
         raise UserInputError(f"topology '{topo.name}' has no servers to emulate")
@@ -180,38 +184,19 @@ def _print_fabric(fabric: EmulatedFabric, as_json: bool) -> None:
 
 
 def _check(fabric: EmulatedFabric, as_json: bool) -> int:
-    servers = list(fabric.hosts)
-    pairs = [(a, b) for a in servers for b in servers if a != b]
-    results: dict[tuple[str, str], float | None] = {}
-    # One source at a time: its pings run in parallel, the sources in turn,
-    # so a machine with few cores is not flooded with processes.
-    for src in servers:
-        results.update(fabric.ping([p for p in pairs if p[0] == src]))
-    lost = [p for p, rtt in results.items() if rtt is None]
-    rtts = sorted(rtt for rtt in results.values() if rtt is not None)
-    rtt_ms = {
-        "min": rtts[0] if rtts else None,
-        "median": statistics.median(rtts) if rtts else None,
-        "max": rtts[-1] if rtts else None,
-    }
-    summary: dict[str, Any] = {
-        "pairs": len(pairs),
-        "reachable": len(rtts),
-        "lost": [f"{a}->{b}" for a, b in lost],
-        "rtt_ms": rtt_ms,
-    }
+    check = fabric.check_reachability()
     if as_json:
-        print(json.dumps({"check": summary}), flush=True)
-    else:
-        rtt = rtt_ms
-        print(f"check: {len(rtts)}/{len(pairs)} server pairs answered one ping", end="")
-        if rtts:
-            print(
-                f"; RTT min {rtt['min']:.3f} / median {rtt['median']:.3f} / "
-                f"max {rtt['max']:.3f} ms",
-                end="",
-            )
-        print()
-        for a, b in lost[:20]:
-            print(f"  no answer: {a}->{b}")
-    return 0 if not lost else 1
+        print(json.dumps({"check": check.as_dict()}), flush=True)
+        return 0 if check.ok else 1
+    rtt = check.rtt_summary()
+    reachable = len(check.rtts_ms)
+    print(f"check: {reachable}/{check.pairs} server pairs answered one ping", end="")
+    if check.rtts_ms:
+        print(
+            f"; RTT min {rtt['min']:.3f} / median {rtt['median']:.3f} / max {rtt['max']:.3f} ms",
+            end="",
+        )
+    print()
+    for a, b in check.lost[:20]:
+        print(f"  no answer: {a}->{b}")
+    return 0 if check.ok else 1
