@@ -22,7 +22,7 @@ from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.p4info import P4InfoIndex, load_p4info
 from controlplane.session import P4RuntimeSession, WriteError
 from emulation.target.device import MAX_UPDATES_PER_WRITE, Device
-from emulation.target.entries import MAX_METADATA_BYTES
+from emulation.target.entry_validation import MAX_METADATA_BYTES
 from emulation.target.p4runtime_service import (
     DETAILED_FAILURES,
     ERROR_MESSAGE_CHARS,

@@ -3,34 +3,47 @@
 The gRPC layer (p4runtime_service.py) is a thin shell around `Device`; all
 decisions (who is primary, what a Write does, what a Read returns) are made
 here under one lock, so concurrent RPCs see each Write either done or not yet
-started (spec 10.4).
+started (spec 10.4). Who is primary is `arbitration`, which pipeline is
+installed is `pipeline_config`; this module handles Write and Read.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import queue
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import P4InfoIndex
-from emulation.target import entries as E
-from emulation.target.entries import EntryError
-from emulation.target.state import Change, ClearTables, Dataplane
-from topologies.errors import UserInputError
+from emulation.target.arbitration import (
+    Arbitration,
+    Session,
+    StreamEnd,
+    election_int,
+    fmt_election,
+    role_key,
+)
+from emulation.target.counter_entries import counter_change, counter_entries, counters_of_read
+from emulation.target.dataplane_effects import DataplaneEffect, dataplane_effect
+from emulation.target.entry_validation import (
+    ValidEntry,
+    initial_default_entry,
+    match_key_for_read,
+    table_of,
+    validate_default_entry,
+    validate_table_entry,
+)
+from emulation.target.errors import EntryError
+from emulation.target.pipeline_config import InstalledPipeline, PipelineConfigs
+from emulation.target.state import Change, Dataplane
 
 log = logging.getLogger(__name__)
 
 _Update = p4runtime_pb2.Update
-_SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
-_GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest
-
 
 # (our choice) Updates one Write may carry: a 100k-update Write held the device
 # for 52 s. Above it, RESOURCE_EXHAUSTED; the project's client sends 500 at a time.
@@ -40,64 +53,15 @@ LOGGED_FAILURES = 5
 # Restores one stored entry (or default) as it was before an update of a Write.
 _Undo = Callable[[], object]
 
-
-@dataclass(frozen=True)
-class StreamEnd:
-    """Put in a session's outbox to end its stream: normally (code None) or with an error."""
-
-    code: int | None = None
-    message: str = ""
-
-
-@dataclass(eq=False)
-class Session:
-    """One StreamChannel: its place in the election and the queue of messages to send it."""
-
-    outbox: queue.Queue[Any] = field(default_factory=queue.Queue)
-    role: str | None = None  # None until its first MasterArbitrationUpdate is accepted
-    role_message: Any = None  # the Role as the client sent it, echoed in notifications
-    election_id: int | None = None  # None: unset, never primary (spec 15.3.1)
-    peer: str = ""
-
-    def send(self, message: Any) -> None:
-        self.outbox.put(message)
-
-    def end(self, code: int | None = None, message: str = "") -> None:
-        self.outbox.put(StreamEnd(code, message))
-
-
-@dataclass
-class Pipeline:
-    """A forwarding pipeline config and the entries written against it."""
-
-    config: Any  # p4runtime_pb2.ForwardingPipelineConfig
-    index: P4InfoIndex
-    entries: dict[int, dict[E.EntryKey, Any]] = field(default_factory=dict)
-    defaults: dict[int, Any] = field(default_factory=dict)
-
-    @classmethod
-    def new(cls, config: Any, index: P4InfoIndex) -> Pipeline:
-        pipeline = cls(config=config, index=index)
-        for table in index.tables:
-            pipeline.entries[table.id] = {}
-            pipeline.defaults[table.id] = E.initial_default_entry(index, table)
-        return pipeline
-
-
-def election_int(message: Any) -> int:
-    """The 128-bit election id of a p4.v1.Uint128."""
-    return (message.high << 64) | message.low
-
-
-def _role_key(name: str, role_id: int = 0) -> str:
-    """Roles are told apart by name; the deprecated numeric id maps to a name."""
-    return name if name or not role_id else f"id:{role_id}"
-
-
-def _fmt_election(election_id: int | None) -> str:
-    if election_id is None:
-        return "unset"
-    return f"({election_id >> 64},{election_id & ((1 << 64) - 1)})"
+__all__ = [
+    "MAX_UPDATES_PER_WRITE",
+    "Device",
+    "EntryError",
+    "InstalledPipeline",
+    "Session",
+    "StreamEnd",
+    "election_int",
+]
 
 
 class Device:
@@ -108,144 +72,38 @@ class Device:
     ) -> None:
         self.device_id = device_id
         self.dataplane = dataplane
-        # The P4Info a pushed pipeline must match; None accepts any supported P4Info.
-        self.reference = reference
         self._lock = threading.RLock()
-        self._sessions: list[Session] = []  # live (arbitrated) sessions
-        self._highest: dict[str, int] = {}  # highest election id ever seen per role
-        self._committed: Pipeline | None = None
-        self._saved: Pipeline | None = None  # VERIFY_AND_SAVE'd, not yet committed
+        self.arbitration = Arbitration(device_id)
+        self.pipelines = PipelineConfigs(device_id, dataplane, reference)
         self.packet_outs_dropped = 0
 
-    # --- arbitration ------------------------------------------------------------
+    @property
+    def reference(self) -> P4InfoIndex | None:
+        """The P4Info a pushed pipeline must match; None accepts any supported P4Info."""
+        return self.pipelines.reference
+
+    # --- arbitration (see arbitration.py) ------------------------------------------
 
     def arbitrate(self, session: Session, update: Any) -> None:
         """Handle a MasterArbitrationUpdate (spec 5.4); raise EntryError to end the stream."""
         with self._lock:
-            first = session.role is None
-            if update.device_id != self.device_id:
-                code = code_pb2.NOT_FOUND if first else code_pb2.FAILED_PRECONDITION
-                raise EntryError(
-                    code, f"unknown device id {update.device_id} (this is device {self.device_id})"
-                )
-            role = _role_key(update.role.name, update.role.id)
-            if update.role.HasField("config"):
-                # (our choice) no role-config scheme: every role has full pipeline access.
-                raise EntryError(
-                    code_pb2.INVALID_ARGUMENT, "role.config is not supported by this target"
-                )
-            if not first and role != session.role:
-                raise EntryError(
-                    code_pb2.FAILED_PRECONDITION,
-                    f"stream is bound to role {session.role!r}; open a new stream for {role!r}",
-                )
-            election_id = (
-                election_int(update.election_id) if update.HasField("election_id") else None
-            )
-            if election_id is not None:
-                for other in self._sessions:
-                    if (
-                        other is not session
-                        and other.role == role
-                        and other.election_id == election_id
-                    ):
-                        raise EntryError(
-                            code_pb2.INVALID_ARGUMENT,
-                            f"election id {_fmt_election(election_id)} is already used by another "
-                            f"live client of role {role!r}",
-                        )
-            before = self._primary(role)
-            before_id = before.election_id if before else None
-            session.role, session.role_message = role, update.role
-            session.election_id = election_id
-            if first:
-                self._sessions.append(session)
-            if election_id is not None:
-                self._highest[role] = max(self._highest.get(role, election_id), election_id)
-            after = self._primary(role)
-            status = "primary" if after is session else "backup"
-            log.info(
-                "device %d: client %s role %r election id %s is %s",
-                self.device_id,
-                session.peer,
-                role,
-                _fmt_election(election_id),
-                status,
-            )
-            if after is not before or (after is not None and after.election_id != before_id):
-                self._notify_role(role)  # the primary changed: everyone hears (spec 5.5)
-            else:
-                session.send(self._arbitration_message(role, session))
+            self.arbitration.arbitrate(session, update)
 
     def remove_session(self, session: Session) -> None:
         """A stream ended: forget it; if it was primary, the next highest live client takes over."""
         with self._lock:
-            if session not in self._sessions:
-                return
-            role = session.role or ""
-            was_primary = self._primary(role) is session
-            self._sessions.remove(session)
-            log.info(
-                "device %d: client %s role %r election id %s disconnected",
-                self.device_id,
-                session.peer,
-                role,
-                _fmt_election(session.election_id),
-            )
-            if was_primary:
-                # (our choice) like bmv2/PI, the highest live election id becomes primary
-                # at once; spec 1.3 would leave the role without one until a new update.
-                new = self._primary(role)
-                log.info(
-                    "device %d: role %r primary is now %s",
-                    self.device_id,
-                    role,
-                    _fmt_election(new.election_id) if new else "none",
-                )
-                self._notify_role(role)
+            self.arbitration.remove_session(session)
 
     def end_all_sessions(self) -> None:
         """Close every stream (server shutdown)."""
         with self._lock:
-            sessions = list(self._sessions)
+            sessions = list(self.arbitration.sessions)
         for session in sessions:
             session.end()
 
     def primary_election_id(self, role: str = "") -> int | None:
         with self._lock:
-            primary = self._primary(role)
-            return primary.election_id if primary else None
-
-    def _primary(self, role: str) -> Session | None:
-        candidates = [s for s in self._sessions if s.role == role and s.election_id is not None]
-        return max(candidates, key=lambda s: s.election_id or 0, default=None)
-
-    def _notify_role(self, role: str) -> None:
-        for session in self._sessions:
-            if session.role == role:
-                session.send(self._arbitration_message(role, session))
-
-    def _arbitration_message(self, role: str, to: Session) -> Any:
-        """The advisory MasterArbitrationUpdate for one client (spec 5.5)."""
-        response = p4runtime_pb2.StreamMessageResponse()
-        arb = response.arbitration
-        arb.device_id = self.device_id
-        if to.role_message is not None and (to.role_message.name or to.role_message.id):
-            arb.role.CopyFrom(to.role_message)
-        primary = self._primary(role)
-        shown = primary.election_id if primary else self._highest.get(role)
-        if shown is not None:
-            arb.election_id.high, arb.election_id.low = shown >> 64, shown & ((1 << 64) - 1)
-        if primary is to:
-            arb.status.code = code_pb2.OK
-            arb.status.message = "this client is the primary"
-        elif primary is not None:
-            arb.status.code = code_pb2.ALREADY_EXISTS
-            arb.status.message = "another client is the primary"
-        else:
-            arb.status.code = code_pb2.NOT_FOUND
-            arb.status.message = "there is no primary client"
-        return response
+            return self.arbitration.primary_election_id(role)
 
     def packet_out(self, session: Session, packet: Any) -> None:
         """PacketOut: only the primary may send one (spec 16.1); others get a StreamError.
@@ -254,7 +112,7 @@ class Device:
         """
         with self._lock:
             role = session.role
-            if role is None or self._primary(role) is not session:
+            if role is None or self.arbitration.primary(role) is not session:
                 why = "has not arbitrated" if role is None else "is not the primary"
                 error = p4runtime_pb2.StreamMessageResponse()
                 error.error.canonical_code = code_pb2.PERMISSION_DENIED
@@ -274,126 +132,21 @@ class Device:
                 f"unknown device id {device_id} (this is device {self.device_id})",
             )
 
-    def _check_primary(self, role: str, request: Any) -> int:
-        if role and role not in self._highest and all(s.role != role for s in self._sessions):
-            raise EntryError(
-                code_pb2.NOT_FOUND,
-                f"unknown role {role!r}: no client has arbitrated for it on this device",
-            )
-        if not request.HasField("election_id"):
-            raise EntryError(
-                code_pb2.PERMISSION_DENIED, "election_id is unset: only the primary may write"
-            )
-        election_id = election_int(request.election_id)
-        primary = self._primary(role)
-        if primary is None or primary.election_id != election_id:
-            shown = _fmt_election(primary.election_id) if primary else "none"
-            raise EntryError(
-                code_pb2.PERMISSION_DENIED,
-                f"election id {_fmt_election(election_id)} is not the primary of role "
-                f"{role!r} (primary: {shown})",
-            )
-        return election_id
-
-    # --- pipeline -----------------------------------------------------------------
+    # --- pipeline (see pipeline_config.py) -----------------------------------------
 
     def set_pipeline(self, request: Any) -> None:
         """SetForwardingPipelineConfig (spec 13)."""
         with self._lock:
             self._check_device(request.device_id)
-            role = _role_key(request.role, request.role_id)
-            election_id = self._check_primary(role, request)
-            action = request.action
-            if action not in _SetAction.Action.values():
-                raise EntryError(
-                    code_pb2.INVALID_ARGUMENT, f"unknown SetForwardingPipelineConfig action {action}"
-                )
-            name = _SetAction.Action.Name(action)
-            if action == _SetAction.COMMIT:
-                if request.HasField("config"):
-                    raise EntryError(code_pb2.INVALID_ARGUMENT, "COMMIT takes no config")
-                if self._saved is None:
-                    raise EntryError(
-                        code_pb2.NOT_FOUND, "no saved config to commit (VERIFY_AND_SAVE first)"
-                    )
-                self._committed, self._saved = self._saved, None
-                self._rebuild_dataplane(self._committed, zero_counters=True)
-                log.info("device %d: committed the saved pipeline", self.device_id)
-                return
-            if action == _SetAction.UNSPECIFIED:
-                raise EntryError(
-                    code_pb2.INVALID_ARGUMENT, "SetForwardingPipelineConfig action is unset"
-                )
-            if not request.HasField("config") or not request.config.HasField("p4info"):
-                raise EntryError(code_pb2.INVALID_ARGUMENT, f"{name} needs a config with a P4Info")
-            index = E.check_pipeline(request.config.p4info, self.reference)
-            config = p4runtime_pb2.ForwardingPipelineConfig()
-            config.CopyFrom(request.config)
-            if action == _SetAction.VERIFY:
-                log.info("device %d: verified a pipeline (%s)", self.device_id, _summary(index))
-                return
-            pipeline = Pipeline.new(config, index)
-            if action == _SetAction.VERIFY_AND_SAVE:
-                self._saved = pipeline
-            elif action == _SetAction.VERIFY_AND_COMMIT:
-                self._committed, self._saved = pipeline, None
-                self._rebuild_dataplane(pipeline, zero_counters=True)
-            elif action == _SetAction.RECONCILE_AND_COMMIT:
-                if self._committed is not None:
-                    _carry_entries(self._committed, pipeline)
-                self._committed, self._saved = pipeline, None
-                self._rebuild_dataplane(pipeline, zero_counters=False)
-            else:
-                raise EntryError(code_pb2.INVALID_ARGUMENT, f"unknown action {action}")
-            log.info(
-                "device %d: %s by election id %s: %s, device config %d bytes",
-                self.device_id,
-                name,
-                _fmt_election(election_id),
-                _summary(index),
-                len(config.p4_device_config),
-            )
+            role = role_key(request.role, request.role_id)
+            election_id = self.arbitration.check_primary(role, request)
+            self.pipelines.set(request, election_id)
 
     def get_pipeline(self, request: Any) -> Any:
         """GetForwardingPipelineConfig: the committed config, unset before any (spec 14)."""
         with self._lock:
             self._check_device(request.device_id)
-            response = p4runtime_pb2.GetForwardingPipelineConfigResponse()
-            if self._committed is None:
-                return response
-            stored = self._committed.config
-            kind = request.response_type
-            if kind == _GetType.ALL:
-                response.config.CopyFrom(stored)
-            else:
-                if stored.HasField("cookie"):
-                    response.config.cookie.CopyFrom(stored.cookie)
-                else:
-                    response.config.SetInParent()
-                if kind == _GetType.P4INFO_AND_COOKIE:
-                    response.config.p4info.CopyFrom(stored.p4info)
-                elif kind == _GetType.DEVICE_CONFIG_AND_COOKIE:
-                    response.config.p4_device_config = stored.p4_device_config
-            return response
-
-    def _current(self) -> Pipeline:
-        """The pipeline Reads and Writes refer to: the saved one if any (spec 13), else committed."""
-        pipeline = self._saved or self._committed
-        if pipeline is None:
-            raise EntryError(
-                code_pb2.FAILED_PRECONDITION, "no forwarding pipeline config has been set"
-            )
-        return pipeline
-
-    def _rebuild_dataplane(self, pipeline: Pipeline, *, zero_counters: bool) -> None:
-        """Make the packet path see exactly the pipeline's entries (one batch)."""
-        changes: list[Change] = [ClearTables(zero_counters)]
-        for table_entries in pipeline.entries.values():
-            for entry in table_entries.values():
-                effect = E.dataplane_effect(pipeline.index, entry, deleted=False)
-                if effect is not None:
-                    changes.append(effect)
-        self.dataplane.apply(changes)
+            return self.pipelines.get(request)
 
     # --- write ---------------------------------------------------------------------
 
@@ -409,9 +162,9 @@ class Device:
         with self._lock:
             # Spec order: device, then the writer's right to write, then the pipeline.
             self._check_device(request.device_id)
-            role = _role_key(request.role, request.role_id)
-            election_id = self._check_primary(role, request)
-            pipeline = self._current()
+            role = role_key(request.role, request.role_id)
+            election_id = self.arbitration.check_primary(role, request)
+            pipeline = self.pipelines.current()
             atomicity = request.atomicity
             if atomicity not in p4runtime_pb2.WriteRequest.Atomicity.values():
                 raise EntryError(code_pb2.INVALID_ARGUMENT, f"unknown atomicity {atomicity}")
@@ -427,7 +180,7 @@ class Device:
                 p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR,
                 p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC,
             )
-            live = pipeline is self._committed and self._saved is None
+            live = pipeline is self.pipelines.committed and self.pipelines.saved is None
             undo: list[_Undo] = []
             changes: list[Change] = []
             results: list[EntryError | None] = []
@@ -457,7 +210,7 @@ class Device:
             log.info(
                 "device %d: write by election id %s: %d updates, %d failed%s",
                 self.device_id,
-                _fmt_election(election_id),
+                fmt_election(election_id),
                 len(request.updates),
                 sum(r is not None for r in results),
                 " (rolled back)" if rollback and failed else "",
@@ -472,7 +225,7 @@ class Device:
 
     def _apply(
         self,
-        pipeline: Pipeline,
+        pipeline: InstalledPipeline,
         update: Any,
         live: bool,
         changes: list[Change],
@@ -486,7 +239,7 @@ class Device:
             if live and effect is not None:
                 changes.append(effect)
         elif kind == "counter_entry":
-            counter = E.counter_change(pipeline.index, update.entity.counter_entry, update.type)
+            counter = counter_change(pipeline.index, update.entity.counter_entry, update.type)
             if counter is not None:
                 changes.append(counter)
         elif kind is None:
@@ -497,17 +250,17 @@ class Device:
             )
 
     def _write_table(
-        self, pipeline: Pipeline, update_type: int, entry: Any, undo: list[_Undo]
-    ) -> E.DataplaneEffect | None:
+        self, pipeline: InstalledPipeline, update_type: int, entry: Any, undo: list[_Undo]
+    ) -> DataplaneEffect | None:
         """Change the stored entries (recording how to undo it); return the packet-path effect."""
         index = pipeline.index
         if entry.is_default_action:
-            table, stored = E.validate_default_entry(index, entry, update_type)
+            table, stored = validate_default_entry(index, entry, update_type)
             defaults = pipeline.defaults
             undo.append(functools.partial(defaults.__setitem__, table.id, defaults[table.id]))
-            defaults[table.id] = stored or E.initial_default_entry(index, table)
+            defaults[table.id] = stored or initial_default_entry(index, table)
             return None
-        valid = E.validate_table_entry(index, entry, update_type)
+        valid = validate_table_entry(index, entry, update_type)
         table_entries = pipeline.entries.setdefault(valid.table.id, {})
         existing = table_entries.get(valid.key)
         if update_type == _Update.INSERT:
@@ -538,7 +291,7 @@ class Device:
             del table_entries[valid.key]
             undo.append(functools.partial(table_entries.__setitem__, valid.key, existing))
             stored = existing
-        return E.dataplane_effect(index, stored, deleted=update_type == _Update.DELETE)
+        return dataplane_effect(index, stored, deleted=update_type == _Update.DELETE)
 
     # --- read ------------------------------------------------------------------------
 
@@ -546,7 +299,7 @@ class Device:
         """The entities a ReadRequest asks for, as one consistent snapshot."""
         with self._lock:
             self._check_device(request.device_id)
-            pipeline = self._current()
+            pipeline = self.pipelines.current()
             cells = self._counter_cells(pipeline.index, request)
             out: list[Any] = []
             for i, entity in enumerate(request.entities):
@@ -558,7 +311,7 @@ class Device:
                             e.table_entry.CopyFrom(entry)
                             out.append(e)
                     elif kind == "counter_entry":
-                        for counter in E.counter_entries(
+                        for counter in counter_entries(
                             pipeline.index, cells, entity.counter_entry
                         ):
                             e = p4runtime_pb2.Entity()
@@ -582,22 +335,22 @@ class Device:
         for i, entity in enumerate(request.entities):
             if entity.WhichOneof("entity") == "counter_entry":
                 try:
-                    names.update(c.name for c in E.counters_of_read(index, entity.counter_entry))
+                    names.update(c.name for c in counters_of_read(index, entity.counter_entry))
                 except EntryError as err:
                     raise EntryError(err.code, f"entity {i}: {err.message}") from None
         return self.dataplane.counters(sorted(names)) if names else {}
 
-    def _read_table(self, pipeline: Pipeline, query: Any) -> Iterable[Any]:
+    def _read_table(self, pipeline: InstalledPipeline, query: Any) -> Iterable[Any]:
         index = pipeline.index
         if query.table_id == 0:
             tables = [t.id for t in index.tables]
         else:
-            tables = [E.table_of(index, query.table_id).id]
+            tables = [table_of(index, query.table_id).id]
         if query.is_default_action:
             return [pipeline.defaults[t] for t in tables]
         if query.table_id and len(query.match):
-            table = E.table_of(index, query.table_id)
-            key = E.match_key_for_read(table, query)
+            table = table_of(index, query.table_id)
+            key = match_key_for_read(table, query)
             found = pipeline.entries[table.id].get(key)
             return [found] if found is not None else []
         result = []
@@ -633,13 +386,7 @@ def _check_absent_kind(kind: str, query: Any) -> None:
         )
 
 
-def _summary(index: P4InfoIndex) -> str:
-    return (
-        f"{len(index.tables)} tables, {len(index.actions)} actions, {len(index.counters)} counters"
-    )
-
-
-def _show_key(valid: E.ValidEntry) -> str:
+def _show_key(valid: ValidEntry) -> str:
     parts = []
     for match in valid.entry.match:
         field_info = valid.table.match_field_by_id(match.field_id)
@@ -651,40 +398,3 @@ def _show_key(valid: E.ValidEntry) -> str:
     if valid.entry.priority:
         parts.append(f"priority={valid.entry.priority}")
     return "{" + ", ".join(parts) + "}"
-
-
-def _carry_entries(old: Pipeline, new: Pipeline) -> None:
-    """RECONCILE_AND_COMMIT: move entries to the new P4Info by name, or refuse (spec 13)."""
-    for table_entries in old.entries.values():
-        for entry in table_entries.values():
-            moved = _rename_ids(old.index, new.index, entry)
-            valid = E.validate_table_entry(new.index, moved, _Update.INSERT)
-            new.entries.setdefault(valid.table.id, {})[valid.key] = valid.entry
-    for entry in old.defaults.values():
-        moved = _rename_ids(old.index, new.index, entry)
-        new.defaults[moved.table_id] = moved
-
-
-def _rename_ids(old: P4InfoIndex, new: P4InfoIndex, entry: Any) -> Any:
-    """The same entry with the new P4Info's ids, found by name."""
-    try:
-        old_table = old.table_by_id(entry.table_id)
-        new_table = new.table(old_table.name)
-        moved = p4runtime_pb2.TableEntry()
-        moved.CopyFrom(entry)
-        moved.table_id = new_table.id
-        for match in moved.match:
-            name = old_table.match_field_by_id(match.field_id).name
-            match.field_id = new_table.match_field(name).id
-        if moved.HasField("action") and moved.action.action.action_id:
-            old_action = old.action_by_id(moved.action.action.action_id)
-            new_action = new.action(old_action.name)
-            moved.action.action.action_id = new_action.id
-            for param in moved.action.action.params:
-                name = old_action.param_by_id(param.param_id).name
-                param.param_id = new_action.param(name).id
-        return moved
-    except UserInputError as err:
-        raise EntryError(
-            code_pb2.INVALID_ARGUMENT, f"cannot keep the installed entries: {err}"
-        ) from None

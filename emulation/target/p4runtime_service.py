@@ -28,7 +28,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from controlplane.p4info import load_p4info
 from controlplane.tls import ServerTlsSettings
 from emulation.target.device import Device, Session, StreamEnd
-from emulation.target.entries import EntryError
+from emulation.target.errors import EntryError
 from emulation.target.port_stats import PortCounters
 from emulation.target.state import Dataplane, DataplaneState, LocalDataplane
 from topologies.errors import UserInputError

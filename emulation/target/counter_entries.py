@@ -1,0 +1,78 @@
+"""Which counter cells does a P4Runtime read return, and what does a counter write set?
+
+Reads are answered from counter arrays taken at one instant; writes become a
+`CounterChange` for the packet path (MODIFY only, spec 9.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from google.rpc import code_pb2
+from p4.v1 import p4runtime_pb2
+
+from controlplane.p4info import CounterInfo, P4InfoIndex
+from emulation.target.errors import EntryError, invalid, known_object
+from emulation.target.state import CounterChange
+
+
+def counters_of_read(index: P4InfoIndex, query: Any) -> list[CounterInfo]:
+    """The counters a CounterEntry read names (all of them for counter_id 0)."""
+    if query.counter_id == 0:
+        return list(index.counters)
+    return [_counter_of(index, query.counter_id)]
+
+
+def counter_entries(
+    index: P4InfoIndex, cells_of: Mapping[str, np.ndarray], query: Any
+) -> list[Any]:
+    """The CounterEntry messages a read of `query` returns (wildcards per spec 9.5),
+    from counter arrays read at one instant (`cells_of`: name -> [cells, 2])."""
+    out = []
+    for counter in counters_of_read(index, query):
+        cells = cells_of[counter.name][: counter.size]
+        if query.counter_id and query.HasField("index"):
+            indexes: Iterable[int] = [_checked_index(counter, query.index.index)]
+        else:
+            indexes = range(counter.size)
+        for i in indexes:
+            entry = p4runtime_pb2.CounterEntry(counter_id=counter.id)
+            entry.index.index = i
+            if counter.unit in ("PACKETS", "BOTH"):
+                entry.data.packet_count = int(cells[i, 0])
+            if counter.unit in ("BYTES", "BOTH"):
+                entry.data.byte_count = int(cells[i, 1])
+            if not entry.HasField("data"):
+                entry.data.SetInParent()
+            out.append(entry)
+    return out
+
+
+def counter_change(index: P4InfoIndex, entry: Any, update_type: int) -> CounterChange | None:
+    """What a counter write sets: one cell (or every cell when index is unset); MODIFY only."""
+    counter = _counter_of(index, entry.counter_id)
+    if update_type != p4runtime_pb2.Update.MODIFY:
+        raise invalid(f"counter {counter.name}: counter entries can only be modified")
+    if not entry.HasField("data"):
+        return None  # spec 9.5: no data, no change
+    cell = _checked_index(counter, entry.index.index) if entry.HasField("index") else None
+    return CounterChange(
+        counter.name, cell, counter.size, entry.data.packet_count, entry.data.byte_count
+    )
+
+
+def _counter_of(index: P4InfoIndex, counter_id: int) -> CounterInfo:
+    found: CounterInfo = known_object(index.counter_by_id, counter_id, "unknown counter id")
+    return found
+
+
+def _checked_index(counter: CounterInfo, i: int) -> int:
+    if i < 0:
+        raise invalid(f"counter {counter.name}: negative index {i}")
+    if i >= counter.size:
+        raise EntryError(
+            code_pb2.OUT_OF_RANGE, f"counter {counter.name}: index {i} >= size {counter.size}"
+        )
+    return i
