@@ -29,7 +29,7 @@ from controlplane.p4info import load_p4info
 from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession
 from emulation.netns import NetnsLab, leftovers, new_prefix
-from emulation.target.datapath import STATS_PUBLISH_S, Datapath, Pipeline
+from emulation.target.datapath import STATS_PUBLISH_S, Datapath, SwitchProgram
 from emulation.target.packet import build_pfc_frame
 from emulation.target.ports import (
     MAX_FRAME_BYTES,
@@ -389,7 +389,7 @@ def _stalled_paced_run(
     state.wred[2] = WredProfile(min_cells=30, max_cells=90, max_prob_percent=100)
     sockets = open_ports(ports, use_ring=rx_ring)
     try:
-        pipeline = Pipeline(state, tm, ports, port_macs={s.port: s.mac for s in sockets})
+        pipeline = SwitchProgram(state, tm, ports, port_macs={s.port: s.mac for s in sockets})
         datapath = Datapath(pipeline, sockets, kernel_timestamps=kernel_timestamps)
         datapath.start()
         try:

@@ -1,6 +1,6 @@
 """What happens to a frame between the receiving and the sending socket?
 
-`Pipeline` is the switch program (the P4 program's ingress and egress):
+`SwitchProgram` is the switch program (the P4 program's ingress and egress):
 count, look up (ingress_port, dst_mac) in `logical_forward`, hand to the
 traffic manager, count on transmit. It has no sockets and takes `now` from
 the caller, so tests run it on a fake clock. `Datapath` is the loop around
@@ -87,7 +87,7 @@ def checked_counter_names() -> tuple[str, ...]:
     return tuple(index.counter(name).name for name in COUNTER_NAMES)
 
 
-class Pipeline:
+class SwitchProgram:
     """The switch program over one DataplaneState and one TrafficManager."""
 
     def __init__(
@@ -266,7 +266,7 @@ class Pipeline:
 
 
 class Datapath:
-    """The packet loop: sockets in, Pipeline, sockets out. Runs in one thread.
+    """The packet loop: sockets in, SwitchProgram, sockets out. Runs in one thread.
 
     kernel_timestamps False stamps frames with the time they are read (the
     old behaviour, kept to show what it costs: see the tests).
@@ -274,7 +274,7 @@ class Datapath:
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        pipeline: SwitchProgram,
         sockets: Sequence[PortSocket],
         clock: Callable[[], float] = time.monotonic,
         kernel_timestamps: bool = True,

@@ -297,7 +297,7 @@ class DatapathProcess:
 
 def _child(control: Connection, memory_fd: int) -> int:
     """Run the packet loop until told to stop; returns the exit code."""
-    from .datapath import Datapath, Pipeline
+    from .datapath import Datapath, SwitchProgram
     from .ports import open_ports
 
     spec: DatapathSpec = control.recv()
@@ -320,7 +320,7 @@ def _child(control: Connection, memory_fd: int) -> int:
         return 2
     shared = SharedCounters(memory_fd, spec.counter_names)
     state = DataplaneState(counters=shared.counter_views())
-    pipeline = Pipeline(
+    pipeline = SwitchProgram(
         state,
         spec.tm,
         spec.ports,
