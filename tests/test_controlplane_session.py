@@ -75,7 +75,10 @@ def test_changed_wred_thresholds_are_modified_in_place(device, testbed, index):
     with P4RuntimeSession.connect(device.address, 1, p4info=index) as session:
         program_device(session, _desired(testbed, index), index)
         result = program_device(
-            session, _desired(testbed, index, WredSettings(500, 900, 30)), index
+            session,
+            _desired(testbed, index, WredSettings(500, 900, 30)),
+            index,
+            change_thresholds=True,
         )
         assert not result.pipeline_pushed
         assert len(result.plan.modifies) == 72
