@@ -207,7 +207,8 @@ def test_fabric_is_the_default_testbed_programmed_over_p4runtime(
     assert sorted(f for f in found if f.startswith("link")) == sorted(
         f"link {h.switch_ifname}" for h in fabric.hosts.values()
     )
-    assert sum(f.startswith("process") for f in found) == 1
+    # One switch process and its packet loop.
+    assert sum(f.startswith("process") for f in found) == 2
     installed = reader.read_table()
     assert fabric.program_result is not None and fabric.program_result.pipeline_pushed
     forwarding = forwarding_entries(fabric.topo, chip)
