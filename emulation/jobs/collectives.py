@@ -1,0 +1,375 @@
+"""How do a job's workers exchange an Up phase's bytes, the way a real collective does?
+
+Ring AllReduce (reduce-scatter, then all-gather: 2(N-1) steps, chunk =
+gradient bytes / N) between the job's workers in placement order, over two
+persistent TCP connections per worker: one to the right neighbour (sends),
+one from the left (receives). A step ends only when the left neighbour's
+chunk has arrived, so a slow link anywhere stretches the whole job.
+
+Transport: kernel TCP with ECN. `net.ipv4.tcp_ecn` is per network
+namespace; with 1 the kernel negotiates ECN and sends data as ECT(0) (the
+ECN bits of IP_TOS cannot be set on a TCP socket: the kernel owns them).
+The congestion control is the namespace's default, cubic: DCTCP is absent
+from this kernel. Cubic with ECN treats an ECE echo like a loss, one
+multiplicative decrease (x 0.7) per window, where DCTCP would cut in
+proportion to the fraction of marked packets.
+
+No reduction arithmetic is done (our choice): the payload is zeros; what
+matters to the fabric is the bytes, their timing and the waiting.
+
+Each step also carries one header byte per direction, the running OR of the
+workers' "stop after this iteration" wishes; after N-1 steps every worker
+holds the OR of all of them, so a job stops at a deadline in agreement.
+"""
+
+from __future__ import annotations
+
+import errno
+import selectors
+import socket
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scheduler.types import Phase
+
+HELLO = struct.Struct("!4sI64s")  # magic, sender's worker index, job name
+HELLO_MAGIC = b"CASR"
+BARRIER = struct.Struct("!4sd")  # magic, agreed start (epoch ms) or 0
+BARRIER_MAGIC = b"CASB"
+TCPI_OPT_ECN = 8  # linux/tcp.h: tcpi_options bit set when ECN was negotiated
+TCP_INFO_OPTIONS_OFFSET = 5  # u8 state, ca_state, retransmits, probes, backoff, options
+SCRATCH_BYTES = 1 << 20
+# (our choice) The barrier's start lies this far ahead, so every worker is
+# waiting for it when it comes, not still reading the barrier's last message.
+START_MARGIN_MS = 100.0
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where one worker listens: its server's IP and a port unique on that server."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Address:
+        """'10.0.0.1:47000' -> Address('10.0.0.1', 47000)."""
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"peer address {text!r} is not HOST:PORT like 10.0.0.1:47000")
+        return cls(host, int(port))
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class RingStep:
+    """One step of the ring for one worker: which chunk goes right, which comes from the left."""
+
+    stage: str  # "reduce-scatter" or "all-gather"
+    step: int
+    send_chunk: int
+    send_bytes: int
+    recv_chunk: int
+    recv_bytes: int
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """What one AllReduce did for one worker."""
+
+    bytes_sent: int
+    bytes_received: int
+    elapsed_ms: float
+    stop: bool  # some worker asked to stop after this iteration
+
+
+class PeerLost(RuntimeError):
+    """A ring neighbour closed, reset or went silent: the job cannot go on."""
+
+    def __init__(self, job: str, worker: int, peer: int, address: Address, reason: str) -> None:
+        super().__init__(
+            f"job {job}: worker {worker} lost peer worker {peer} ({address}): {reason}"
+        )
+        self.job, self.worker, self.peer, self.reason = job, worker, peer, reason
+
+
+def chunk_sizes(total_bytes: int, workers: int) -> tuple[int, ...]:
+    """The N chunks of a ring AllReduce; the remainder goes to the first chunks.
+
+    >>> chunk_sizes(10, 4)
+    (3, 3, 2, 2)
+    """
+    if workers < 1 or total_bytes < 0:
+        raise ValueError(f"need workers >= 1 and bytes >= 0, got {workers}, {total_bytes}")
+    base, extra = divmod(total_bytes, workers)
+    return tuple(base + (1 if i < extra else 0) for i in range(workers))
+
+
+def ring_allreduce_plan(total_bytes: int, workers: int, rank: int) -> tuple[RingStep, ...]:
+    """Worker `rank`'s 2(N-1) steps: in reduce-scatter step s it sends chunk
+    (rank - s) mod N and receives chunk (rank - s - 1) mod N; all-gather then
+    circulates the reduced chunks, starting with chunk (rank + 1) mod N.
+
+    >>> [(s.send_chunk, s.recv_chunk) for s in ring_allreduce_plan(300, 3, 0)]
+    [(0, 2), (2, 1), (1, 0), (0, 2)]
+    """
+    sizes = chunk_sizes(total_bytes, workers)
+    steps = []
+    for s in range(workers - 1):
+        send, recv = (rank - s) % workers, (rank - s - 1) % workers
+        steps.append(RingStep("reduce-scatter", s, send, sizes[send], recv, sizes[recv]))
+    for s in range(workers - 1):
+        send, recv = (rank - s + 1) % workers, (rank - s) % workers
+        steps.append(RingStep("all-gather", s, send, sizes[send], recv, sizes[recv]))
+    return tuple(steps)
+
+
+def phase_bytes(phase: Phase, scale: float) -> int:
+    """The bytes one worker sends in an Up phase, times the emulation scale S:
+    at the scaled port rate the phase then lasts as long as on the testbed.
+
+    >>> phase_bytes(Phase(100.0, 50.0), 0.001)
+    625000
+    """
+    return round(phase.duration_ms * 1e-3 * phase.gbps * 1e9 / 8 * scale)
+
+
+def gradient_bytes(bytes_per_worker: int, workers: int) -> int:
+    """The S of a ring AllReduce in which each worker sends `bytes_per_worker`
+    (the inverse of `scheduler.profiles.allreduce_bytes_per_worker`).
+
+    >>> gradient_bytes(1_500_000, 4)
+    1000000
+    """
+    if workers < 2:
+        return 0
+    return round(bytes_per_worker * workers / (2 * (workers - 1)))
+
+
+class Ring:
+    """One worker's two ring connections; `connect`, `barrier`, `allreduce`, `close`."""
+
+    def __init__(
+        self, job: str, rank: int, peers: Sequence[Address], timeout_s: float = 10.0
+    ) -> None:
+        if not 0 <= rank < len(peers) or len(peers) < 2:
+            raise ValueError(f"worker {rank} of {len(peers)}: a ring needs 2+ workers")
+        self.job, self.rank, self.peers, self.timeout_s = job, rank, tuple(peers), timeout_s
+        self.n = len(peers)
+        self.left_rank, self.right_rank = (rank - 1) % self.n, (rank + 1) % self.n
+        self.left: socket.socket | None = None
+        self.right: socket.socket | None = None
+        self._listener: socket.socket | None = None
+        self._zeros = memoryview(bytes(0))
+        self._scratch = memoryview(bytearray(SCRATCH_BYTES))
+
+    # --- set-up ---------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Listen for the left neighbour, connect to the right one (retrying while
+        it starts), and check both say the same job and the expected worker."""
+        me = self.peers[self.rank]
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((me.host, me.port))
+        listener.listen(1)
+        listener.settimeout(0.05)
+        self._listener = listener
+        deadline = time.monotonic() + self.timeout_s
+        right = self.peers[self.right_rank]
+        while self.left is None or self.right is None:
+            if time.monotonic() > deadline:
+                missing = self.left_rank if self.left is None else self.right_rank
+                raise PeerLost(
+                    self.job, self.rank, missing, self.peers[missing],
+                    f"not reachable within {self.timeout_s:g} s at start",
+                )  # fmt: skip
+            if self.right is None:
+                self.right = self._try_connect(right)
+            if self.left is None:
+                self.left = self._try_accept(listener)
+        listener.close()
+        self._listener = None
+
+    def _try_connect(self, address: Address) -> socket.socket | None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.settimeout(0.5)
+        try:
+            sock.connect((address.host, address.port))
+        except OSError:
+            sock.close()
+            time.sleep(0.05)
+            return None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(self.timeout_s)
+        sock.sendall(HELLO.pack(HELLO_MAGIC, self.rank, self.job.encode()[:64]))
+        return sock
+
+    def _try_accept(self, listener: socket.socket) -> socket.socket | None:
+        try:
+            sock, _ = listener.accept()
+        except TimeoutError:
+            return None
+        sock.settimeout(self.timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        magic, sender, job = HELLO.unpack(self._recv_exact(sock, HELLO.size, self.left_rank))
+        name = job.rstrip(b"\0").decode(errors="replace")
+        if magic != HELLO_MAGIC or name != self.job[:64] or sender != self.left_rank:
+            sock.close()
+            raise RuntimeError(
+                f"job {self.job}: worker {self.rank} expected worker {self.left_rank} of its "
+                f"job on its port, got worker {sender} of job {name!r}: are two replicas "
+                "sharing a port?"
+            )
+        return sock
+
+    def ecn_negotiated(self) -> bool:
+        """Whether the kernel negotiated ECN on both connections (tcp_ecn=1 in the namespace)."""
+        return all(_ecn_negotiated(s) for s in (self.left, self.right) if s is not None)
+
+    def barrier(self, margin_ms: float = START_MARGIN_MS) -> float:
+        """Agree on the job's start: worker 0 sends a token around the ring (all
+        are connected), then the start time (epoch ms) around it again."""
+        left, right = self._sockets()
+        if self.rank == 0:
+            right.sendall(BARRIER.pack(BARRIER_MAGIC, 0.0))
+            self._recv_barrier(left)
+            start = time.time() * 1e3 + margin_ms
+            right.sendall(BARRIER.pack(BARRIER_MAGIC, start))
+            self._recv_barrier(left)
+            return start
+        right.sendall(BARRIER.pack(BARRIER_MAGIC, self._recv_barrier(left)))
+        start = self._recv_barrier(left)
+        right.sendall(BARRIER.pack(BARRIER_MAGIC, start))
+        return start
+
+    def _recv_barrier(self, left: socket.socket) -> float:
+        magic, value = BARRIER.unpack(self._recv_exact(left, BARRIER.size, self.left_rank))
+        if magic != BARRIER_MAGIC:
+            raise RuntimeError(f"job {self.job}: worker {self.rank}: garbled barrier message")
+        return float(value)
+
+    # --- the collective -------------------------------------------------------
+
+    def allreduce(self, total_bytes: int, stop: bool = False) -> CollectiveResult:
+        """One ring AllReduce of `total_bytes` gradient bytes; `stop` is this
+        worker's wish to end after the iteration (the result's `stop` is everyone's)."""
+        began = time.monotonic()
+        sent = received = 0
+        for step in ring_allreduce_plan(total_bytes, self.n, self.rank):
+            got, peer_stop = self._exchange(step.send_bytes, step.recv_bytes, stop)
+            stop = stop or peer_stop
+            sent += step.send_bytes
+            received += got
+        return CollectiveResult(sent, received, (time.monotonic() - began) * 1e3, stop)
+
+    def _exchange(self, send_bytes: int, recv_bytes: int, stop: bool) -> tuple[int, bool]:
+        """Send one header byte and `send_bytes` right while receiving one header
+        byte and `recv_bytes` from the left; no progress for timeout_s is a lost peer."""
+        left, right = self._sockets()
+        if len(self._zeros) < send_bytes + 1:
+            self._zeros = memoryview(bytes(send_bytes + 1))
+        out = bytearray(self._zeros[: send_bytes + 1])
+        out[0] = 1 if stop else 0
+        outgoing = memoryview(out)
+        want = recv_bytes + 1
+        got, peer_stop = 0, False
+        selector = selectors.DefaultSelector()
+        left.setblocking(False)
+        right.setblocking(False)
+        try:
+            selector.register(left, selectors.EVENT_READ)
+            selector.register(right, selectors.EVENT_WRITE)
+            last_progress = time.monotonic()
+            while got < want or outgoing:
+                events = selector.select(timeout=0.5)
+                if not events and time.monotonic() - last_progress > self.timeout_s:
+                    peer = self.left_rank if got < want else self.right_rank
+                    raise self._lost(peer, f"no progress for {self.timeout_s:g} s")
+                for key, _ in events:
+                    if key.fileobj is left:
+                        n = self._recv_some(left, min(want - got, SCRATCH_BYTES))
+                        if got == 0 and n > 0:
+                            peer_stop = bool(self._scratch[0])
+                        got += n
+                        if got >= want:
+                            selector.unregister(left)
+                    else:
+                        try:
+                            n = right.send(outgoing)
+                        except BlockingIOError:
+                            continue
+                        except OSError as err:
+                            raise self._lost(self.right_rank, _reason(err)) from None
+                        outgoing = outgoing[n:]
+                        if not outgoing:
+                            selector.unregister(right)
+                    last_progress = time.monotonic()
+        finally:
+            selector.close()
+            left.setblocking(True)
+            right.setblocking(True)
+            left.settimeout(self.timeout_s)
+            right.settimeout(self.timeout_s)
+        return got - 1, peer_stop
+
+    def _recv_some(self, sock: socket.socket, limit: int) -> int:
+        try:
+            n = sock.recv_into(self._scratch, limit)
+        except BlockingIOError:
+            return 0
+        except OSError as err:
+            raise self._lost(self.left_rank, _reason(err)) from None
+        if n == 0:
+            raise self._lost(self.left_rank, "it closed the connection")
+        return n
+
+    def _recv_exact(self, sock: socket.socket, size: int, peer: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            try:
+                chunk = sock.recv(size - len(data))
+            except TimeoutError:
+                raise self._lost(peer, f"no answer for {self.timeout_s:g} s") from None
+            except OSError as err:
+                raise self._lost(peer, _reason(err)) from None
+            if not chunk:
+                raise self._lost(peer, "it closed the connection")
+            data += chunk
+        return data
+
+    def _lost(self, peer: int, reason: str) -> PeerLost:
+        return PeerLost(self.job, self.rank, peer, self.peers[peer], reason)
+
+    def _sockets(self) -> tuple[socket.socket, socket.socket]:
+        if self.left is None or self.right is None:
+            raise RuntimeError("the ring is not connected: call connect() first")
+        return self.left, self.right
+
+    def close(self) -> None:
+        """Close both connections (neighbours see EOF at once and stop too)."""
+        for sock in (self.left, self.right, self._listener):
+            if sock is not None:
+                sock.close()
+        self.left = self.right = self._listener = None
+
+    def __enter__(self) -> Ring:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _ecn_negotiated(sock: socket.socket) -> bool:
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    return bool(info[TCP_INFO_OPTIONS_OFFSET] & TCPI_OPT_ECN)
+
+
+def _reason(err: OSError) -> str:
+    if err.errno in (errno.ECONNRESET, errno.EPIPE):
+        return "its connection was reset (the process ended)"
+    return f"{err.strerror or err}"

@@ -1,0 +1,118 @@
+"""Ring AllReduce: the plan (pure) and one AllReduce over real TCP between namespaces.
+
+The socket test uses a bare NetnsLab (four namespaces, veths to a Linux
+bridge, each host's egress shaped by tbf to 40 Mbit/s) rather than the
+emulated fabric: it checks the collective alone, its bytes and its time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from emulation.jobs.collectives import (
+    Address,
+    chunk_sizes,
+    gradient_bytes,
+    phase_bytes,
+    ring_allreduce_plan,
+)
+from emulation.netns import NetnsLab, leftovers
+from scheduler.profiles import allreduce_bytes_per_worker, build_profile
+
+RATE_MBIT = 40
+WORKER = """
+import json, sys, time
+from emulation.jobs.collectives import Address, Ring
+rank, total = int(sys.argv[1]), int(sys.argv[2])
+peers = [Address.parse(a) for a in sys.argv[3].split(",")]
+with Ring("ring-test", rank, peers, timeout_s=10.0) as ring:
+    ring.connect()
+    start = ring.barrier()
+    time.sleep(max(0.0, start / 1e3 - time.time()))
+    result = ring.allreduce(total)
+    print(json.dumps({"sent": result.bytes_sent, "received": result.bytes_received,
+                      "ms": result.elapsed_ms, "ecn": ring.ecn_negotiated()}))
+"""
+
+
+@pytest.mark.parametrize("workers", [2, 3, 4, 5])
+@pytest.mark.parametrize("total", [0, 1, 999, 1_000_000])
+def test_every_worker_receives_2_n_minus_1_over_n_of_the_gradients(
+    workers: int, total: int
+) -> None:
+    plans = [ring_allreduce_plan(total, workers, r) for r in range(workers)]
+    sizes = chunk_sizes(total, workers)
+    assert sum(sizes) == total
+    for rank, plan in enumerate(plans):
+        assert len(plan) == 2 * (workers - 1)
+        left = plans[(rank - 1) % workers]
+        # What a worker receives in step i is what its left neighbour sends in step i.
+        assert [s.recv_chunk for s in plan] == [s.send_chunk for s in left]
+        received = sum(s.recv_bytes for s in plan)
+        # Each chunk but its own arrives twice (reduce-scatter and all-gather) ...
+        assert received == 2 * total - sizes[(rank + 1) % workers] - sizes[rank]
+        assert received == pytest.approx(2 * (workers - 1) / workers * total, abs=2)
+        # ... and after reduce-scatter the worker owns chunk (rank + 1) mod N.
+        assert plan[workers - 2].recv_chunk == (rank + 1) % workers
+
+
+def test_profile_bytes_scale_with_s_and_match_the_scheduler() -> None:
+    profile = build_profile("vgg19", 4)
+    up = next(p for p in profile.phases if p.gbps > 0)
+    per_worker = phase_bytes(up, 1.0)
+    assert gradient_bytes(per_worker, 4) * 1.5 == pytest.approx(per_worker, rel=1e-6)
+    assert per_worker == pytest.approx(
+        allreduce_bytes_per_worker(gradient_bytes(per_worker, 4) / 4, 4), rel=1e-6
+    )
+    assert phase_bytes(up, 0.001) == pytest.approx(per_worker * 0.001, abs=1)
+    assert Address.parse("10.0.0.2:47001") == Address("10.0.0.2", 47001)
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        Address.parse("10.0.0.2")
+
+
+def test_one_allreduce_over_tcp_takes_bytes_over_rate() -> None:
+    workers, total = 4, 1_000_000
+    with NetnsLab() as lab:
+        bridge = lab.prefix + "br"
+        subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+        lab.root_links.append(bridge)  # deleted with the lab
+        lab.claim().add("links", bridge)
+        subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
+        namespaces, peers = [], []
+        for i in range(workers):
+            ns = lab.namespace(f"w{i}")
+            host_if, br_if = lab.veth(f"h{i}", f"b{i}", ns_a=ns, ip_a=f"10.9.0.{i + 1}/24")
+            subprocess.run(["ip", "link", "set", br_if, "master", bridge], check=True)
+            lab.run(ns, ["tc", "qdisc", "add", "dev", host_if, "root", "tbf", "rate",
+                         f"{RATE_MBIT}mbit", "burst", "16kb", "latency", "200ms"])  # fmt: skip
+            lab.run(ns, ["sysctl", "-qw", "net.ipv4.tcp_ecn=1"])
+            namespaces.append(ns)
+            peers.append(f"10.9.0.{i + 1}:47000")
+        processes = [
+            lab.popen(ns, [sys.executable, "-c", WORKER, str(r), str(total), ",".join(peers)],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for r, ns in enumerate(namespaces)
+        ]  # fmt: skip
+        results = []
+        for process in processes:
+            out, err = process.communicate(timeout=30)
+            assert process.returncode == 0, err
+            results.append(json.loads(out))
+        prefix = lab.prefix
+    assert leftovers(prefix) == []
+    sizes = chunk_sizes(total, workers)
+    ideal_ms = 2 * (workers - 1) / workers * total * 8 / (RATE_MBIT * 1e6) * 1e3
+    for rank, result in enumerate(results):
+        plan = ring_allreduce_plan(total, workers, rank)
+        assert result["received"] == sum(s.recv_bytes for s in plan)
+        assert result["received"] == 2 * total - sizes[rank] - sizes[(rank + 1) % workers]
+        assert result["sent"] == sum(s.send_bytes for s in plan)
+        assert result["ecn"] is True
+        # Headers and TCP/IP framing add ~4%; six steps' hand-offs a little more.
+        assert ideal_ms < result["ms"] < 1.35 * ideal_ms, (result["ms"], ideal_ms)
+    print(f"AllReduce {total} B x 4 workers at {RATE_MBIT} Mbit/s: ideal {ideal_ms:.0f} ms, "
+          f"measured {[round(r['ms']) for r in results]} ms")  # fmt: skip
