@@ -1,0 +1,69 @@
+"""What does one iteration of one worker record, and in what form is it written?
+
+One JSON object per line (JSON lines), flushed per iteration, so a replica
+that dies mid-run leaves every finished iteration readable. Times are epoch
+ms of the machine's clock, which every namespace shares.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import IO
+
+# The column order of the issue's iterations.csv.
+COLUMNS = (
+    "job", "model", "worker", "iteration", "start_ms", "end_ms",
+    "bytes", "comm_ms", "wait_ms", "adjusted", "ce_marks",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """One worker's iteration: when, how many bytes it sent, time in the collective,
+    time the agent idled before it, and whether the agent re-aligned after it."""
+
+    job: str
+    model: str
+    worker: int
+    iteration: int
+    start_ms: float
+    end_ms: float
+    bytes: int
+    comm_ms: float
+    wait_ms: float
+    adjusted: bool
+    ce_marks: int | None = None  # None: not counted by this replica
+
+    @property
+    def iteration_ms(self) -> float:
+        return self.end_ms - self.start_ms
+
+
+def write_record(stream: IO[str], record: IterationRecord) -> None:
+    """Append one record as a JSON line and flush it."""
+    stream.write(json.dumps(asdict(record)) + "\n")
+    stream.flush()
+
+
+def read_records(path: str | Path) -> list[IterationRecord]:
+    """The records of a JSON-lines file (a torn last line, from a kill, is skipped)."""
+    names = {f.name for f in fields(IterationRecord)}
+    out = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        out.append(IterationRecord(**{k: v for k, v in raw.items() if k in names}))
+    return out
+
+
+def csv_rows(records: Iterable[IterationRecord]) -> Iterator[list[str]]:
+    """The header, then one row per record, in the issue's column order."""
+    yield list(COLUMNS)
+    for record in records:
+        values = asdict(record)
+        yield ["" if values[c] is None else str(values[c]) for c in COLUMNS]

@@ -1,0 +1,245 @@
+"""What does one worker of a training job do on the emulated fabric, iteration by iteration?
+
+`python -m emulation.jobs.replica --job vgg19-0 --model vgg19 --worker 1
+--peers 10.0.0.1:47000,10.0.0.2:47000 --iterations 40 --out w1.jsonl`,
+started inside the worker's server namespace. It connects to its ring
+neighbours, agrees with them on the start (a barrier over the ring), then
+follows the profile phase by phase: Down phases sleep, Up phases run the
+ring AllReduce of the phase's bytes x S. The agent (`agent`) decides when
+each iteration starts; every iteration is written as an `IterationRecord`.
+
+A lost peer ends the replica with exit code 3 and one line naming the job,
+the worker and the peer; its sockets close, so its neighbours fail the same
+way within one socket timeout at most: nothing hangs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from scheduler.profiles import build_profile
+from scheduler.types import Phase
+from topologies.errors import UserInputError
+
+from .agent import (
+    DEFAULT_DRIFT_FRACTION,
+    AgentState,
+    Pacing,
+    observe_comm_start,
+    parse_drift_threshold,
+    plan_start,
+)
+from .collectives import Address, PeerLost, Ring, gradient_bytes, phase_bytes
+from .records import IterationRecord, write_record
+
+EXIT_PEER_LOST = 3
+EXIT_USAGE = 2
+MODULE = "emulation.jobs.replica"
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """Everything one replica process needs; `argv()` is its command line."""
+
+    job: str
+    model: str
+    worker: int
+    peers: tuple[Address, ...]
+    phases: tuple[Phase, ...]
+    out: str
+    iterations: int = 10
+    deadline_ms: float | None = None  # epoch ms; the job stops after the iteration running then
+    scale: float = 0.001
+    shift_ms: float = 0.0
+    period_ms: float | None = None  # None: unpaced
+    drift_fraction: float | None = DEFAULT_DRIFT_FRACTION
+    timeout_s: float = 10.0
+
+    @property
+    def iteration_ms(self) -> float:
+        return sum(p.duration_ms for p in self.phases)
+
+    @property
+    def comm_offset_ms(self) -> float:
+        """Where the first Up phase starts within an iteration."""
+        offset = 0.0
+        for phase in self.phases:
+            if phase.gbps > 0:
+                return offset
+            offset += phase.duration_ms
+        return offset
+
+    def argv(self, python: str = sys.executable) -> list[str]:
+        """The command line that starts this replica (inside its namespace)."""
+        args = [python, "-m", MODULE, "--job", self.job, "--model", self.model]
+        args += ["--worker", str(self.worker), "--peers", ",".join(map(str, self.peers))]
+        args += ["--phases", format_phases(self.phases), "--out", self.out]
+        args += ["--iterations", str(self.iterations), "--scale", repr(self.scale)]
+        args += ["--shift-ms", repr(self.shift_ms), "--timeout", repr(self.timeout_s)]
+        drift = "off" if self.drift_fraction is None else repr(self.drift_fraction)
+        args += ["--drift", drift]
+        if self.period_ms is not None:
+            args += ["--period-ms", repr(self.period_ms)]
+        if self.deadline_ms is not None:
+            args += ["--deadline-ms", repr(self.deadline_ms)]
+        return args
+
+
+def format_phases(phases: Sequence[Phase]) -> str:
+    """'100:0,132.9:50' (duration_ms:gbps per phase), the --phases syntax."""
+    return ",".join(f"{p.duration_ms!r}:{p.gbps!r}" for p in phases)
+
+
+def parse_phases(text: str) -> tuple[Phase, ...]:
+    """The inverse of `format_phases`.
+
+    >>> parse_phases("100:0,132.9:50")
+    (Phase(duration_ms=100.0, gbps=0.0), Phase(duration_ms=132.9, gbps=50.0))
+    """
+    phases = []
+    for item in text.split(","):
+        duration, sep, gbps = item.partition(":")
+        try:
+            phase = Phase(float(duration), float(gbps))
+        except ValueError:
+            phase = None
+        if not sep or phase is None or phase.duration_ms < 0 or phase.gbps < 0:
+            raise UserInputError(
+                f"--phases item {item!r} is not DURATION_MS:GBPS like 100:0 or 132.9:50"
+            )
+        phases.append(phase)
+    return tuple(phases)
+
+
+def parse_args(argv: Sequence[str]) -> ReplicaSpec:
+    """A `ReplicaSpec` from the command line (the profile from --phases, else the model's)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--model", required=True, help="model name (its profile if no --phases)")
+    parser.add_argument("--worker", type=int, required=True, help="index in placement order")
+    parser.add_argument("--peers", required=True, help="HOST:PORT of every worker, in order")
+    parser.add_argument("--phases", help="the profile as DURATION_MS:GBPS,...")
+    parser.add_argument("--nic-gbps", type=float, default=50.0, help="for the model's profile")
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--deadline-ms", type=float, help="stop at this epoch time (ms)")
+    parser.add_argument("--scale", type=float, default=0.001, help="emulation scale S")
+    parser.add_argument("--shift-ms", type=float, default=0.0)
+    parser.add_argument("--period-ms", type=float, help="pace on this grid (default: unpaced)")
+    parser.add_argument("--drift", default="5%", help="re-align threshold: off, 5%%, 0.1 ...")
+    parser.add_argument("--timeout", type=float, default=10.0, help="socket timeout (s)")
+    parser.add_argument("--out", required=True, help="JSON-lines file of iteration records")
+    args = parser.parse_args(argv)
+    peers = tuple(Address.parse(p) for p in args.peers.split(","))
+    if not 0 <= args.worker < len(peers):
+        raise UserInputError(f"--worker {args.worker}: the job has workers 0..{len(peers) - 1}")
+    if args.iterations < 1 or args.timeout <= 0 or args.scale <= 0:
+        raise UserInputError("--iterations, --timeout and --scale must be > 0")
+    if args.phases:
+        phases = parse_phases(args.phases)
+    else:
+        phases = build_profile(args.model, len(peers), nic_gbps=args.nic_gbps).phases
+    try:
+        drift = parse_drift_threshold(args.drift)
+    except ValueError as err:
+        raise UserInputError(f"--drift: {err}") from None
+    return ReplicaSpec(
+        job=args.job, model=args.model, worker=args.worker, peers=peers, phases=phases,
+        out=args.out, iterations=args.iterations, deadline_ms=args.deadline_ms,
+        scale=args.scale, shift_ms=args.shift_ms, period_ms=args.period_ms,
+        drift_fraction=drift, timeout_s=args.timeout,
+    )  # fmt: skip
+
+
+def now_ms() -> float:
+    """The clock every replica shares (the machine's wall clock, in ms)."""
+    return time.time() * 1e3
+
+
+def _sleep_until(target_ms: float, clock: Callable[[], float]) -> None:
+    remaining = target_ms - clock()
+    if remaining > 0:
+        time.sleep(remaining / 1e3)
+
+
+def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
+    """Connect, agree on the start, run the iterations; returns the iterations done."""
+    workers = len(spec.peers)
+    ring = Ring(spec.job, spec.worker, spec.peers, spec.timeout_s) if workers > 1 else None
+    done = 0
+    with open(spec.out, "a") as out:
+        try:
+            if ring is not None:
+                ring.connect()
+                t0 = ring.barrier()
+            else:
+                t0 = clock()
+            _sleep_until(t0, clock)
+            pacing = Pacing(
+                t0_ms=t0,
+                shift_ms=spec.shift_ms,
+                period_ms=spec.period_ms,
+                comm_offset_ms=spec.comm_offset_ms,
+                iteration_ms=spec.iteration_ms,
+                drift_fraction=spec.drift_fraction,
+            )
+            state = AgentState()
+            for k in range(spec.iterations):
+                state, start = plan_start(pacing, state, k, clock())
+                _sleep_until(start.start_ms, clock)
+                began = clock()
+                want_stop = k == spec.iterations - 1 or (
+                    spec.deadline_ms is not None and began >= spec.deadline_ms
+                )
+                stop, sent, comm_ms, adjusted, first_up = want_stop, 0, 0.0, False, True
+                for phase in spec.phases:
+                    if phase.gbps <= 0 or ring is None:
+                        _sleep_until(clock() + phase.duration_ms, clock)
+                        continue
+                    if first_up:
+                        state, drift = observe_comm_start(pacing, state, k, clock())
+                        adjusted, first_up = drift.adjusted, False
+                    total = gradient_bytes(phase_bytes(phase, spec.scale), workers)
+                    result = ring.allreduce(total, stop)
+                    stop = stop or result.stop
+                    sent += result.bytes_sent
+                    comm_ms += result.elapsed_ms
+                ended = clock()
+                write_record(
+                    out,
+                    IterationRecord(
+                        spec.job, spec.model, spec.worker, k, round(began, 3), round(ended, 3),
+                        sent, round(comm_ms, 3), round(start.wait_ms, 3), adjusted,
+                    ),
+                )  # fmt: skip
+                done += 1
+                if stop:
+                    break
+        finally:
+            if ring is not None:
+                ring.close()
+    return done
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The process: exit 0 when done, 3 on a lost peer, 2 on a usage error."""
+    try:
+        spec = parse_args(sys.argv[1:] if argv is None else argv)
+    except UserInputError as err:
+        print(f"replica: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    Path(spec.out).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        run_replica(spec)
+    except PeerLost as err:
+        print(f"replica: {err}", file=sys.stderr, flush=True)
+        return EXIT_PEER_LOST
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

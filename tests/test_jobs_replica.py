@@ -1,0 +1,122 @@
+"""Replicas end to end on a small emulated fabric (leaf-spine:2:1:2, S = 0.001):
+one 4-worker job runs a few paced iterations through the software switch and
+records them; killing one replica makes the others stop with a named error."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from emulation.fabric import EmulatedFabric
+from emulation.jobs.collectives import Address, gradient_bytes, phase_bytes, ring_allreduce_plan
+from emulation.jobs.records import csv_rows, read_records
+from emulation.jobs.replica import EXIT_PEER_LOST, ReplicaSpec, parse_args
+from emulation.netns import leftovers
+from scheduler.types import Phase
+from topologies.library import load_topology
+
+SCALE = 0.001
+PHASES = (Phase(40.0, 0.0), Phase(60.0, 50.0))  # 375 kB per worker: 60 ms at 50 Mbit/s
+PERIOD_MS = 160.0
+SERVERS = ("s01", "s02", "s03", "s04")
+
+
+@pytest.fixture(scope="module")
+def fabric() -> Iterator[EmulatedFabric]:
+    with EmulatedFabric(load_topology("leaf-spine:2:1:2"), SCALE) as fab:
+        for server in SERVERS:
+            fab.run(server, ["sysctl", "-qw", "net.ipv4.tcp_ecn=1"])
+        yield fab
+        prefix = fab.prefix
+    assert leftovers(prefix) == []
+
+
+def specs(
+    fabric: EmulatedFabric, job: str, out: Path, port: int, iterations: int
+) -> list[ReplicaSpec]:
+    peers = tuple(Address(fabric.hosts[s].ip, port) for s in SERVERS)
+    return [
+        ReplicaSpec(
+            job=job, model="vgg19", worker=w, peers=peers, phases=PHASES,
+            out=str(out / f"{job}-w{w}.jsonl"), iterations=iterations, scale=SCALE,
+            shift_ms=10.0, period_ms=PERIOD_MS, timeout_s=3.0,
+        )
+        for w in range(len(SERVERS))
+    ]  # fmt: skip
+
+
+def start(fabric: EmulatedFabric, spec: ReplicaSpec) -> subprocess.Popen[str]:
+    ns = fabric.hosts[SERVERS[spec.worker]].namespace
+    return fabric.lab.popen(ns, spec.argv(), stderr=subprocess.PIPE, text=True)
+
+
+def test_the_command_line_round_trips() -> None:
+    spec = ReplicaSpec("j", "vgg19", 1, (Address("10.0.0.1", 1), Address("10.0.0.2", 2)),
+                       PHASES, "x.jsonl", period_ms=100.0, drift_fraction=None)  # fmt: skip
+    assert parse_args(spec.argv()[3:]) == spec
+
+
+def test_a_four_worker_job_runs_and_records_its_iterations(
+    fabric: EmulatedFabric, tmp_path: Path
+) -> None:
+    iterations = 6
+    job_specs = specs(fabric, "vgg19-0", tmp_path, 47000, iterations)
+    processes = [start(fabric, s) for s in job_specs]
+    for process in processes:
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err
+    total = gradient_bytes(phase_bytes(PHASES[1], SCALE), len(SERVERS))
+    for spec in job_specs:
+        records = read_records(spec.out)
+        assert [r.iteration for r in records] == list(range(iterations))
+        plan = ring_allreduce_plan(total, len(SERVERS), spec.worker)
+        assert all(r.bytes == sum(s.send_bytes for s in plan) for r in records)
+        assert all(r.comm_ms > 0 and r.end_ms > r.start_ms for r in records)
+        # Paced: iterations start on grid points, a whole number of periods
+        # apart (more than one after an adjustment, e.g. TCP's slow start on
+        # the first AllReduce).
+        gaps = [b.start_ms - a.start_ms for a, b in zip(records, records[1:], strict=False)]
+        periods = [round(g / PERIOD_MS) for g in gaps]
+        assert all(m >= 1 for m in periods), gaps
+        assert all(
+            g == pytest.approx(m * PERIOD_MS, abs=25) for g, m in zip(gaps, periods, strict=True)
+        ), gaps
+        assert sum(r.adjusted for r in records) == sum(m - 1 for m in periods)
+        rows = list(csv_rows(records))
+        assert rows[0][:3] == ["job", "model", "worker"] and len(rows) == iterations + 1
+    comm = sorted(r.comm_ms for s in job_specs for r in read_records(s.out))
+    print(f"comm_ms median {comm[len(comm) // 2]:.1f} (profile Up phase {PHASES[1].duration_ms})")
+
+
+def test_a_killed_replica_stops_its_job_with_a_named_error(
+    fabric: EmulatedFabric, tmp_path: Path
+) -> None:
+    job_specs = specs(fabric, "vgg19-1", tmp_path, 47100, iterations=500)
+    processes = [start(fabric, s) for s in job_specs]
+    victim = job_specs[2]
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and len(read_records_safe(victim.out)) < 2:
+        time.sleep(0.1)
+    processes[2].kill()
+    killed_at = time.monotonic()
+    errors = {}
+    for w, process in enumerate(processes):
+        if w == 2:
+            continue
+        _, err = process.communicate(timeout=10)
+        assert process.returncode == EXIT_PEER_LOST, err
+        assert f"job vgg19-1: worker {w} lost peer worker" in err
+        errors[w] = err
+    assert time.monotonic() - killed_at < 5.0
+    # The killed worker's neighbours name it (the others name the neighbour that quit).
+    for w in (1, 3):
+        assert f"lost peer worker 2 ({victim.peers[2]})" in errors[w], errors[w]
+    print("".join(errors.values()))
+
+
+def read_records_safe(path: str) -> list[object]:
+    return list(read_records(path)) if Path(path).exists() else []
