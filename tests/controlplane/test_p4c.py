@@ -12,7 +12,7 @@ import pytest
 
 from controlplane.p4info import P4InfoIndex, load_p4info
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.needs_tool
 

@@ -27,7 +27,7 @@ import pytest
 from emulation.netns import NetnsLab, leftovers, new_prefix
 from emulation.target.switch import READY_PATTERN
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPENDENCIES = Path(sysconfig.get_paths()["purelib"])  # this interpreter's site-packages
 PACKAGES = ("topologies", "scheduler", "controlplane", "emulation")
 # Not copied into the build: the tree's environments, caches and outputs.

@@ -100,7 +100,7 @@ def test_dynamic_case_cassini_picks_compatible_placement(seed: int) -> None:
     from scheduler.cassini import evaluate_candidate
     from scheduler.traces import dynamic_trace
     from scheduler.traffic import JobRouter as Router
-    from tests.test_baselines import _dynamic_arrival_view
+    from tests.scheduler.test_baselines import _dynamic_arrival_view
 
     topo = load_topology("cassini-testbed")
     router = Router(topo)

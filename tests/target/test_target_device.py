@@ -22,7 +22,7 @@ from emulation.target.entry_validation import canonical_bytes, validate_table_en
 from emulation.target.errors import EntryError
 from emulation.target.pipeline_check import check_pipeline
 from emulation.target.state import Change, ForwardChange, LocalDataplane, WredChange
-from tests.test_target_p4runtime import (
+from tests.target.test_target_p4runtime import (
     DELETE,
     INSERT,
     MODIFY,

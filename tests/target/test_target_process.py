@@ -26,7 +26,7 @@ from controlplane.p4names import PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession, WriteError
 from emulation.netns import NetnsLab, leftovers
 from emulation.target.switch import READY_PATTERN, SoftwareSwitch
-from tests.test_target_datapath import CASSINI, lab, mac_of, make_hosts, udp, wait_for
+from tests.target.test_target_datapath import CASSINI, lab, mac_of, make_hosts, udp, wait_for
 
 pytestmark = pytest.mark.root
 __all__ = ["lab"]  # the fixture, shared with test_target_datapath

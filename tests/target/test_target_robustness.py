@@ -31,7 +31,7 @@ from emulation.target.p4runtime_service import (
     serve,
 )
 from emulation.target.state import LocalDataplane
-from tests.test_target_p4runtime import (
+from tests.target.test_target_p4runtime import (
     DEVICE_ID,
     INSERT,
     Client,
