@@ -76,18 +76,17 @@ def test_a_four_worker_job_runs_and_records_its_iterations(
         plan = ring_allreduce_plan(total, len(SERVERS), spec.worker)
         assert all(r.bytes == sum(s.send_bytes for s in plan) for r in records)
         assert all(r.comm_ms > 0 and r.end_ms > r.start_ms for r in records)
-        # Paced: iterations start on grid points, a whole number of periods
-        # apart (more than one after an adjustment, e.g. TCP's slow start on
-        # the first AllReduce).
-        gaps = [b.start_ms - a.start_ms for a, b in zip(records, records[1:], strict=False)]
-        periods = [round(g / PERIOD_MS) for g in gaps]
-        assert all(m >= 1 for m in periods), gaps
-        assert all(
-            g == pytest.approx(m * PERIOD_MS, abs=25) for g, m in zip(gaps, periods, strict=True)
-        ), gaps
-        assert sum(r.adjusted for r in records) == sum(m - 1 for m in periods)
+        # Paced: iteration 0 starts on grid point 0 and iteration k no sooner
+        # than grid point k (later when one overran or the agent skipped a slot).
+        span = records[-1].start_ms - records[0].start_ms
+        assert span > (iterations - 1) * PERIOD_MS - 5, span
+        assert all(b.start_ms > a.start_ms for a, b in zip(records, records[1:], strict=False))
+        assert all(r.wait_ms >= 0 for r in records)
         rows = list(csv_rows(records))
         assert rows[0][:3] == ["job", "model", "worker"] and len(rows) == iterations + 1
+    # The barrier gave all workers one start: iteration 0 begins together.
+    firsts = [read_records(s.out)[0].start_ms for s in job_specs]
+    assert max(firsts) - min(firsts) < 30, firsts
     comm = sorted(r.comm_ms for s in job_specs for r in read_records(s.out))
     print(f"comm_ms median {comm[len(comm) // 2]:.1f} (profile Up phase {PHASES[1].duration_ms})")
 
@@ -112,9 +111,13 @@ def test_a_killed_replica_stops_its_job_with_a_named_error(
         assert f"job vgg19-1: worker {w} lost peer worker" in err
         errors[w] = err
     assert time.monotonic() - killed_at < 5.0
-    # The killed worker's neighbours name it (the others name the neighbour that quit).
-    for w in (1, 3):
-        assert f"lost peer worker 2 ({victim.peers[2]})" in errors[w], errors[w]
+    # Each names one of its ring neighbours (whichever failed first: the
+    # failure spreads both ways around the ring), and the killed one is named.
+    n = len(SERVERS)
+    for w, err in errors.items():
+        neighbours = {(w - 1) % n, (w + 1) % n}
+        assert any(f"lost peer worker {p} ({victim.peers[p]})" in err for p in neighbours), err
+    assert any(f"lost peer worker 2 ({victim.peers[2]})" in err for err in errors.values())
     print("".join(errors.values()))
 
 
