@@ -12,6 +12,7 @@ plane.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -23,15 +24,15 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
 from controlplane.settings import ControlPlaneSettings
-from topologies.addressing import SERVER_PREFIX_LEN
 from topologies.chip_mapping import ChipMap, map_to_chip
 from topologies.model import Topology
 
-from .netns import NetnsLab, exit_cause
+from .netns import NetnsLab, _signals_deferred, exit_cause
 from .profile import (
     DEFAULT_SCALE,
     THRESHOLD_FLOOR_PACKETS,
@@ -48,6 +49,8 @@ from .target.tm_config import tm_config_to_dict
 
 if TYPE_CHECKING:
     import socket
+
+    from mininet.net import Mininet
 
     from controlplane.program import ProgramResult
     from controlplane.session import P4RuntimeSession
@@ -180,6 +183,8 @@ class EmulatedFabric:
         self._process: subprocess.Popen[str] | None = None
         self._log_tail: deque[str] = deque(maxlen=200)
         self._log_thread: threading.Thread | None = None
+        self._switch_log: Path | None = None
+        self.net: Mininet | None = None  # Mininet's network: net["s01"].cmd(...)
 
     @property
     def prefix(self) -> str:
@@ -208,41 +213,63 @@ class EmulatedFabric:
         return self
 
     def _build_hosts(self) -> None:
+        """The Mininet network: a named namespace per server, its cable to the chip, ARP."""
+        from functools import partial
+
+        from mininet.net import Mininet
+
+        from .mininet_net import (
+            CassiniHost,
+            CassiniTopo,
+            ChipSwitch,
+            SoftSwitch,
+            host_ifname,
+            static_arp,
+            switch_ifname,
+        )
+
         ports = self.chip.server_port
+        run = self.lab.claim()
         for index, server in enumerate(self.topo.servers, start=1):
             port = ports[server.name]
-            ns = self.lab.namespace(server.name)
-            address = f"{server.ip}/{SERVER_PREFIX_LEN}" if server.ip else None
-            host_if, switch_if = self.lab.veth(
-                f"h{index}", f"p{port}", ns_a=ns, mac_a=server.mac, ip_a=address
-            )
+            names = (host_ifname(self.prefix, index), switch_ifname(self.prefix, port))
+            for name in names:  # recorded before they exist
+                run.add("links", name)
+            self.lab.root_links += list(names)
             self.hosts[server.name] = HostPort(
-                server.name, ns, host_if, switch_if, port, server.mac, server.ip
+                server.name, self.prefix + server.name, *names, port, server.mac, server.ip
             )
-        for host in self.hosts.values():
-            self._add_neighbours(host)
-
-    def _add_neighbours(self, host: HostPort) -> None:
-        """Permanent ARP entries for every other server.
-
-        (our choice) The chip forwards unicast destination MACs only (no
-        broadcast rule), so ARP could not resolve; static entries also keep
-        the counters free of anything but the traffic a test sends.
-        """
-        lines = [
-            f"neigh replace {other.ip} lladdr {other.mac} dev {host.ifname} nud permanent"
-            for other in self.hosts.values()
-            if other.server != host.server and other.ip
-        ]
-        if not lines:
-            return
-        subprocess.run(
-            ["ip", "-n", host.namespace, "-batch", "-"],
-            input="\n".join(lines) + "\n",
-            text=True,
-            check=True,
-            capture_output=True,
+        switch: Any
+        if self.switch_process:
+            self._switch_log = self.lab.tempdir("switch")
+            tm_file = self._switch_log / "tm.json"
+            tm_file.write_text(json.dumps(tm_config_to_dict(self.profile.tm), indent=1))
+            switch = partial(
+                SoftSwitch,
+                lab=self.lab,
+                device_id=self.device_id,
+                grpc_address=self.requested_grpc_address,
+                launch=self.lab_popen,
+                tm_config=str(tm_file),
+                seed=self.seed,
+                nice=self.switch_nice,
+            )
+        else:
+            switch = partial(ChipSwitch, lab=self.lab)
+        self.net = Mininet(
+            topo=CassiniTopo(self.topo, self.chip, self.prefix),
+            host=partial(CassiniHost, lab=self.lab),
+            switch=switch,
+            controller=None,
+            build=False,
+            cleanup=False,
         )
+        self.net.build()
+        static_arp(self.net.hosts)
+
+    def lab_popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[str]:
+        """Start a process in the root namespace, recorded in the run file."""
+        return self.lab.popen(None, argv, **kwargs)
 
     def switch_ports(self) -> dict[int, str]:
         """{chip port: switch-side interface} of the server ports; cabled ports have none."""
@@ -252,6 +279,8 @@ class EmulatedFabric:
         tm = self.profile.tm
         for line in self.profile.describe(self.chip).splitlines():
             log.info("emulation profile: %s", line)
+        assert self.net is not None
+        self.net.start()  # the chip's process, on the ports Mininet cabled
         if not self.switch_process:
             from .target.switch import SoftwareSwitch
 
@@ -260,26 +289,9 @@ class EmulatedFabric:
             ).start()
             self.grpc_address = self._switch.grpc_address
             return
-        tm_file = self.lab.tempdir("switch") / "tm.json"
-        tm_file.write_text(json.dumps(tm_config_to_dict(tm), indent=1))
-        argv = ["nice", "-n", str(self.switch_nice)] if self.switch_nice else []
-        argv += [sys.executable, "-m", "emulation", "switch", "serve"]
-        argv += ["--device-id", str(self.device_id)]
-        for port, ifname in sorted(self.switch_ports().items()):
-            argv += ["-i", f"{port}@{ifname}"]
-        argv += ["--grpc-server-addr", self.requested_grpc_address]
-        argv += ["--tm-config", str(tm_file), "--seed", str(self.seed)]
-        # Its own session: Ctrl-C at a terminal reaches only us, and we stop it in
-        # order, rather than it dying mid-start with a traceback of its own.
-        self._process = self.lab.popen(
-            None,
-            argv,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        assert self._process.stderr is not None
+        chip = self.net.switches[0]
+        self._process = chip.process
+        assert self._process is not None and self._process.stderr is not None
         self.grpc_address = self._wait_ready(self._process.stderr)
 
     def _wait_ready(self, stream: IO[str]) -> str:
@@ -381,6 +393,14 @@ class EmulatedFabric:
         rtts = tuple(sorted(rtt for rtt in results.values() if rtt is not None))
         return PingCheck(len(pairs), lost, rtts)
 
+    def cli(self, stdin: IO[str] | None = None) -> None:
+        """Mininet's CLI on this fabric (`s01 ping -c1 s24`, `pingall`), until EOF or `exit`."""
+        from mininet.cli import CLI
+
+        if self.net is None:
+            raise RuntimeError("the fabric is not running")
+        CLI(self.net, stdin=stdin or sys.stdin)
+
     # --- watching -------------------------------------------------------------
 
     @property
@@ -420,11 +440,19 @@ class EmulatedFabric:
 
     # --- teardown ---------------------------------------------------------------
 
+    def _stop_net(self) -> None:
+        """Mininet's own stop: the chip's process, the host shells, their interfaces."""
+        net, self.net = self.net, None
+        if net is not None:
+            with _signals_deferred(redeliver=False), contextlib.suppress(Exception):
+                net.stop()
+
     def stop(self) -> None:
         """Switch first, then namespaces and veths (idempotent)."""
         if self._switch is not None:
             self._switch.stop()
             self._switch = None
+        self._stop_net()
         self.lab.close()  # also stops the switch process
         self._process = None
         if self._log_thread is not None:
@@ -450,6 +478,7 @@ class EmulatedFabric:
             if self._switch is not None:
                 self._switch.stop()
                 self._switch = None
+            self._stop_net()
         finally:
             self.lab.__exit__(exc_type, exc, tb)
             self.stop()

@@ -68,6 +68,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--check", action="store_true", help="ping every server pair once, print a summary, exit"
     )
+    up.add_argument(
+        "--cli",
+        action="store_true",
+        help="open Mininet's CLI on the running fabric (`s01 ping -c1 s24`); tear down on exit",
+    )
     up.add_argument("--json", action="store_true", help="machine-readable output")
     up.set_defaults(handler=_up)
 
@@ -103,6 +108,9 @@ def _up(args: argparse.Namespace) -> int:
             _print_fabric(fabric, args.json)
             if args.check:
                 status = _check(fabric, args.json)
+                failure = fabric.switch_failure()
+            elif args.cli:
+                fabric.cli()
                 failure = fabric.switch_failure()
             else:
                 print("up; Ctrl-C to tear down", flush=True)

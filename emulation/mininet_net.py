@@ -1,0 +1,369 @@
+"""How does a topology become a Mininet network whose one switch is the chip?
+
+Mininet's shape, with the project's parts: `CassiniTopo` is plain data (one
+host per server with the topology's MAC and IP, one switch `chip`, one link
+per server port); `CassiniHost` is a Mininet `Host` whose namespace is also
+given a name (`ip netns attach`), so `ip netns exec`, `ip -n` and the
+fabric's packet sockets reach it; `SoftSwitch` is a Mininet `Switch` that
+runs `cassini switch serve` with the emulation profile's TM config (the
+loopback cables stay inside it), `Bmv2Switch` one that runs
+`simple_switch_grpc`. Nothing here programs entries: the fabric
+(`emulation.fabric.EmulatedFabric`) does that with
+`controlplane.program.program_topology`, as `cassini program` does.
+
+Every namespace, interface and process is recorded in the lab's run file
+(`emulation.runs`) before it exists, so `cassini clean` removes what a killed
+run left. Mininet's global cleanup (`mn -c`) is never called: it kills
+processes by machine-wide names.
+
+From Python (the fabric builds and programs the network):
+
+    with EmulatedFabric(load_topology("cassini-testbed"), 0.001) as fabric:
+        print(fabric.net["s01"].cmd("ping -c1", fabric.net["s24"].IP()))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from mininet.node import Host, Switch
+from mininet.topo import Topo
+
+from topologies.addressing import SERVER_PREFIX_LEN
+from topologies.chip_mapping import ChipMap
+from topologies.model import Topology
+
+from .netns import OFFLOADS, NetnsLab, _signals_deferred
+
+CHIP = "chip"  # the Mininet name of the one switch holding every logical switch
+BMV2_BINARY = "simple_switch_grpc"
+BMV2_CLI = "simple_switch_CLI"
+BMV2_CPU_PORT = 255
+
+
+def host_ifname(prefix: str, index: int) -> str:
+    """The server end of server `index`'s cable (inside its namespace)."""
+    return f"{prefix}h{index}"
+
+
+def switch_ifname(prefix: str, port: int) -> str:
+    """The chip end of chip port `port` (root namespace)."""
+    return f"{prefix}p{port}"
+
+
+class CassiniTopo(Topo):
+    """The servers of `topo` as Mininet hosts, each cabled to its chip port of one switch.
+
+    Switch-to-switch links are not Mininet links: they are loopback cables
+    inside the chip (the software switch) or veth pairs of the chip's own
+    (bmv2), which the switch class makes.
+    """
+
+    def build(
+        self, topology: Topology, chip: ChipMap, prefix: str = "cas", **switch_params: Any
+    ) -> None:
+        self.addSwitch(CHIP, dpid="1", **switch_params)
+        for index, server in enumerate(topology.servers, start=1):
+            port = chip.server_port[server.name]
+            ip = f"{server.ip}/{SERVER_PREFIX_LEN}" if server.ip else None
+            self.addHost(server.name, ip=ip, mac=server.mac, namespace=prefix + server.name)
+            self.addLink(
+                server.name,
+                CHIP,
+                port2=port,
+                intfName1=host_ifname(prefix, index),
+                intfName2=switch_ifname(prefix, port),
+                addr1=server.mac,
+            )
+
+
+class CassiniHost(Host):
+    """A Mininet host whose namespace also has a name, recorded in `lab` before it exists.
+
+    Offloads are turned off and IPv6 is disabled on every interface (a
+    user-space switch must see real frames, and nothing the tests did not
+    send); `net.ipv4.tcp_ecn=1` so TCP negotiates ECN.
+    """
+
+    def __init__(
+        self, name: str, lab: NetnsLab | None = None, namespace: str | None = None, **params: Any
+    ) -> None:
+        self.lab = lab
+        self.namespace = namespace or name
+        if lab is not None:
+            lab.claim().add("namespaces", self.namespace)
+            lab.namespaces.append(self.namespace)
+        params["inNamespace"] = True
+        super().__init__(name, **params)
+
+    def startShell(self, mnopts: str | None = None) -> None:  # noqa: N802 (Mininet's name)
+        with _signals_deferred():
+            super().startShell(mnopts)
+            if self.lab is not None:
+                self.lab.claim().add_process(self.pid)
+        subprocess.run(
+            ["ip", "netns", "attach", self.namespace, str(self.pid)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        self.cmd("ip link set lo up; sysctl -qw net.ipv4.tcp_ecn=1")
+
+    def config(self, **params: Any) -> Any:
+        result = super().config(**params)
+        for intf in self.intfList():
+            if intf.name == "lo":
+                continue
+            name = intf.name
+            self.cmd(f"sysctl -qw net.ipv6.conf.{name}.disable_ipv6=1")
+            self.cmd("ethtool -K " + name + "".join(f" {o} off" for o in OFFLOADS))
+        return result
+
+    def terminate(self) -> None:
+        super().terminate()
+        subprocess.run(["ip", "netns", "delete", self.namespace], capture_output=True)
+
+
+def static_arp(hosts: Sequence[Host]) -> None:
+    """Permanent ARP entries for every other host, one `ip -batch` per host.
+
+    (our choice) The chip forwards unicast destination MACs only (no broadcast
+    rule), so ARP could not resolve; static entries also keep the counters
+    free of anything but the traffic a test sends.
+    """
+    for host in hosts:
+        lines = [
+            f"neigh replace {other.IP()} lladdr {other.MAC()} dev {host.defaultIntf()} nud permanent"
+            for other in hosts
+            if other is not host and other.IP()
+        ]
+        if lines:
+            namespace = getattr(host, "namespace", None)
+            argv = ["ip", "-n", namespace] if namespace else ["mnexec", "-a", str(host.pid), "ip"]
+            subprocess.run(
+                [*argv, "-batch", "-"],
+                input="\n".join(lines) + "\n",
+                text=True,
+                check=True,
+                capture_output=True,
+            )
+
+
+class ChipSwitch(Switch):
+    """The chip as one Mininet switch in the root namespace: a process on its ports.
+
+    `launch(argv, **popen_kwargs)` starts the process (the fabric passes its
+    lab's `popen`, which records the pid); the process's stderr is
+    `self.process.stderr`, for the fabric to read until it names its
+    address. Subclasses say which argv (`command`).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        lab: NetnsLab | None = None,
+        device_id: int = 1,
+        grpc_address: str = "127.0.0.1:9559",
+        launch: Callable[..., subprocess.Popen[str]] | None = None,
+        log_file: str | None = None,
+        **params: Any,
+    ) -> None:
+        self.lab = lab
+        self.device_id = device_id
+        self.grpc_address = grpc_address
+        self.launch = launch
+        self.log_file = log_file
+        self.process: subprocess.Popen[str] | None = None
+        params.setdefault("inNamespace", False)
+        super().__init__(name, **params)
+
+    def startShell(self, mnopts: str | None = None) -> None:  # noqa: N802 (Mininet's name)
+        with _signals_deferred():
+            super().startShell(mnopts)
+            if self.lab is not None:
+                self.lab.claim().add_process(self.pid)
+                self.lab.processes.append(self.shell)
+
+    def port_interfaces(self) -> dict[int, str]:
+        """{chip port: interface} of the ports Mininet cabled (server ports)."""
+        return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
+
+    def command(self) -> list[str] | None:
+        """The switch process's argv; None: no process (the caller runs the switch itself)."""
+        return None
+
+    def start(self, controllers: Sequence[Any] = ()) -> None:
+        for ifname in self.port_interfaces().values():
+            with contextlib.suppress(OSError):  # IPv6 may be off altogether
+                Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1")
+            subprocess.run(
+                ["ethtool", "-K", ifname, *[w for o in OFFLOADS for w in (o, "off")]],
+                check=True,
+                capture_output=True,
+            )
+        argv = self.command()
+        if argv is None:
+            return
+        stderr: int | IO[str] = subprocess.PIPE
+        if self.launch is None and self.log_file is not None:
+            stderr = open(self.log_file, "w")  # noqa: SIM115 (the process owns it)
+        start = self.launch or subprocess.Popen
+        self.process = start(
+            argv, stdout=subprocess.DEVNULL, stderr=stderr, text=True, start_new_session=True
+        )
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(3.0)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(3.0)
+        self.process = None
+        super().stop(deleteIntfs)
+
+
+class SoftSwitch(ChipSwitch):
+    """`cassini switch serve` on the chip's server ports; loopback cables stay inside it."""
+
+    def __init__(
+        self,
+        name: str,
+        tm_config: str | None = None,
+        seed: int = 0,
+        nice: int = 0,
+        python: str | None = None,
+        **params: Any,
+    ) -> None:
+        import sys
+
+        self.tm_config = tm_config
+        self.seed = seed
+        self.nice = nice
+        self.python = python or sys.executable
+        super().__init__(name, **params)
+
+    def command(self) -> list[str]:
+        argv = ["nice", "-n", str(self.nice)] if self.nice else []
+        argv += [self.python, "-m", "emulation", "switch", "serve"]
+        argv += ["--device-id", str(self.device_id)]
+        for port, ifname in sorted(self.port_interfaces().items()):
+            argv += ["-i", f"{port}@{ifname}"]
+        argv += ["--grpc-server-addr", self.grpc_address]
+        if self.tm_config:
+            argv += ["--tm-config", self.tm_config]
+        return [*argv, "--seed", str(self.seed)]
+
+
+class Bmv2Switch(ChipSwitch):
+    """`simple_switch_grpc --no-p4` on every chip port, the loopback cables as veth pairs.
+
+    bmv2 has no internal cables: each cable (chip ports a <-> b) becomes a
+    veth pair `<prefix>c<a>` <-> `<prefix>c<b>` in the root namespace, both
+    ends attached to bmv2. Queue depth and rate are set per port over
+    `simple_switch_CLI` (Thrift) once the process is up; the pipeline and
+    entries are pushed over P4Runtime by the project's control plane.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        cables: Sequence[tuple[int, int]] = (),
+        prefix: str = "cas",
+        thrift_port: int = 9090,
+        queue: dict[int, tuple[int, int]] | None = None,
+        **params: Any,
+    ) -> None:
+        self.cables = tuple(cables)
+        self.prefix = prefix
+        self.thrift_port = thrift_port
+        self.queue = queue or {}  # port -> (depth in packets, rate in packets/s)
+        self.cable_interfaces: dict[int, str] = {}
+        super().__init__(name, **params)
+
+    def _make_cables(self) -> None:
+        for a, b in self.cables:
+            if_a, if_b = switch_ifname(self.prefix, a), switch_ifname(self.prefix, b)
+            if self.lab is not None:
+                run = self.lab.claim()
+                run.add("links", if_a)
+                run.add("links", if_b)
+                self.lab.root_links += [if_a, if_b]
+            subprocess.run(
+                ["ip", "link", "add", if_a, "type", "veth", "peer", "name", if_b],
+                check=True,
+                capture_output=True,
+            )
+            for ifname in (if_a, if_b):
+                subprocess.run(["ip", "link", "set", ifname, "up"], check=True, capture_output=True)
+                subprocess.run(
+                    ["ethtool", "-K", ifname, *[w for o in OFFLOADS for w in (o, "off")]],
+                    check=True,
+                    capture_output=True,
+                )
+            self.cable_interfaces[a] = if_a
+            self.cable_interfaces[b] = if_b
+
+    def command(self) -> list[str]:
+        ports = {**self.port_interfaces(), **self.cable_interfaces}
+        argv = [BMV2_BINARY, "--no-p4", "--device-id", str(self.device_id)]
+        for port, ifname in sorted(ports.items()):
+            argv += ["-i", f"{port}@{ifname}"]
+        argv += ["--thrift-port", str(self.thrift_port)]
+        if self.log_file:
+            argv += ["--log-file", self.log_file, "--log-flush"]
+        return [
+            *argv,
+            "--",
+            "--grpc-server-addr",
+            self.grpc_address,
+            "--cpu-port",
+            str(BMV2_CPU_PORT),
+        ]
+
+    def start(self, controllers: Sequence[Any] = ()) -> None:
+        self._make_cables()
+        super().start(controllers)
+
+    def cli_commands(self) -> str:
+        """The `simple_switch_CLI` lines that set every port's queue depth and rate."""
+        lines = []
+        for port, (depth, rate) in sorted(self.queue.items()):
+            lines += [f"set_queue_depth {depth} {port}", f"set_queue_rate {rate} {port}"]
+        return "\n".join(lines) + "\n"
+
+    def configure_queues(self) -> None:
+        """Send `cli_commands` to bmv2's Thrift server (after it is up)."""
+        if not self.queue:
+            return
+        subprocess.run(
+            [BMV2_CLI, "--thrift-port", str(self.thrift_port)],
+            input=self.cli_commands(),
+            text=True,
+            check=True,
+            capture_output=True,
+        )
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
+        super().stop(deleteIntfs)
+        for ifname in self.cable_interfaces.values():
+            if Path("/sys/class/net", ifname).exists():
+                subprocess.run(["ip", "link", "delete", ifname], capture_output=True)
+
+
+def bmv2_available() -> str | None:
+    """None when bmv2 can run here, else why not (a test's skip reason)."""
+    missing = [tool for tool in (BMV2_BINARY, BMV2_CLI) if shutil.which(tool) is None]
+    if missing:
+        return f"{' and '.join(missing)} not on PATH (bmv2 is not installed)"
+    return None
+
+
+TARGETS = {"softswitch": SoftSwitch, "bmv2": Bmv2Switch}
