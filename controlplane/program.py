@@ -113,7 +113,7 @@ def program_device(
     WRED profiles would change and `change_thresholds` is False.
     """
     pushed = False
-    if not session.has_pipeline(p4info):
+    if not session.has_pipeline(p4info, device_config):
         if dry_run:
             the_plan = plan([e.canonical(p4info) for e in desired], [])
             return ProgramResult(True, the_plan, len(desired), 0)

@@ -358,10 +358,33 @@ class P4RuntimeSession:
             return None
         return index_p4info(response.config.p4info)
 
-    def has_pipeline(self, p4info: P4InfoIndex) -> bool:
-        """Whether the device already runs a pipeline with this P4Info."""
+    def has_pipeline(self, p4info: P4InfoIndex, device_config: bytes | None = None) -> bool:
+        """Whether the device already runs a pipeline with this P4Info (and, given
+        `device_config`, that device config: the cookie `set_pipeline` sent says which).
+
+        A device that reports no cookie cannot say which device config it runs,
+        so it is taken to run another one and the pipeline is pushed again.
+        """
         current = self.get_pipeline()
-        return current is not None and current.p4info == p4info.p4info
+        if current is None or current.p4info != p4info.p4info:
+            return False
+        if device_config is None:
+            return True
+        return self.pipeline_cookie() == pipeline_cookie(p4info, device_config)
+
+    def pipeline_cookie(self) -> int | None:
+        """The cookie of the device's pipeline, None when it reports none."""
+        request = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY,
+        )
+        try:
+            response = self._stub.GetForwardingPipelineConfig(request, timeout=self.timeout)
+        except grpc.RpcError as err:
+            if err.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                return None
+            raise self._rpc_failed("GetForwardingPipelineConfig", err) from None
+        return response.config.cookie.cookie if response.config.HasField("cookie") else None
 
     # --- write -----------------------------------------------------------------
 
