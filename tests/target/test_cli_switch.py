@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from emulation.netns import NetnsLab, leftovers
+from tests.helpers import CASSINI
 
-CASSINI = str(Path(sys.executable).parent / "cassini")
 READY = re.compile(r"ready: device \d+, P4Runtime on (\S+)")
 
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -23,94 +22,27 @@ from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.p4info import load_p4info
 from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession
-from emulation.netns import NetnsLab, leftovers, new_prefix
+from emulation.netns import NetnsLab
 from emulation.target.packet import build_pfc_frame
 from emulation.target.ports import (
     MAX_FRAME_BYTES,
-    PACKET_AUXDATA,
     RECV_ANCILLARY_BYTES,
-    SOL_PACKET,
     open_port,
     restore_vlan_tag,
 )
 from emulation.target.switch import SoftwareSwitch
 from emulation.target.tm_config import PfcConfig, PortSettings, TmConfig
+from tests.helpers.hosts import Host, mac_of, udp
+from tests.helpers.hosts import make_hosts as make_plain_hosts
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.root
-PACKET_OUTGOING = 4
 DEVICE_ID = 7
 
 
-@dataclass
-class Host:
-    ns: str
-    ifname: str  # host end
-    switch_ifname: str  # switch end, root namespace
-    mac: bytes
-    sock: socket.socket
-
-    def send(self, frame: bytes) -> None:
-        self.sock.send(frame)
-
-    def received(self, quiet: float = 0.15, deadline: float = 5.0) -> list[bytes]:
-        """Frames that arrived (not our own) as they were on the wire - with the
-        VLAN tag the host's kernel stripped put back - until the link is quiet."""
-        frames: list[bytes] = []
-        self.sock.settimeout(quiet)
-        end = time.monotonic() + deadline
-        while time.monotonic() < end:
-            try:
-                frame, ancillary, _flags, address = self.sock.recvmsg(
-                    MAX_FRAME_BYTES, RECV_ANCILLARY_BYTES
-                )
-            except TimeoutError:
-                break
-            if address[2] != PACKET_OUTGOING:
-                frames.append(restore_vlan_tag(ancillary, frame))
-        return frames
-
-
-def mac_of(i: int) -> bytes:
-    return bytes.fromhex(f"0200000000{i:02x}")
-
-
-def udp(src: Host, dst_mac: bytes, size: int = 200, tos: int = 0, seq: int = 0) -> bytes:
-    head = (
-        Ether(dst=dst_mac.hex(":"), src=src.mac.hex(":"))
-        / IP(src="10.0.0.1", dst="10.0.0.2", tos=tos)
-        / UDP(sport=5000, dport=6000)
-    )
-    return bytes(head / (seq.to_bytes(4, "big") + bytes(size - len(head) - 4)))
-
-
-@pytest.fixture
-def lab() -> Iterator[NetnsLab]:
-    lab = NetnsLab(new_prefix())
-    try:
-        yield lab
-    finally:
-        lab.close()
-        assert leftovers(lab.prefix) == []
-
-
 def make_hosts(lab: NetnsLab, count: int) -> list[Host]:
-    hosts = []
-    for i in range(1, count + 1):
-        ns = lab.namespace(f"h{i}")
-        host_if, switch_if = lab.veth(f"h{i}", f"s{i}", ns_a=ns, mac_a=mac_of(i).hex(":"))
-        sock = lab.packet_socket(ns, host_if)
-        sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)  # the kernel strips tags here too
-        hosts.append(Host(ns, host_if, switch_if, mac_of(i), sock))
-    return hosts
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 3.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
+    """Hosts that see frames as they were on the wire, 802.1Q tags included."""
+    return make_plain_hosts(lab, count, restore_vlan_tags=True, deadline=5.0)
 
 
 def forward(ingress_port: int, dst_mac: bytes, port: int) -> Update:

@@ -10,25 +10,20 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl
-from scapy.layers.inet import IP, UDP
+from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
 from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.p4info import load_p4info
 from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession
-from emulation.netns import NetnsLab, leftovers, new_prefix
+from emulation.netns import NetnsLab
 from emulation.target.datapath import STATS_PUBLISH_S, Datapath, SwitchProgram
 from emulation.target.packet import build_pfc_frame
 from emulation.target.ports import (
@@ -40,78 +35,11 @@ from emulation.target.ports import (
 from emulation.target.state import DataplaneState, WredProfile
 from emulation.target.switch import SoftwareSwitch
 from emulation.target.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
+from tests.helpers import CASSINI
+from tests.helpers.hosts import Host, mac_of, make_hosts, udp
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.root
-PACKET_OUTGOING = 4
-CASSINI = str(Path(sys.executable).parent / "cassini")
-
-
-@dataclass
-class Host:
-    ns: str
-    ifname: str  # host end
-    switch_ifname: str  # switch end, root namespace
-    mac: bytes
-    sock: socket.socket
-
-    def send(self, frame: bytes) -> None:
-        self.sock.send(frame)
-
-    def received(self, quiet: float = 0.15, deadline: float = 3.0) -> list[bytes]:
-        """Frames that arrived (not our own), until the link is quiet for `quiet` s."""
-        frames: list[bytes] = []
-        self.sock.settimeout(quiet)
-        end = time.monotonic() + deadline
-        while time.monotonic() < end:
-            try:
-                frame, address = self.sock.recvfrom(65535)
-            except TimeoutError:
-                break
-            if address[2] != PACKET_OUTGOING:
-                frames.append(frame)
-        return frames
-
-
-def mac_of(i: int) -> bytes:
-    return bytes.fromhex(f"0200000000{i:02x}")
-
-
-def udp(src: Host, dst_mac: bytes, size: int = 200, tos: int = 0, seq: int = 0) -> bytes:
-    head = (
-        Ether(dst=dst_mac.hex(":"), src=src.mac.hex(":"))
-        / IP(src="10.0.0.1", dst="10.0.0.2", tos=tos)
-        / UDP(sport=5000, dport=6000)
-    )
-    payload = seq.to_bytes(4, "big")
-    return bytes(head / (payload + b"\x00" * (size - len(head) - 4)))
-
-
-@pytest.fixture
-def lab() -> Iterator[NetnsLab]:
-    lab = NetnsLab(new_prefix())
-    try:
-        yield lab
-    finally:
-        lab.close()
-        assert leftovers(lab.prefix) == []
-
-
-def make_hosts(lab: NetnsLab, count: int) -> list[Host]:
-    hosts = []
-    for i in range(1, count + 1):
-        ns = lab.namespace(f"h{i}")
-        host_if, switch_if = lab.veth(f"h{i}", f"s{i}", ns_a=ns, mac_a=mac_of(i).hex(":"))
-        hosts.append(Host(ns, host_if, switch_if, mac_of(i), lab.packet_socket(ns, host_if)))
-    return hosts
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 3.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 @pytest.mark.parametrize("rx_ring", [True, False], ids=["mmap-ring", "recv"])

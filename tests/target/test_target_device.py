@@ -6,26 +6,26 @@ so a test can tell what reached the packet path and what did not.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import pytest
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
-from controlplane.p4info import P4InfoIndex, load_p4info
+from controlplane.p4info import P4InfoIndex
 from controlplane.p4names import ECN_MARKED
 from emulation.target.arbitration import Session
 from emulation.target.device import Device
 from emulation.target.entry_validation import canonical_bytes, validate_table_entry
 from emulation.target.errors import EntryError
 from emulation.target.pipeline_check import check_pipeline
-from emulation.target.state import Change, ForwardChange, LocalDataplane, WredChange
-from tests.target.test_target_p4runtime import (
+from emulation.target.state import ForwardChange, WredChange
+from tests.helpers.dataplane import RecordingDataplane
+from tests.helpers.p4runtime import (
     DELETE,
     INSERT,
     MODIFY,
+    Set,
     forward_entry,
     table_entity,
     update,
@@ -33,28 +33,7 @@ from tests.target.test_target_p4runtime import (
 )
 
 DEVICE_ID = 1
-Set = p4runtime_pb2.SetForwardingPipelineConfigRequest
 Atomicity = p4runtime_pb2.WriteRequest
-
-
-class RecordingDataplane(LocalDataplane):
-    """A LocalDataplane that keeps every batch it applies."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.batches: list[list[Change]] = []
-
-    def apply(self, changes: Sequence[Change]) -> None:
-        self.batches.append(list(changes))
-        super().apply(changes)
-
-    def counters(self, names: Iterable[str]) -> dict[str, np.ndarray]:
-        return super().counters(names)
-
-
-@pytest.fixture(scope="module")
-def p4() -> P4InfoIndex:
-    return load_p4info()
 
 
 @pytest.fixture

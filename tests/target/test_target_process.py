@@ -26,10 +26,11 @@ from controlplane.p4names import PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession, WriteError
 from emulation.netns import NetnsLab, leftovers
 from emulation.target.switch import READY_PATTERN, SoftwareSwitch
-from tests.target.test_target_datapath import CASSINI, lab, mac_of, make_hosts, udp, wait_for
+from tests.helpers import CASSINI
+from tests.helpers.hosts import mac_of, make_hosts, udp
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.root
-__all__ = ["lab"]  # the fixture, shared with test_target_datapath
 
 
 def _forward(ingress: int, mac: bytes, port: int) -> TableEntry:

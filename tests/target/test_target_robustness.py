@@ -28,42 +28,19 @@ from emulation.target.p4runtime_service import (
     ERROR_MESSAGE_CHARS,
     MAX_STREAMS,
     RunningServer,
-    serve,
 )
 from emulation.target.state import LocalDataplane
-from tests.target.test_target_p4runtime import (
+from tests.helpers.p4runtime import (
     DEVICE_ID,
     INSERT,
     Client,
+    Set,
     expect_rpc_error,
     forward_entry,
     table_entity,
     update,
     write_errors,
 )
-
-Set = p4runtime_pb2.SetForwardingPipelineConfigRequest
-
-
-@pytest.fixture(scope="module")
-def p4() -> P4InfoIndex:
-    return load_p4info()
-
-
-@pytest.fixture
-def server() -> Iterator[RunningServer]:
-    running = serve(DEVICE_ID)
-    yield running
-    running.stop(grace=0)
-
-
-@pytest.fixture
-def primary(server: RunningServer, p4: P4InfoIndex) -> Iterator[Client]:
-    client = Client(server.address)
-    client.arbitrate(1)
-    client.set_pipeline(p4.p4info)
-    yield client
-    client.close()
 
 
 def _mac(i: int) -> bytes:
@@ -95,7 +72,7 @@ def test_a_large_failing_batch_keeps_its_details_within_a_default_clients_limit(
 
     updates = [update(INSERT, forward_entry(p4, 1, _mac(i), 2)) for i in range(150)]
     primary.write(*updates)
-    client = P4RuntimeClient(DEVICE_ID, server.address, (0, 2))  # takes over as primary
+    client = P4RuntimeClient(DEVICE_ID, server.address, (0, 11))  # takes over as primary
     try:
         request = p4runtime_pb2.WriteRequest()
         request.updates.extend(updates)
@@ -146,7 +123,7 @@ def test_the_session_never_reports_an_applied_update_as_failed(
 def test_a_write_above_the_cap_is_resource_exhausted(primary: Client, p4: P4InfoIndex) -> None:
     one = update(INSERT, forward_entry(p4, 1, _mac(1), 2))
     request = p4runtime_pb2.WriteRequest(device_id=DEVICE_ID)
-    request.election_id.low = 1
+    request.election_id.high, request.election_id.low = primary.election_id
     request.updates.extend([one] * (MAX_UPDATES_PER_WRITE + 1))
     with pytest.raises(grpc.RpcError) as failed:
         primary.stub.Write(request, timeout=30)
@@ -278,7 +255,7 @@ def test_a_backup_writing_before_any_pipeline_is_permission_denied(
 def test_a_write_for_an_unknown_role_is_not_found(primary: Client, p4: P4InfoIndex) -> None:
     """Spec 15: a role no client arbitrated for does not exist (was PERMISSION_DENIED)."""
     request = p4runtime_pb2.WriteRequest(device_id=DEVICE_ID, role="nobody")
-    request.election_id.low = 1
+    request.election_id.high, request.election_id.low = primary.election_id
     request.updates.append(update(INSERT, forward_entry(p4, 1, _mac(1), 2)))
     with pytest.raises(grpc.RpcError) as failed:
         primary.stub.Write(request, timeout=5)

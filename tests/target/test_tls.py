@@ -13,7 +13,6 @@ import logging
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +32,12 @@ from controlplane.p4info import load_p4info
 from controlplane.session import ConnectionFailed, P4RuntimeSession
 from controlplane.tls import ServerTlsSettings, TlsSettings
 from emulation.cli import main
-from emulation.netns import NetnsLab, leftovers, new_prefix
+from emulation.netns import NetnsLab
 from emulation.target.p4runtime_service import RunningServer, is_loopback_address, serve
 from emulation.target.port_stats import PortCounters
+from tests.helpers import CASSINI
 from topologies.errors import UserInputError
 
-CASSINI = str(Path(sys.executable).parent / "cassini")
 TIMEOUT = 2.0
 
 
@@ -405,16 +404,6 @@ def test_loopback_addresses() -> None:
 
 
 # --- cassini switch serve --grpc-server-ssl with real interfaces, cassini program --ssl ----
-
-
-@pytest.fixture
-def lab() -> Iterator[NetnsLab]:
-    lab = NetnsLab(new_prefix())
-    try:
-        yield lab
-    finally:
-        lab.close()
-        assert leftovers(lab.prefix) == []
 
 
 @pytest.mark.root
