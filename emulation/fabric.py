@@ -4,9 +4,10 @@ One source of truth: the chip map (`topologies.chip_mapping`) says which chip
 port each server and each loopback cable uses, the topology's links give
 every port's rate and every cable's delay, and `controlplane.settings` gives
 the thresholds. `emulation.profile` scales them (rates x S, thresholds x F);
-this module wires them up (`EmulatedFabric`): one network namespace and veth
-per server, one software switch holding all logical switches (cabled ports
-exist only inside the switch), programmed over P4Runtime by the real control
+this module wires them up (`EmulatedFabric`) as a Mininet network
+(`emulation.mininet_net`): one host (a named namespace) and veth per server,
+one Mininet switch, the software switch holding all logical switches (cabled
+ports exist only inside it), programmed over P4Runtime by the real control
 plane.
 """
 
