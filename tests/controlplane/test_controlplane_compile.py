@@ -9,7 +9,6 @@ import pytest
 
 from controlplane.compile import desired_entries, forwarding_table_entries, wred_entries
 from controlplane.entries import TableEntry, Update, UpdateType
-from controlplane.p4info import load_p4info
 from controlplane.reconcile import plan
 from controlplane.settings import (
     ControlPlaneSettings,
@@ -18,18 +17,6 @@ from controlplane.settings import (
 )
 from topologies.chip_mapping import forwarding_entries, map_to_chip
 from topologies.errors import UserInputError
-from topologies.library import load_topology
-
-
-@pytest.fixture(scope="module")
-def index():
-    return load_p4info()
-
-
-@pytest.fixture(scope="module")
-def testbed():
-    topo = load_topology("cassini-testbed")
-    return topo, map_to_chip(topo)
 
 
 def test_forwarding_entries_mirror_chip_mapping(testbed, index):

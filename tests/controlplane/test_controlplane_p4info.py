@@ -14,11 +14,6 @@ from controlplane.p4info import (
 from topologies.errors import UserInputError
 
 
-@pytest.fixture(scope="module")
-def index():
-    return load_p4info()
-
-
 def test_tables_actions_counters_by_name_alias_and_id(index):
     fwd = index.table("logical_forward")
     assert fwd is index.table("CassiniIngress.logical_forward")

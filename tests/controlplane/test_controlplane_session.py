@@ -8,34 +8,13 @@ import pytest
 
 from controlplane.compile import desired_entries
 from controlplane.entries import TableEntry, Update, UpdateType
-from controlplane.p4info import load_p4info, mac_to_bytes
+from controlplane.p4info import mac_to_bytes
 from controlplane.program import program_device
 from controlplane.reconcile import plan
 from controlplane.session import ConnectionFailed, NotPrimaryError, P4RuntimeSession, WriteError
 from controlplane.settings import WredSettings
 from emulation.target.p4runtime_service import serve
-from topologies.chip_mapping import forwarding_entries, map_to_chip
-from topologies.library import load_topology
-
-
-@pytest.fixture(scope="module")
-def index():
-    return load_p4info()
-
-
-@pytest.fixture(scope="module")
-def testbed():
-    topo = load_topology("cassini-testbed")
-    return topo, map_to_chip(topo)
-
-
-@pytest.fixture
-def device():
-    server = serve(device_id=1)
-    try:
-        yield server
-    finally:
-        server.stop()
+from topologies.chip_mapping import forwarding_entries
 
 
 def _desired(testbed, index, wred=None):

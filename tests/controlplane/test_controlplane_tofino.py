@@ -10,15 +10,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, te
 from controlplane.bmv2 import bmv2_wred, cells_to_packets, queue_commands
 from controlplane.settings import ControlPlaneSettings, PfcSettings, WredSettings
 from controlplane.tofino import bfrt_tm_script, chassis_config, panel_layout, write_artifacts
-from topologies.chip_mapping import map_to_chip
 from topologies.errors import UserInputError
-from topologies.library import load_topology
-
-
-@pytest.fixture(scope="module")
-def testbed():
-    topo = load_topology("cassini-testbed")
-    return topo, map_to_chip(topo)
 
 
 def _chassis_config_class() -> Any:

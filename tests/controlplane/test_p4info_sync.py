@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from controlplane.p4info import P4_DIR, P4InfoIndex, load_p4info
+from controlplane.p4info import P4_DIR, P4InfoIndex
 
 P4SRC = P4_DIR  # the P4 sources shipped with the package, next to their P4Info
 PROGRAMS = ("cassini.p4", "cassini_tna.p4")
@@ -228,11 +228,6 @@ def compare(objs: P4Objects, index: P4InfoIndex, program: str) -> list[str]:
                 f"{program}: counter {name}: @id {c['id']} does not give P4Info id {info.id}"
             )
     return out
-
-
-@pytest.fixture(scope="module")
-def index() -> P4InfoIndex:
-    return load_p4info()
 
 
 @pytest.fixture(scope="module")
