@@ -7,7 +7,6 @@ import csv
 import re
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,7 @@ from controlplane.telemetry import Interval, PortDelta
 from emulation.cli import main
 from emulation.cli.ecn_cmds import _print_interval
 from emulation.target.p4runtime_service import RunningServer, serve
-
-CASSINI = str(Path(sys.executable).parent / "cassini")
+from tests.helpers import CASSINI
 
 
 def test_printed_drop_counts_every_loss(capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,11 +13,9 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -36,11 +34,12 @@ from emulation.fabric import (
 )
 from emulation.netns import cleanup_all, leftovers, new_prefix
 from emulation.target.tm_config import tm_config_from_dict
+from tests.helpers import CASSINI
+from tests.helpers.waiting import wait_for
 from topologies.chip_mapping import forwarding_entries, map_to_chip, walk
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 
-CASSINI = str(Path(sys.executable).parent / "cassini")
 SCALE = 0.001  # 50 Gbps links -> 50 Mbit/s ports: a Python sender can overload one
 PACKET_OUTGOING = 4
 EXPERIMENTAL_ETHERTYPE = 0x88B5  # IEEE local experimental: no host answers it
@@ -113,17 +112,6 @@ def fabric() -> Iterator[EmulatedFabric]:
         assert left == []
 
 
-@pytest.fixture
-def prefix() -> Iterator[str]:
-    name = new_prefix("cas")
-    try:
-        yield name
-    finally:
-        left = leftovers(name)
-        cleanup_all(name)
-        assert left == []
-
-
 @pytest.fixture(scope="module")
 def reader(fabric: EmulatedFabric) -> Iterator[P4RuntimeSession]:
     with fabric.session() as session:
@@ -180,15 +168,6 @@ def settled_deltas(session: P4RuntimeSession, before: Snapshot) -> list[PortDelt
             break
         last = now
     return deltas(before, last)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 3.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 @pytest.mark.root

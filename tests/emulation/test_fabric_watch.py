@@ -12,18 +12,16 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from emulation.fabric import EmulatedFabric, describe_exit
-from emulation.netns import cleanup_all, leftovers, new_prefix
+from emulation.netns import leftovers
+from tests.helpers import CASSINI
 from topologies.library import load_topology
 
-CASSINI = str(Path(sys.executable).parent / "cassini")
 TOPOLOGY = "leaf-spine:2:1:2"  # 4 servers: quick to bring up and tear down
 
 
@@ -56,17 +54,6 @@ def test_a_fabric_that_never_started_reports_no_failure() -> None:
 
 
 # --- a real switch, killed ------------------------------------------------------
-
-
-@pytest.fixture
-def prefix() -> Iterator[str]:
-    name = new_prefix("cas")
-    try:
-        yield name
-    finally:
-        left = leftovers(name)
-        cleanup_all(name)
-        assert left == []
 
 
 def _argv_of(pid: int) -> list[str]:

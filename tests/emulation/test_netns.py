@@ -15,10 +15,10 @@ import pytest
 from emulation import netns
 from emulation.netns import NetnsLab, cleanup_all, leftovers, new_prefix
 from emulation.runs import ProcessId, runs
+from tests.helpers import CASSINI
 from topologies.errors import UserInputError
 
 pytestmark = pytest.mark.root
-CASSINI = str(Path(sys.executable).parent / "cassini")
 
 
 @pytest.fixture
