@@ -6,30 +6,14 @@ import pytest
 
 from scheduler.baselines import make_scheduler, parse_scheduler_names
 from scheduler.baselines.base import (
-    ClusterInfo,
-    ClusterView,
     JobStatus,
     ProfileBook,
     joint_candidates,
 )
 from scheduler.baselines.pollux import PolluxScheduler, statistical_efficiency
 from scheduler.baselines.themis import ThemisScheduler, finish_time_fairness
+from tests.helpers.schedulers import GPUS, INFO, TOPO, cluster_view, dynamic_arrival_view
 from topologies.errors import UserInputError
-from topologies.library import load_topology
-
-TOPO = load_topology("cassini-testbed")
-INFO = ClusterInfo.of(TOPO)
-GPUS = {s.name: s.gpus for s in TOPO.servers}
-
-
-def _view(jobs: list[JobStatus], now: float, reason: str = "arrival") -> ClusterView:
-    used: dict[str, int] = {}
-    for j in jobs:
-        for s in j.servers:
-            used[s] = used.get(s, 0) + 1
-    return ClusterView(
-        now, GPUS, {s: g - used.get(s, 0) for s, g in GPUS.items()}, tuple(jobs), reason
-    )
 
 
 def test_finish_time_fairness_values() -> None:
@@ -57,7 +41,7 @@ def test_themis_farthest_from_fairness_bids_first() -> None:
     sched = ThemisScheduler(INFO)
     order = sched.bid_order([new, old], 100.0)
     assert [j.name for j in order] == ["old", "new"]
-    alloc = sched.decide(_view([busy, new, old], 100.0))
+    alloc = sched.decide(cluster_view([busy, new, old], 100.0))
     assert "old" in alloc.placement and "new" not in alloc.placement
     assert alloc.placement["busy"] == busy.servers  # no preemption on an arrival
 
@@ -78,12 +62,12 @@ def test_themis_lease_expiry_preempts_the_fairer_job() -> None:
     )
     starved = JobStatus("starved", "vgg16", 24, 100, 0.0, 0.0, ideal_iteration_ms=100.0)
     sched = ThemisScheduler(INFO, lease_s=600.0)
-    alloc = sched.decide(_view([runner, starved], 600.0, "tick"))
+    alloc = sched.decide(cluster_view([runner, starved], 600.0, "tick"))
     assert "starved" in alloc.placement and "runner" not in alloc.placement
     # between leases nothing moves
-    alloc = sched.decide(_view([runner, starved], 300.0, "arrival"))
+    alloc = sched.decide(cluster_view([runner, starved], 300.0, "arrival"))
     assert alloc.placement == {"runner": servers}
-    assert sched.next_tick(300.0, _view([runner, starved], 300.0)) == pytest.approx(600.0)
+    assert sched.next_tick(300.0, cluster_view([runner, starved], 300.0)) == pytest.approx(600.0)
 
 
 def test_candidates_same_counts_and_rack_spans_and_feasible() -> None:
@@ -113,7 +97,7 @@ def test_cassini_keeps_base_worker_counts(variant: str, base: str) -> None:
         JobStatus(f"n{i}", m, w, 300, 5.0, 0.0, ideal_iteration_ms=200.0)
         for i, (m, w) in enumerate([("resnet50", 5), ("vgg16", 6), ("bert", 3)])
     ]
-    view = _view(jobs, 5.0)
+    view = cluster_view(jobs, 5.0)
     b = make_scheduler(base, TOPO, seed=3).decide(view)
     v = make_scheduler(variant, TOPO, seed=3).decide(view)
     assert {k: len(s) for k, s in v.placement.items()} == {
@@ -138,7 +122,7 @@ def test_pollux_efficiency_and_greedy_counts() -> None:
     ]
     counts = sched.counts(jobs, 24, {})
     assert sum(counts.values()) <= 24 and all(1 <= c <= 12 for c in counts.values())
-    alloc = sched.decide(_view(jobs, 0.0, "tick"))
+    alloc = sched.decide(cluster_view(jobs, 0.0, "tick"))
     assert sum(len(s) for s in alloc.placement.values()) <= 24
     for wpi in alloc.work_per_iteration.values():
         assert 0 < wpi <= 1.0 + 1e-9
@@ -150,40 +134,12 @@ def test_scheduler_names_did_you_mean() -> None:
         parse_scheduler_names("themsi")
 
 
-def _dynamic_arrival_view(seed: int) -> tuple[ClusterView, dict[str, tuple[str, ...]]]:
-    """The dynamic trace at the newcomers' arrival: background placed by Themis at t = 0."""
-    from scheduler.traces import dynamic_trace
-
-    trace = dynamic_trace(TOPO.total_gpus(), seed)
-    book = ProfileBook()
-
-    def status(t, servers=()):  # type: ignore[no-untyped-def]
-        prof = book.get(t.model, t.workers)
-        return JobStatus(
-            t.name,
-            t.model,
-            t.workers,
-            t.iterations,
-            t.arrival_s,
-            0.0,
-            tuple(servers),
-            ideal_iteration_ms=prof.iteration_ms,
-        )
-
-    background = [t for t in trace if t.arrival_s == 0.0]
-    newcomers = [t for t in trace if t.arrival_s > 0.0]
-    first = ThemisScheduler(INFO, seed=seed).decide(_view([status(t) for t in background], 0.0))
-    running = [status(t, first.placement[t.name]) for t in background]
-    view = _view(running + [status(t) for t in newcomers], newcomers[0].arrival_s)
-    return view, dict(first.placement)
-
-
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_dynamic_case_newcomers_must_share_and_candidates_differ(seed: int) -> None:
     """The paper's hook: no free rack to hide in, and equal placements meet different jobs."""
     from scheduler.traffic import JobRouter as Router
 
-    view, background = _dynamic_arrival_view(seed)
+    view, background = dynamic_arrival_view(seed)
     free_per_rack = {
         rack: sum(view.free[s] for s in servers) for rack, servers in INFO.racks.items()
     }

@@ -100,11 +100,11 @@ def test_dynamic_case_cassini_picks_compatible_placement(seed: int) -> None:
     from scheduler.cassini import evaluate_candidate
     from scheduler.traces import dynamic_trace
     from scheduler.traffic import JobRouter as Router
-    from tests.scheduler.test_baselines import _dynamic_arrival_view
+    from tests.helpers.schedulers import dynamic_arrival_view
 
     topo = load_topology("cassini-testbed")
     router = Router(topo)
-    view, _ = _dynamic_arrival_view(seed)
+    view, _ = dynamic_arrival_view(seed)
     themis = make_scheduler("themis", topo, seed, router=router).decide(view)
     cassini = make_scheduler("th+cassini", topo, seed, router=router).decide(view)
     assert cassini.placement in themis.candidates  # Cassini only picks among Themis's own

@@ -14,7 +14,7 @@ from scheduler.pacing import paced_periods, paced_profile, pacing_options
 from scheduler.simulator import SimSettings, simulate
 from scheduler.traces import TraceJob
 from scheduler.types import Phase, Profile
-from tests.scheduler.test_simulator import FixedScheduler
+from tests.helpers.schedulers import FixedScheduler
 from topologies.generators import leaf_spine
 
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 
 from scheduler.baselines import make_scheduler
-from scheduler.baselines.base import Allocation, ClusterView, ProfileBook
+from scheduler.baselines.base import ProfileBook
 from scheduler.fluid import max_min_rates
 from scheduler.simulator import SimSettings, simulate
 from scheduler.traces import TraceJob, poisson_trace
 from scheduler.types import Phase, Profile
+from tests.helpers.schedulers import FixedScheduler
 from topologies.generators import leaf_spine
 from topologies.library import load_topology
 
@@ -58,30 +58,6 @@ class FixedBook(ProfileBook):
 
     def get(self, model: str, workers: int, batch_size: int | None = None) -> Profile:
         return self.profile
-
-
-@dataclass(frozen=True)
-class FixedScheduler:
-    placement: Mapping[str, tuple[str, ...]]
-    shifts: Mapping[str, float] = field(default_factory=dict)
-    periods: Mapping[str, float] = field(default_factory=dict)
-    name: str = "fixed"
-    dedicated: bool = False
-    migration_s: float = 0.0
-
-    def decide(self, view: ClusterView) -> Allocation:
-        live = {j.name for j in view.jobs}
-        p = {k: v for k, v in self.placement.items() if k in live}
-        return Allocation(
-            p,
-            (p,),
-            {k: v for k, v in self.shifts.items() if k in live},
-            periods_ms={k: v for k, v in self.periods.items() if k in live},
-            new_schedule=bool(self.periods),
-        )
-
-    def next_tick(self, now_s: float, view: ClusterView) -> float:
-        return float("inf")
 
 
 def _two_jobs(shift_b: float | None, fast: bool = True, iterations: int = 50):
