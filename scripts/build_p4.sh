@@ -6,7 +6,7 @@
 # compilers' outputs stay outside the package.
 # Usage: scripts/build_p4.sh [bmv2|tofino|all]   (default: all)
 #        P4_OUT=DIR scripts/build_p4.sh ...       (write DIR/bmv2, DIR/tofino instead)
-# Each compiler also writes its own P4Info; tests/test_p4c.py compares p4c's
+# Each compiler also writes its own P4Info; tests/controlplane/test_p4c.py compares p4c's
 # with controlplane/p4/cassini.p4info.txtpb, the one the control plane loads.
 set -euo pipefail
 

@@ -12,11 +12,11 @@
  *
  * bmv2 reports enq_qdepth in packets, not cells: the control plane converts
  * thresholds for bmv2 (controlplane/bmv2.py). Object names match
- * cassini.p4info.txtpb (checked by tests/test_p4info_sync.py).
+ * cassini.p4info.txtpb (checked by tests/controlplane/test_p4info_sync.py).
  *
  * @name gives every table, action and counter its P4Info name; @id pins its
  * P4Runtime id (p4c: type prefix << 24 | @id) so p4c reproduces
- * cassini.p4info.txtpb id for id (tests/test_p4c.py checks).
+ * cassini.p4info.txtpb id for id (tests/controlplane/test_p4c.py checks).
  */
 #include <core.p4>
 #include <v1model.p4>

@@ -21,7 +21,7 @@
  *
  * @name gives every table, action and counter its P4Info name; @id pins its
  * P4Runtime id (p4c: type prefix << 24 | @id) so p4c reproduces
- * cassini.p4info.txtpb id for id (tests/test_p4c.py checks).
+ * cassini.p4info.txtpb id for id (tests/controlplane/test_p4c.py checks).
  */
 #include <core.p4>
 #include <tna.p4>

@@ -11,7 +11,7 @@ time skipped). Skipping stops two windows before any job of the
 component would finish, and never crosses a scheduler decision that touches
 the component (the component is rewound and re-simulated exactly to the
 decision time instead). The error is bounded by the window's deviation from
-true periodicity; tests/test_simulator.py checks it against the exact mode.
+true periodicity; tests/scheduler/test_simulator.py checks it against the exact mode.
 """
 
 from __future__ import annotations
