@@ -10,32 +10,17 @@ it is installed.
 from __future__ import annotations
 
 import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from emulation.fabric import EmulatedFabric
 from emulation.mininet_net import CHIP, Bmv2Switch, CassiniTopo, bmv2_available
-from emulation.netns import cleanup_all, leftovers, new_prefix
+from tests.helpers import CASSINI
 from topologies.addressing import SERVER_PREFIX_LEN
 from topologies.chip_mapping import map_to_chip
 from topologies.library import load_topology
 
-CASSINI = str(Path(sys.executable).parent / "cassini")
 SMALL = "leaf-spine:2:2:2"
-
-
-@pytest.fixture
-def prefix() -> Iterator[str]:
-    name = new_prefix("cas")
-    try:
-        yield name
-    finally:
-        left = leftovers(name)
-        cleanup_all(name)
-        assert left == []
 
 
 def test_topo_has_every_server_as_a_host_cabled_to_its_chip_port() -> None:

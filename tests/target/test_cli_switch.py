@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import time
@@ -12,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from emulation.netns import NetnsLab, leftovers
+from emulation.target.switch import READY_PATTERN
 from tests.helpers import CASSINI
-
-READY = re.compile(r"ready: device \d+, P4Runtime on (\S+)")
 
 
 @pytest.fixture
@@ -41,7 +39,7 @@ def start_switch(lab: NetnsLab, argv: list[str]) -> tuple[subprocess.Popen[str],
     lines: list[str] = []
     for line in process.stderr:
         lines.append(line)
-        if READY.search(line):
+        if READY_PATTERN.search(line):
             return process, lines
     raise AssertionError("switch did not start:\n" + "".join(lines))
 
@@ -95,7 +93,7 @@ def test_bmv2_syntax_starts_the_switch_and_names_what_it_ignores(
         for name in (f"JSON {json_config}", "--no-p4", "--thrift-port 9090", "--log-console",
                      "--cpu-port 64"):  # fmt: skip
             assert name in ignored[0]
-        assert READY.search(lines[-1]).group(1).startswith("127.0.0.1:")  # type: ignore[union-attr]
+        assert READY_PATTERN.search(lines[-1]).group(1).startswith("127.0.0.1:")  # type: ignore[union-attr]
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(10) == 0

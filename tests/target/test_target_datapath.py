@@ -8,7 +8,6 @@ namespace, interface or switch process with its prefix is left afterwards.
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import threading
@@ -33,7 +32,7 @@ from emulation.target.ports import (
     open_ports,
 )
 from emulation.target.state import DataplaneState, WredProfile
-from emulation.target.switch import SoftwareSwitch
+from emulation.target.switch import READY_PATTERN, SoftwareSwitch
 from emulation.target.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
 from tests.helpers import CASSINI
 from tests.helpers.hosts import Host, mac_of, make_hosts, udp
@@ -224,7 +223,7 @@ def test_cli_serve_forwards_and_stops_cleanly_on_sigterm(lab: NetnsLab) -> None:
         if not line:
             break
         log_lines.append(line)
-        match = re.search(r"ready: device 3, P4Runtime on (\S+)", line)
+        match = READY_PATTERN.search(line)
         address = match.group(1) if match else None
     assert address, "".join(log_lines)
     assert any("PFC on: XOFF 4000 cells" in line for line in log_lines)

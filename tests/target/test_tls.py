@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import logging
-import re
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from emulation.cli import main
 from emulation.netns import NetnsLab
 from emulation.target.p4runtime_service import RunningServer, is_loopback_address, serve
 from emulation.target.port_stats import PortCounters
+from emulation.target.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from topologies.errors import UserInputError
 
@@ -437,7 +437,7 @@ def test_cli_serve_with_tls_and_program_with_ssl(
         if not line:
             break
         log_lines.append(line)
-        match = re.search(r"ready: device 4, P4Runtime on (\S+)", line)
+        match = READY_PATTERN.search(line)
         address = match.group(1) if match else None
     try:
         assert address, "".join(log_lines)
