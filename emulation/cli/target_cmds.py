@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_settings_arguments, add_topology_argument, settings_from_args
+from .common import (
+    add_force_argument,
+    add_settings_arguments,
+    add_topology_argument,
+    settings_from_args,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_topology_argument(art)
     art.add_argument("--out", "-o", required=True, help="output directory")
+    add_force_argument(art)
     add_settings_arguments(art)
     art.set_defaults(handler=_tofino_artifacts)
 
@@ -40,7 +46,7 @@ def _tofino_artifacts(args: argparse.Namespace) -> int:
 
     topo = load_topology(args.topology)
     chip = map_to_chip(topo)
-    for path in write_artifacts(topo, chip, settings_from_args(args), args.out):
+    for path in write_artifacts(topo, chip, settings_from_args(args), args.out, force=args.force):
         print(f"wrote {path}")
     print("run the traffic-manager script on the switch with: bfshell -b cassini_tm.py")
     return 0

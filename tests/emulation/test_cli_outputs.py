@@ -53,7 +53,7 @@ def test_every_writer_refuses_to_overwrite_an_earlier_output(
         assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
 
 
-@pytest.mark.parametrize("command", [TRACE, SIMULATE, EXPORT])
+@pytest.mark.parametrize("command", [TRACE, SIMULATE, TOFINO, EXPORT])
 def test_force_replaces_an_earlier_output(
     command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
