@@ -294,6 +294,12 @@ class TelemetryLog:
             "links": [asdict(r) for r in self.links],
         }
 
+    @staticmethod
+    def paths(path: str | Path) -> list[Path]:
+        """The files `write(path)` writes: PATH, and for .csv also PATH-links.csv."""
+        p = Path(path)
+        return [p] if p.suffix == ".json" else [p, p.with_name(p.stem + "-links.csv")]
+
     def write(self, path: str | Path) -> list[Path]:
         """Write .json (one file) or .csv (ports to PATH, links to PATH with -links.csv)."""
         p = Path(path)

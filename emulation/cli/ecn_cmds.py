@@ -12,8 +12,10 @@ import sys
 from typing import Any
 
 from topologies.errors import UserInputError
+from topologies.outputs import check_output
 
 from .common import (
+    add_force_argument,
     add_tls_client_arguments,
     add_topology_argument,
     client_tls_from_args,
@@ -47,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     watch.add_argument("--duration", default=None, help="stop after this long, e.g. 30s")
     add_topology_argument(watch, default=None, purpose="name links")
     watch.add_argument("--out", default=None, help="record to FILE.csv or FILE.json")
+    add_force_argument(watch)
     watch.add_argument("--json", action="store_true", help="one JSON object per interval")
     watch.add_argument(
         "--gnmi",
@@ -82,6 +85,9 @@ def _ecn_watch(args: argparse.Namespace) -> int:
         chip = map_to_chip(load_topology(args.topology))
     if args.out and not args.out.endswith((".csv", ".json")):
         raise UserInputError(f"--out {args.out}: use a .csv or .json file name")
+    if args.out:  # refused before watching, not after: the output rule of every writer
+        for path in TelemetryLog.paths(args.out):
+            check_output(path, "file", args.force)
     gnmi_address = args.gnmi or args.grpc
     tls = client_tls_from_args(args)
     reader = None if args.no_gnmi else GnmiReader(gnmi_address, args.timeout, tls)

@@ -205,3 +205,18 @@ def test_sweep_resumes_its_own_folder_and_refuses_any_other(
     (other / "cells").mkdir()
     assert main(["sweep", "--config", str(bad), "--out", str(other)]) == 2
     assert "not valid YAML" in _err(capsys)
+
+
+def test_ecn_watch_refuses_an_earlier_recording_before_it_watches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It wrote over ecn.csv (and ecn-links.csv) at the end of a watch; now it refuses
+    at once, before connecting (nothing listens on port 1)."""
+    for name in ("ecn.csv", "ecn-links.csv"):
+        out = tmp_path / name
+        out.write_text("from an earlier watch\n")
+        argv = ["ecn", "watch", "--grpc", "127.0.0.1:1", "--out", str(tmp_path / "ecn.csv")]
+        assert main(argv) == 2
+        assert f"--out {out}: already exists" in _err(capsys)
+        assert out.read_text() == "from an earlier watch\n"
+        out.unlink()
