@@ -112,7 +112,9 @@ def test_one_allreduce_over_tcp_takes_bytes_over_rate() -> None:
         assert result["received"] == 2 * total - sizes[rank] - sizes[(rank + 1) % workers]
         assert result["sent"] == sum(s.send_bytes for s in plan)
         assert result["ecn"] is True
-        # Headers and TCP/IP framing add ~4%; six steps' hand-offs a little more.
-        assert ideal_ms < result["ms"] < 1.35 * ideal_ms, (result["ms"], ideal_ms)
+        # Never faster than the links allow. Headers and TCP/IP framing add ~4% and
+        # the six hand-offs a little more: 1.12x on an idle machine, 1.37x seen with
+        # the whole suite running; the bound only catches a collective that stalls.
+        assert ideal_ms < result["ms"] < 2.5 * ideal_ms, (result["ms"], ideal_ms)
     print(f"AllReduce {total} B x 4 workers at {RATE_MBIT} Mbit/s: ideal {ideal_ms:.0f} ms, "
           f"measured {[round(r['ms']) for r in results]} ms")  # fmt: skip
