@@ -9,6 +9,8 @@
 - session: talking to one device (arbitration, pipeline, batched writes, reads)
 - tls: which certificates a client or the switch presents and trusts
 - program: bringing a device to a topology's entries (push pipeline, reconcile)
-- telemetry: per-port and per-link ECN/traffic time series from counters
+- gnmi: a device's interface counters (every loss by cause) over gNMI
+- telemetry: per-port and per-link ECN/traffic/loss time series from counters
+- p4/: the P4 programs (bmv2 and Tofino) and the P4Info, shipped as package data
 - tofino / bmv2: what each target needs beyond P4Runtime
 """
