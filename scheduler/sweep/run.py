@@ -79,7 +79,10 @@ def run_sweep(
     cells = config.cells()
     keys = [cell_key(c, config.inputs, version) for c in cells]
     done = store.done_keys()
-    todo = [i for i, k in enumerate(keys) if k not in done or store.load(k) is None]
+    # Each stored record is read once: here for the cells already done, after saving
+    # for the ones this run finishes.
+    stored = {k: r for k in dict.fromkeys(keys) if k in done and (r := store.load(k)) is not None}
+    todo = [i for i, k in enumerate(keys) if k not in stored]
     tasks = prepare_tasks(config, [cells[i] for i in todo], [keys[i] for i in todo])
     events.started(len(cells), len(cells) - len(todo), engine.description, engine.dashboard_link)
     failures: list[Mapping[str, Any]] = []
@@ -88,6 +91,9 @@ def run_sweep(
             cell = tasks[i].cell
             if error is None:
                 store.save(record)
+                reloaded = store.load(tasks[i].key)  # as a later run will see it
+                if reloaded is not None:
+                    stored[tasks[i].key] = reloaded
             else:
                 failures.append(
                     {"cell": cell.settings(), "key": tasks[i].key, "error": error_text(error)}
@@ -95,9 +101,7 @@ def run_sweep(
             events.finished(cell, error)
     finally:
         events.closed()
-    records = ordered_records(
-        [r for r in (store.load(k) for k in dict.fromkeys(keys)) if r is not None]
-    )
+    records = ordered_records([stored[k] for k in dict.fromkeys(keys) if k in stored])
     paths = write_outputs(records, store, version)
     paths["failures"] = store.write_failures(failures)
     return SweepResult(
