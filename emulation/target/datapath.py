@@ -37,7 +37,7 @@ from controlplane.p4names import check_p4_names
 from topologies.errors import UserInputError
 
 from .packet import parse_mac_control
-from .port_stats import STAT_NAMES
+from .port_stats import P4_COUNTED_STATS, STAT_NAMES
 from .ports import (
     MAX_FRAME_BYTES,
     PACKET_OUTGOING,
@@ -136,6 +136,27 @@ class SwitchProgram:
             (state.counter(names[3]), tm.wred_dropped_packets, tm.wred_dropped_bytes),
         ]
         self._flushed = [([0] * n, [0] * n) for _ in self._counter_sources]
+        # The lists behind every statistic, in STAT_NAMES order (they are updated in
+        # place, never replaced, so the map is built once).
+        self._stat_lists: dict[str, list[int]] = {
+            "rx_packets": self.rx_packets,
+            "rx_bytes": self.rx_bytes,
+            "tx_packets": tm.tx_packets,
+            "tx_bytes": tm.tx_bytes,
+            "ecn_marked": tm.marked_packets,
+            "wred_dropped": tm.wred_dropped_packets,
+            "tail_dropped": tm.tail_dropped_packets,
+            "forward_misses": self.forward_misses,
+            "to_unknown_port": self.to_unknown_port,
+            "malformed": self.malformed,
+            "rx_overruns": self.rx_overruns,
+            "send_errors": self.send_errors,
+            "pfc_received": self.pfc_received,
+            "mac_control_ignored": self.mac_control_ignored,
+            "pfc_pauses_sent": tm.pfc_pauses_sent,
+            "pfc_resumes_sent": tm.pfc_resumes_sent,
+        }
+        assert tuple(self._stat_lists) == STAT_NAMES
 
     def ingress(self, port: int, frame: bytes, now: float) -> None:
         """One received frame through parser, ingress counter, table and queue."""
@@ -215,7 +236,7 @@ class SwitchProgram:
         ports = self.ports
         rows = shared.stats
         shared.begin()
-        for i, values in enumerate(self._stat_lists().values()):
+        for i, values in enumerate(self._stat_lists.values()):
             rows[i, ports] = [values[p] for p in ports]
         shared.end()
 
@@ -223,46 +244,16 @@ class SwitchProgram:
         """Every statistic of `STAT_NAMES`, per port (non-zero ones only)."""
         return {
             name: {p: v for p, v in enumerate(values) if v}
-            for name, values in self._stat_lists().items()
+            for name, values in self._stat_lists.items()
         }
-
-    def _stat_lists(self) -> dict[str, list[int]]:
-        tm = self.tm
-        named: dict[str, list[int]] = {
-            "rx_packets": self.rx_packets,
-            "rx_bytes": self.rx_bytes,
-            "tx_packets": tm.tx_packets,
-            "tx_bytes": tm.tx_bytes,
-            "ecn_marked": tm.marked_packets,
-            "wred_dropped": tm.wred_dropped_packets,
-            "tail_dropped": tm.tail_dropped_packets,
-            "forward_misses": self.forward_misses,
-            "to_unknown_port": self.to_unknown_port,
-            "malformed": self.malformed,
-            "rx_overruns": self.rx_overruns,
-            "send_errors": self.send_errors,
-            "pfc_received": self.pfc_received,
-            "mac_control_ignored": self.mac_control_ignored,
-            "pfc_pauses_sent": tm.pfc_pauses_sent,
-            "pfc_resumes_sent": tm.pfc_resumes_sent,
-        }
-        assert tuple(named) == STAT_NAMES
-        return named
 
     def stats(self) -> dict[str, dict[int, int]]:
         """Drops and events that have no P4 counter, per port (for logs and tests)."""
-        tm = self.tm
-        named = {
-            "forward_misses": self.forward_misses,
-            "malformed": self.malformed,
-            "pfc_received": self.pfc_received,
-            "mac_control_ignored": self.mac_control_ignored,
-            "to_unknown_port": self.to_unknown_port,
-            "tail_dropped": tm.tail_dropped_packets,
-            "pfc_pauses_sent": tm.pfc_pauses_sent,
-            "pfc_resumes_sent": tm.pfc_resumes_sent,
+        return {
+            name: per_port
+            for name, per_port in self.port_stats().items()
+            if name not in P4_COUNTED_STATS
         }
-        return {name: {p: v for p, v in enumerate(values) if v} for name, values in named.items()}
 
 
 class Datapath:

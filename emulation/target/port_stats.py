@@ -38,6 +38,10 @@ STAT_NAMES: tuple[str, ...] = (
     "pfc_pauses_sent",
     "pfc_resumes_sent",
 )
+# The statistics the P4 counters (port_rx, port_tx, ecn_marked, wred_dropped) also count.
+P4_COUNTED_STATS = frozenset(
+    {"rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "ecn_marked", "wred_dropped"}
+)
 
 
 @dataclass(frozen=True)
