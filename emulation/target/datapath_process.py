@@ -55,8 +55,8 @@ from .tm_config import TmConfig
 log = logging.getLogger(__name__)
 
 MODULE = DATAPATH_MODULE
-# Header words of the shared block: the sequence lock, then figures of the loop.
-_SEQUENCE, _FLUSHES, _HEADER_WORDS = 0, 1, 8
+# Header words of the shared block: the sequence lock, then room for figures of the loop.
+_SEQUENCE, _HEADER_WORDS = 0, 8
 START_TIMEOUT_S = 30.0
 ACK_TIMEOUT_S = 30.0
 PR_SET_PDEATHSIG = 1
@@ -124,7 +124,6 @@ class SharedCounters:
 
     def end(self) -> None:
         self.header[_SEQUENCE] += 1
-        self.header[_FLUSHES] += 1
 
     def _consistent(self, copy: Any) -> Any:
         header = self.header
@@ -140,12 +139,12 @@ class SharedCounters:
     def read_counters(self, names: Iterable[str]) -> dict[str, np.ndarray]:
         """Copies of the named counters, all from one instant."""
         wanted = list(names)
-        unknown = [n for n in wanted if n not in self.counter_names]
-        rows = [self.counter_names.index(n) for n in wanted if n not in unknown]
+        known = [n for n in wanted if n in self.counter_names]
+        rows = [self.counter_names.index(n) for n in known]
         taken = self._consistent(lambda: self.counters[rows].copy())
-        out = {name: taken[i] for i, name in enumerate(n for n in wanted if n not in unknown)}
-        for name in unknown:  # a P4Info counter this target does not count: zeros
-            out[name] = np.zeros((COUNTER_CELLS, 2), dtype=np.int64)
+        out = dict(zip(known, taken, strict=True))
+        for name in wanted:  # a P4Info counter this target does not count: zeros
+            out.setdefault(name, np.zeros((COUNTER_CELLS, 2), dtype=np.int64))
         return out
 
     def read_stats(self) -> dict[str, dict[int, int]]:

@@ -16,7 +16,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -144,10 +144,6 @@ class SoftwareSwitch:
     def failure(self) -> str | None:
         """Why the packet loop is gone, if it died; None while it runs."""
         return self.datapath.failure() if self.datapath is not None else None
-
-    @property
-    def ports(self) -> Iterable[int]:
-        return list(self._ports)
 
     def _running(self) -> DatapathProcess:
         if self.datapath is None:
