@@ -312,7 +312,7 @@ class TelemetryLog:
         written = [p]
         _write_csv(p, PortDelta, [asdict(r) for r in self.ports])
         if self.links:
-            link_path = p.with_name(p.stem + "-links.csv")
+            link_path = self.paths(p)[1]
             _write_csv(link_path, LinkDelta, [asdict(r) for r in self.links])
             written.append(link_path)
         return written
