@@ -82,9 +82,9 @@ def run_sweep(
     # Each stored record is read once: here for the cells already done, after saving
     # for the ones this run finishes.
     stored = {k: r for k in dict.fromkeys(keys) if k in done and (r := store.load(k)) is not None}
-    todo = [i for i, k in enumerate(keys) if k not in stored]
-    tasks = prepare_tasks(config, [cells[i] for i in todo], [keys[i] for i in todo])
-    events.started(len(cells), len(cells) - len(todo), engine.description, engine.dashboard_link)
+    to_run = [i for i, k in enumerate(keys) if k not in stored]
+    tasks = prepare_tasks(config, [cells[i] for i in to_run], [keys[i] for i in to_run])
+    events.started(len(cells), len(cells) - len(to_run), engine.description, engine.dashboard_link)
     failures: list[Mapping[str, Any]] = []
     try:
         for i, record, error in engine.run(run_cell, tasks):
@@ -106,8 +106,8 @@ def run_sweep(
     paths["failures"] = store.write_failures(failures)
     return SweepResult(
         total=len(cells),
-        skipped=len(cells) - len(todo),
-        ran=len(todo) - len(failures),
+        skipped=len(cells) - len(to_run),
+        ran=len(to_run) - len(failures),
         failures=tuple(failures),
         records=tuple(records),
         paths=paths,
