@@ -28,6 +28,7 @@ import contextlib
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -82,6 +83,15 @@ class CassiniTopo(Topo):
             )
 
 
+def _start_recorded_shell(lab: NetnsLab | None, start: Callable[[], None], node: Any) -> None:
+    """Start a node's shell with signals held until its pid is in the run file, so a
+    SIGTERM in between cannot leave an unrecorded process behind."""
+    with _signals_deferred():
+        start()
+        if lab is not None:
+            lab.claim().add_process(node.pid)
+
+
 class CassiniHost(Host):
     """A Mininet host whose namespace also has a name, recorded in `lab` before it exists.
 
@@ -102,10 +112,7 @@ class CassiniHost(Host):
         super().__init__(name, **params)
 
     def startShell(self, mnopts: str | None = None) -> None:  # noqa: N802 (Mininet's name)
-        with _signals_deferred():
-            super().startShell(mnopts)
-            if self.lab is not None:
-                self.lab.claim().add_process(self.pid)
+        _start_recorded_shell(self.lab, partial(super().startShell, mnopts), self)
         subprocess.run(
             ["ip", "netns", "attach", self.namespace, str(self.pid)],
             check=True,
@@ -183,11 +190,9 @@ class ChipSwitch(Switch):
         super().__init__(name, **params)
 
     def startShell(self, mnopts: str | None = None) -> None:  # noqa: N802 (Mininet's name)
-        with _signals_deferred():
-            super().startShell(mnopts)
-            if self.lab is not None:
-                self.lab.claim().add_process(self.pid)
-                self.lab.processes.append(self.shell)
+        _start_recorded_shell(self.lab, partial(super().startShell, mnopts), self)
+        if self.lab is not None:
+            self.lab.processes.append(self.shell)
 
     def port_interfaces(self) -> dict[int, str]:
         """{chip port: interface} of the ports Mininet cabled (server ports)."""
