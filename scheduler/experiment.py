@@ -22,7 +22,7 @@ import numpy as np
 
 from topologies.model import Topology
 
-from .baselines.base import ProfileBook
+from .baselines.base import Allocation, ClusterView, ProfileBook
 from .baselines.registry import CASSINI_BASE, make_scheduler
 from .profiles import ModelSpec
 from .simulator import SimResult, SimSettings, simulate
@@ -160,6 +160,7 @@ def run_experiment(
     aggregate: str = "total",
     pace: bool = True,
     trace_kind: str = "file",
+    on_decision: Callable[[str, float, ClusterView, Allocation], None] | None = None,
 ) -> Experiment:
     """Simulate every scheduler on the same trace and topology (sequentially).
 
@@ -168,7 +169,8 @@ def run_experiment(
     `precision_deg`, `aggregate` and `pace` go to the Cassini variants, so a
     sweep can vary them (`scheduler.sweep`). `trace_kind` (a generator of
     `scheduler.traces.TRACE_KINDS`, or "file") lets a report cite the paper's
-    figures for that kind of trace.
+    figures for that kind of trace. `on_decision(scheduler, now_s, view,
+    allocation)` sees every decision (`scheduler.decisions` records them).
     """
     settings = settings or SimSettings(seed=seed)
     router = JobRouter(topology)
@@ -189,7 +191,14 @@ def run_experiment(
         )
         hook = (lambda done, total, _n=name: progress(_n, done, total)) if progress else None
         t0 = time.perf_counter()
-        res = simulate(trace, topology, sched, settings, router, progress=hook, book=book)
+        seen = (
+            (lambda now_s, view, alloc, _n=name: on_decision(_n, now_s, view, alloc))
+            if on_decision
+            else None
+        )
+        res = simulate(
+            trace, topology, sched, settings, router, progress=hook, book=book, on_decision=seen
+        )
         results[name] = res
         summaries.append(summarise(res, time.perf_counter() - t0))
     meta = {

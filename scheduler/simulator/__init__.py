@@ -29,9 +29,10 @@ The package, one question per module:
 from __future__ import annotations
 
 from .results import JobResult, LinkSeries, SimResult, SimSettings
-from .run import EventHook, ProgressHook, first_grid_points, simulate
+from .run import DecisionHook, EventHook, ProgressHook, first_grid_points, simulate
 
 __all__ = [
+    "DecisionHook",
     "EventHook",
     "JobResult",
     "LinkSeries",

@@ -27,6 +27,9 @@ from .results import JobResult, SimResult, SimSettings, _Stats
 
 EventHook = Callable[[float, Mapping[str, int], Mapping[str, int]], None]
 ProgressHook = Callable[[int, int], None]
+# Called with (now in s, the view the scheduler saw, its answer) after every
+# decision, so a caller can replay the same decisions elsewhere (the emulator).
+DecisionHook = Callable[[float, ClusterView, Allocation], None]
 
 
 class _Run:
@@ -42,6 +45,7 @@ class _Run:
         on_event: EventHook | None,
         progress: ProgressHook | None,
         book: ProfileBook | None = None,
+        on_decision: DecisionHook | None = None,
     ) -> None:
         check_fits(trace, topology.total_gpus())
         self.trace = sorted(trace, key=lambda j: (j.arrival_s, j.name))
@@ -62,6 +66,7 @@ class _Run:
         self.peak_load = np.zeros(len(self.links))
         self.on_event = on_event
         self.progress = progress
+        self.on_decision = on_decision
         self.runs = {j.name: _JobRun(j) for j in self.trace}
         self.live: list[str] = []
         self.finished: set[str] = set()
@@ -126,6 +131,8 @@ class _Run:
             view = self._view(now, reason)
             alloc = self.scheduler.decide(view)
             self.decisions += 1
+            if self.on_decision is not None:
+                self.on_decision(now / 1e3, view, alloc)
             self._apply(alloc, now)
             tick = self.scheduler.next_tick(now / 1e3, self._view(now, "tick")) * 1e3
             if tick <= now + _TOL_MS:
@@ -469,13 +476,23 @@ def simulate(
     on_event: EventHook | None = None,
     progress: ProgressHook | None = None,
     book: ProfileBook | None = None,
+    on_decision: DecisionHook | None = None,
 ) -> SimResult:
     """Run `trace` on `topology` under `scheduler`; deterministic for a given seed.
 
     `on_event(now_s, slots_used, gpus)` is called after every scheduler
-    decision (tests use it to check capacity at every event).
+    decision (tests use it to check capacity at every event);
+    `on_decision(now_s, view, allocation)` sees each decision itself.
     """
     run = _Run(
-        trace, topology, scheduler, settings or SimSettings(), router, on_event, progress, book
+        trace,
+        topology,
+        scheduler,
+        settings or SimSettings(),
+        router,
+        on_event,
+        progress,
+        book,
+        on_decision,
     )
     return run.execute()

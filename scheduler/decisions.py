@@ -1,0 +1,93 @@
+"""Which placement and time-shifts did each scheduler choose, decision by decision?
+
+The emulator must run the very decisions the simulator's schedulers make (one
+scheduling code path): `scheduler.experiment.run_experiment` reports every
+decision through its `on_decision` hook, and `DecisionLog` keeps them as
+plain data. A `Decision` turns into the same record `cassini schedule --json`
+prints (`placement`, `shifts_ms`, `periods_ms`), which is what the fabric's
+runner reads.
+
+    >>> log = DecisionLog()
+    >>> from scheduler.baselines.base import Allocation, ClusterView
+    >>> view = ClusterView(0.0, {"s01": 1, "s02": 1}, {"s01": 1, "s02": 1}, (), "arrival")
+    >>> log("themis", 0.0, view, Allocation({"a": ("s01", "s02")}))
+    >>> log.of("themis")[0].as_schedule("t")["placement"]
+    {'a': ['s01', 's02']}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .baselines.base import Allocation, ClusterView
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One scheduler decision: when, why, and what it placed and paced.
+
+    `shifts_ms`/`periods_ms` are empty for a scheduler without Cassini (its
+    jobs run free); `new_schedule` False means the agents keep the grid they
+    have (see `scheduler.baselines.base.Allocation`).
+    """
+
+    at_s: float
+    reason: str
+    placement: Mapping[str, tuple[str, ...]]
+    models: Mapping[str, str]
+    shifts_ms: Mapping[str, float] = field(default_factory=dict)
+    periods_ms: Mapping[str, float] = field(default_factory=dict)
+    new_schedule: bool = False
+
+    def as_schedule(self, topology: str) -> dict[str, Any]:
+        """The `cassini schedule --json` fields the fabric runner reads, plus `models`."""
+        return {
+            "topology": topology,
+            "placement": {j: list(s) for j, s in self.placement.items()},
+            "shifts_ms": {j: round(v, 3) for j, v in self.shifts_ms.items() if j in self.placement},
+            "periods_ms": {
+                j: round(v, 3) for j, v in self.periods_ms.items() if j in self.placement
+            },
+            "models": {j: self.models[j] for j in self.placement if j in self.models},
+            "at_s": self.at_s,
+            "reason": self.reason,
+        }
+
+
+def decision_of(now_s: float, view: ClusterView, alloc: Allocation) -> Decision:
+    """The plain-data form of one decision (running jobs only)."""
+    placement = {j: tuple(s) for j, s in alloc.placement.items() if s}
+    models = {job.name: job.model for job in view.jobs}
+    paced = alloc.new_schedule
+    return Decision(
+        at_s=now_s,
+        reason=view.reason,
+        placement=placement,
+        models=models,
+        shifts_ms=dict(alloc.shifts_ms) if paced else {},
+        periods_ms=dict(alloc.periods_ms) if paced else {},
+        new_schedule=paced,
+    )
+
+
+class DecisionLog:
+    """The `on_decision` hook of `run_experiment`: every scheduler's decisions, in order."""
+
+    def __init__(self) -> None:
+        self._by_scheduler: dict[str, list[Decision]] = {}
+
+    def __call__(self, scheduler: str, now_s: float, view: ClusterView, alloc: Allocation) -> None:
+        self._by_scheduler.setdefault(scheduler, []).append(decision_of(now_s, view, alloc))
+
+    def of(self, scheduler: str) -> tuple[Decision, ...]:
+        """`scheduler`'s decisions in the order it made them (empty if it made none)."""
+        return tuple(self._by_scheduler.get(scheduler, ()))
+
+    def first(self, scheduler: str) -> Decision:
+        """The first decision, which is the whole schedule of a snapshot trace."""
+        decisions = self.of(scheduler)
+        if not decisions:
+            raise LookupError(f"scheduler {scheduler!r} made no decision")
+        return decisions[0]
