@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 # mnexec (Debian's mininet) starts the emulated fabric's hosts; ifconfig
-# (net-tools, which mininet pulls in) is how Mininet configures them.
-for tool in ip:iproute2 ethtool:ethtool ping:iputils-ping mnexec:mininet ifconfig:net-tools; do
+# (net-tools, which mininet pulls in) is how Mininet configures them;
+# tcpdump writes the per-port captures of `cassini fabric up --pcap DIR`.
+for tool in ip:iproute2 ethtool:ethtool ping:iputils-ping mnexec:mininet ifconfig:net-tools tcpdump:tcpdump; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
 done
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
