@@ -59,6 +59,9 @@ class ReplicaSpec:
     period_ms: float | None = None  # None: unpaced
     drift_fraction: float | None = DEFAULT_DRIFT_FRACTION
     timeout_s: float = 10.0
+    # epoch ms every job of a run anchors its grid to (shifts are relative to
+    # one another only on a shared grid); None: the job's own barrier start
+    epoch_ms: float | None = None
 
     @property
     def iteration_ms(self) -> float:
@@ -87,6 +90,8 @@ class ReplicaSpec:
             args += ["--period-ms", repr(self.period_ms)]
         if self.deadline_ms is not None:
             args += ["--deadline-ms", repr(self.deadline_ms)]
+        if self.epoch_ms is not None:
+            args += ["--epoch-ms", repr(self.epoch_ms)]
         return args
 
 
@@ -130,6 +135,9 @@ def parse_args(argv: Sequence[str]) -> ReplicaSpec:
     parser.add_argument("--scale", type=float, default=0.001, help="emulation scale S")
     parser.add_argument("--shift-ms", type=float, default=0.0)
     parser.add_argument("--period-ms", type=float, help="pace on this grid (default: unpaced)")
+    parser.add_argument(
+        "--epoch-ms", type=float, help="grid origin shared by the run's jobs (default: barrier)"
+    )
     parser.add_argument("--drift", default="5%", help="re-align threshold: off, 5%%, 0.1 ...")
     parser.add_argument("--timeout", type=float, default=10.0, help="socket timeout (s)")
     parser.add_argument("--out", required=True, help="JSON-lines file of iteration records")
@@ -151,7 +159,7 @@ def parse_args(argv: Sequence[str]) -> ReplicaSpec:
         job=args.job, model=args.model, worker=args.worker, peers=peers, phases=phases,
         out=args.out, iterations=args.iterations, deadline_ms=args.deadline_ms,
         scale=args.scale, shift_ms=args.shift_ms, period_ms=args.period_ms,
-        drift_fraction=drift, timeout_s=args.timeout,
+        drift_fraction=drift, timeout_s=args.timeout, epoch_ms=args.epoch_ms,
     )  # fmt: skip
 
 
@@ -180,14 +188,16 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                 t0 = clock()
             _sleep_until(t0, clock)
             pacing = Pacing(
-                t0_ms=t0,
+                t0_ms=t0 if spec.epoch_ms is None else spec.epoch_ms,
                 shift_ms=spec.shift_ms,
                 period_ms=spec.period_ms,
                 comm_offset_ms=spec.comm_offset_ms,
                 iteration_ms=spec.iteration_ms,
                 drift_fraction=spec.drift_fraction,
             )
-            state = AgentState()
+            # On a shared epoch the first iteration takes the first grid point
+            # still ahead (no adjustment is counted for it).
+            state = AgentState(realign=spec.epoch_ms is not None)
             for k in range(spec.iterations):
                 state, start = plan_start(pacing, state, k, clock())
                 _sleep_until(start.start_ms, clock)
