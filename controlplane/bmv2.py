@@ -4,15 +4,21 @@ bmv2 (simple_switch_grpc) sets egress queue depth and rate only through
 simple_switch_CLI (Thrift), and counts its queue in packets, not cells. This
 adapter converts the cell thresholds of the settings into packets with the
 documented packet size (settings.bmv2_packet_bytes) and writes the CLI
-commands; `run_cli` feeds them to simple_switch_CLI.
+commands; `run_cli` feeds them to simple_switch_CLI. A bmv2 started with
+`--no-p4` runs nothing until a pipeline arrives with its compiled JSON as the
+device config: `bmv2_device_config` finds that JSON (given, or where
+`make p4` writes it) or says how to make it.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from topologies.chip_mapping import ChipMap
 from topologies.errors import UserInputError
@@ -22,6 +28,50 @@ from .settings import ControlPlaneSettings, WredSettings
 
 # bmv2's enq_qdepth is bit<19>.
 BMV2_MAX_QDEPTH = (1 << 19) - 1
+# Where scripts/build_p4.sh (`make p4`) writes p4c's output: $P4_OUT, else build/p4c-out.
+P4_OUT_ENV = "P4_OUT"
+BUILD_OUT = Path("build") / "p4c-out"
+BMV2_JSON = Path("bmv2") / "cassini.json"
+
+
+def built_bmv2_json(env: Mapping[str, str] | None = None) -> Path:
+    """Where `make p4` writes the compiled bmv2 JSON: $P4_OUT/bmv2/cassini.json when
+    P4_OUT is set (as the build script reads it), else the source tree's build/p4c-out."""
+    env = os.environ if env is None else env
+    out = env.get(P4_OUT_ENV)
+    if out:
+        return Path(out) / BMV2_JSON
+    return Path(__file__).resolve().parents[1] / BUILD_OUT / BMV2_JSON
+
+
+def bmv2_device_config(
+    path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None
+) -> bytes:
+    """The compiled JSON bmv2 runs, read from `path` or from where `make p4` writes it.
+
+    bmv2 accepts a pipeline with an empty device config and then fails every
+    Read ("Error when reading table entries from target"), so a missing JSON
+    is refused here, naming the file looked for and how to build it.
+    """
+    given = path is not None
+    file = Path(path) if path is not None else built_bmv2_json(env)
+    flag = f"--device-config {file}" if given else f"the compiled bmv2 JSON ({file})"
+    try:
+        data = file.read_bytes()
+    except OSError as err:
+        how = (
+            ""
+            if given
+            else (": run `make p4` (needs p4c) to build it, or pass --device-config FILE")
+        )
+        raise UserInputError(f"cannot read {flag}: {err.strerror}{how}") from None
+    try:
+        json.loads(data)
+    except ValueError as err:
+        raise UserInputError(
+            f"{flag} is not bmv2 JSON (p4c --target bmv2 writes it): {err}"
+        ) from None
+    return data
 
 
 def cells_to_packets(cells: int, cell_bytes: int, packet_bytes: int) -> int:

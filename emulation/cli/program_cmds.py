@@ -52,11 +52,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     prog.add_argument(
         "--bmv2",
         action="store_true",
-        help="the device is bmv2: convert WRED thresholds from cells to packets",
+        help="the device is bmv2: convert WRED thresholds from cells to packets and push "
+        "the compiled JSON (--device-config, default: where `make p4` writes it)",
     )
     prog.add_argument("--p4info", default=None, help="P4Info file (default: the package's own)")
     prog.add_argument(
-        "--device-config", default=None, help="target binary config to push (bmv2 JSON, Tofino bin)"
+        "--device-config",
+        default=None,
+        help="target binary config to push (bmv2 JSON, Tofino bin); a changed one is pushed again",
     )
     prog.add_argument(
         "--dry-run",
@@ -91,7 +94,7 @@ def describe_entry(entry: TableEntry, index: P4InfoIndex) -> str:
 
 
 def _program(args: argparse.Namespace) -> int:
-    from controlplane.bmv2 import bmv2_wred
+    from controlplane.bmv2 import bmv2_device_config, bmv2_wred
     from controlplane.p4info import load_p4info
     from controlplane.program import (
         ProgramResult,
@@ -113,7 +116,9 @@ def _program(args: argparse.Namespace) -> int:
     # Compiled before connecting: a P4Info without the pipeline's names fails here.
     desired = topology_entries(topo, chip, wred, index)
     device_config = b""
-    if args.device_config:
+    if args.bmv2:
+        device_config = bmv2_device_config(args.device_config)
+    elif args.device_config:
         try:
             with open(args.device_config, "rb") as fh:
                 device_config = fh.read()

@@ -126,9 +126,12 @@ def test_program_dry_run_reports_a_failure_after_connecting(device, capsys, monk
     ]
 
 
-def test_program_bmv2_thresholds_in_packets(device, capsys):
+def test_program_bmv2_thresholds_in_packets(device, capsys, tmp_path):
+    # --bmv2 pushes a compiled JSON; the software target takes any device config.
+    config = tmp_path / "cassini.json"
+    config.write_text('{"program": "cassini.p4"}')
     argv = ["program", "--grpc", device.address, "--device-id", "3", "--bmv2"]
-    assert main(argv) == 0
+    assert main([*argv, "--device-config", str(config)]) == 0
     assert "WRED min=54 max=107 packets" in capsys.readouterr().out
     assert {w.min_cells for w in device.state.wred.values()} == {54}
 
