@@ -1,0 +1,129 @@
+"""Did the emulator keep up, so that a run's numbers are the network's and not the machine's?
+
+Mininet-HiFi's lesson: an emulation is worth its numbers only if every
+emulated component ran when it should have. Three witnesses, each with a
+documented limit (our choice, on the scale the default emulation runs at,
+S = 0.001: a 1500-byte frame takes 0.24 ms on a 50 Mbit/s port):
+
+- frame lateness: how much later than its scheduled departure the switch
+  handed each frame to the wire. Past `late_frame_ms` (1 ms, four frame
+  times) a frame counts as late; more than `late_frame_fraction` (1%) of
+  frames late, or a p99 lateness past `late_frame_ms`, and queues and
+  marks are no longer the traffic manager's.
+- packet-loop lateness: how often the switch's loop woke up later than
+  `late_frame_ms` after it should have; tracked as a fraction of its wake-ups.
+- CPU: the machine's busy fraction and the switch's share of one core,
+  sampled during the run. A saturated machine (`machine_cpu` 95%) or a
+  switch at `switch_cpu` (90% of a core) cannot absorb a burst.
+
+`verdict` names every limit a run passed, so the report says why a run is
+not trustworthy, not only that it is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FidelityLimits:
+    """Where the monitor stops trusting a run (see the module docstring)."""
+
+    late_frame_ms: float = 1.0
+    late_frame_fraction: float = 0.01
+    late_loop_fraction: float = 0.01
+    machine_cpu: float = 0.95
+    switch_cpu: float = 0.90
+
+
+@dataclass(frozen=True)
+class FidelityFigures:
+    """What was measured during one run; None when that witness was not available."""
+
+    frames: int | None = None  # frames the switch sent
+    late_frames: int | None = None  # of them, later than the limit
+    frame_late_p99_ms: float | None = None
+    frame_late_max_ms: float | None = None
+    loop_wakeups: int | None = None
+    late_wakeups: int | None = None
+    machine_cpu_mean: float | None = None  # busy fraction of all cores
+    machine_cpu_max: float | None = None
+    switch_cpu_mean: float | None = None  # fraction of one core
+    switch_cpu_max: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    trustworthy: bool
+    reasons: tuple[str, ...]  # every limit passed; empty when trustworthy
+    unmeasured: tuple[str, ...]  # witnesses that were not available
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "trustworthy": self.trustworthy,
+            "reasons": list(self.reasons),
+            "unmeasured": list(self.unmeasured),
+        }
+
+
+def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> Verdict:
+    """Trustworthy unless a measured figure passed its limit.
+
+    A witness that was not measured is named in `unmeasured` but does not by
+    itself condemn the run (the CPU samples alone still say a lot).
+
+    >>> verdict(FidelityFigures(frames=1000, late_frames=5, machine_cpu_mean=0.5)).trustworthy
+    True
+    >>> v = verdict(FidelityFigures(frames=1000, late_frames=50, frame_late_p99_ms=3.0))
+    >>> v.trustworthy, v.reasons[0]
+    (False, '5.0% of frames left more than 1 ms late (limit 1%)')
+    """
+    lim = limits or FidelityLimits()
+    reasons: list[str] = []
+    unmeasured: list[str] = []
+    if figures.frames and figures.late_frames is not None:
+        share = figures.late_frames / figures.frames
+        if share > lim.late_frame_fraction:
+            reasons.append(
+                f"{share:.1%} of frames left more than {lim.late_frame_ms:g} ms late "
+                f"(limit {lim.late_frame_fraction:.0%})"
+            )
+    else:
+        unmeasured.append("frame lateness")
+    if figures.frame_late_p99_ms is not None and figures.frame_late_p99_ms > lim.late_frame_ms:
+        reasons.append(
+            f"p99 frame lateness {figures.frame_late_p99_ms:.2f} ms "
+            f"(limit {lim.late_frame_ms:g} ms)"
+        )
+    if figures.loop_wakeups and figures.late_wakeups is not None:
+        share = figures.late_wakeups / figures.loop_wakeups
+        if share > lim.late_loop_fraction:
+            reasons.append(
+                f"the packet loop woke more than {lim.late_frame_ms:g} ms late "
+                f"{share:.1%} of the time (limit {lim.late_loop_fraction:.0%})"
+            )
+    else:
+        unmeasured.append("packet-loop lateness")
+    if figures.machine_cpu_mean is not None:
+        if figures.machine_cpu_mean > lim.machine_cpu:
+            reasons.append(
+                f"machine CPU {figures.machine_cpu_mean:.0%} busy on average "
+                f"(limit {lim.machine_cpu:.0%})"
+            )
+    else:
+        unmeasured.append("machine CPU")
+    if figures.switch_cpu_mean is not None:
+        if figures.switch_cpu_mean > lim.switch_cpu:
+            reasons.append(
+                f"switch at {figures.switch_cpu_mean:.0%} of a core on average "
+                f"(limit {lim.switch_cpu:.0%})"
+            )
+    else:
+        unmeasured.append("switch CPU")
+    return Verdict(not reasons, tuple(reasons), tuple(unmeasured))

@@ -1,0 +1,123 @@
+"""What does each scheduler decide for a trace, and what does the simulator predict for it?
+
+The emulation runs each job for a fixed number of iterations, so the trace
+given to the schedulers and the fluid simulator is the trace with every
+job's iteration count replaced by that number: the decisions, departures and
+the simulator's per-job mean iteration time then cover the same iterations
+the fabric runs. (our choice) For a trace whose jobs all arrive at 0 (a
+snapshot) the first decision is the schedule; later decisions (departures,
+ticks) are kept in the plan and reported, and the ones that move a running
+job or change shifts are replayed by the runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from scheduler.decisions import Decision, DecisionLog
+from scheduler.experiment import Experiment, run_experiment
+from scheduler.profiles import ModelSpec
+from scheduler.simulator import SimSettings
+from scheduler.traces import TraceJob
+from scheduler.traffic import JobRouter
+from topologies.model import Topology
+
+
+@dataclass(frozen=True)
+class SchedulerPlan:
+    """One scheduler's decisions for the trace and the simulator's figures for them."""
+
+    scheduler: str
+    decisions: tuple[Decision, ...]
+    sim_job_mean_ms: Mapping[str, float]  # per job, the simulator's mean iteration time
+    sim_mean_ms: float  # over every simulated iteration of every job
+    sim_p99_ms: float
+
+    @property
+    def first(self) -> Decision:
+        return self.decisions[0]
+
+
+@dataclass(frozen=True)
+class TracePlan:
+    """Every scheduler's plan for one trace, plus the trace the plans were made for."""
+
+    trace: tuple[TraceJob, ...]
+    label: str
+    plans: tuple[SchedulerPlan, ...]
+    experiment: Experiment
+
+    def of(self, scheduler: str) -> SchedulerPlan:
+        for plan in self.plans:
+            if plan.scheduler == scheduler:
+                return plan
+        raise LookupError(f"no plan for scheduler {scheduler!r}")
+
+
+def emulated_trace(trace: Sequence[TraceJob], iterations: int) -> tuple[TraceJob, ...]:
+    """`trace` with every job running `iterations` iterations, the count the fabric runs."""
+    if iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    return tuple(replace(job, iterations=iterations) for job in trace)
+
+
+def plan_trace(
+    trace: Sequence[TraceJob],
+    topology: Topology,
+    schedulers: Sequence[str],
+    iterations: int,
+    seed: int = 0,
+    models: Mapping[str, ModelSpec] | None = None,
+    label: str = "",
+) -> TracePlan:
+    """Each scheduler's decisions for `trace` run for `iterations` iterations, simulated."""
+    jobs = emulated_trace(trace, iterations)
+    log = DecisionLog()
+    experiment = run_experiment(
+        jobs,
+        topology,
+        schedulers,
+        seed=seed,
+        settings=SimSettings(seed=seed),
+        trace_label=label,
+        models=models,
+        on_decision=log,
+    )
+    summaries = {s.name: s for s in experiment.summaries}
+    plans = []
+    for name in schedulers:
+        result = experiment.results[name]
+        plans.append(
+            SchedulerPlan(
+                scheduler=name,
+                decisions=log.of(name),
+                sim_job_mean_ms={
+                    job.name: float(job.iteration_ms.mean())
+                    for job in result.jobs
+                    if job.iteration_ms.size
+                },
+                sim_mean_ms=summaries[name].mean_ms,
+                sim_p99_ms=summaries[name].p99_ms,
+            )
+        )
+    return TracePlan(jobs, label, tuple(plans), experiment)
+
+
+def shared_links(
+    decision: Decision,
+    topology: Topology,
+    parallelism: Mapping[str, str],
+    router: JobRouter | None = None,
+) -> dict[str, tuple[str, ...]]:
+    """{"a->b": jobs} of every directed link more than one placed job's traffic crosses.
+
+    The names are those of the switch's per-link series (`LinkDelta.link`),
+    so the report sums the marks the switch counted on exactly these links.
+    """
+    router = router or JobRouter(topology)
+    users: dict[str, list[str]] = {}
+    for job, servers in decision.placement.items():
+        for a, b in router.job_links(servers, parallelism.get(job, "data"), job):
+            users.setdefault(f"{a}->{b}", []).append(job)
+    return {link: tuple(sorted(jobs)) for link, jobs in sorted(users.items()) if len(jobs) > 1}

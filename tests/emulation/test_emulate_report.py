@@ -1,0 +1,150 @@
+"""The emulation report: figures computed from the records and counters, files a reader can open."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from controlplane.telemetry import LinkDelta, PortDelta, TelemetryLog
+from emulation.emulate.fidelity import FidelityFigures
+from emulation.emulate.plan import SchedulerPlan
+from emulation.emulate.report import write_report
+from emulation.emulate.results import SchedulerRun, job_iterations, summarise
+from emulation.jobs.records import IterationRecord
+from scheduler.decisions import Decision
+
+
+def _records(
+    job: str, model: str, workers: int, times: list[float], marks: list[int]
+) -> list[IterationRecord]:
+    out, t = [], 1_000.0
+    for k, (ms, ce) in enumerate(zip(times, marks, strict=True)):
+        for w in range(workers):
+            # worker w starts w ms late and ends at the common end: the job's iteration is `ms`
+            out.append(
+                IterationRecord(
+                    job,
+                    model,
+                    w,
+                    k,
+                    t + w,
+                    t + ms,
+                    100,
+                    ms / 2,
+                    0.0,
+                    k == 1 and w == 0,
+                    ce if w == 0 else 0,
+                )
+            )
+        t += ms + 10
+    return out
+
+
+def _link(t: float, link: str, port: int, marks: int, tx: int = 100) -> LinkDelta:
+    return LinkDelta(
+        time_s=t,
+        interval_s=0.1,
+        link=link,
+        port=port,
+        tx_packets=tx,
+        tx_bytes=tx * 1500,
+        ecn_marked_packets=marks,
+        wred_dropped_packets=0,
+        gbps=tx * 1500 * 8 / 0.1 / 1e9,
+    )
+
+
+def _run(
+    name: str, times: list[float], marks: list[int], link_marks: dict[str, int], late: int = 0
+) -> SchedulerRun:
+    decision = Decision(
+        0.0, "arrival", {"a": ("s01", "s05"), "b": ("s02", "s06")}, {"a": "vgg19", "b": "vgg16"}
+    )
+    plan = SchedulerPlan(name, (decision,), {"a": 300.0, "b": 280.0}, 290.0, 320.0)
+    tel = TelemetryLog()
+    for i, (link, m) in enumerate(link_marks.items()):
+        for t in (0.1, 0.2):
+            tel.ports.append(PortDelta(time_s=t, interval_s=0.1, port=10 + i, ecn_marked_packets=m))
+            tel.links.append(_link(t, link, 10 + i, m))
+    return SchedulerRun(
+        scheduler=name, plan=plan, schedule=decision.as_schedule("cassini-testbed"),
+        records=tuple(_records("a", "vgg19", 2, times, marks) + _records("b", "vgg16", 2, times, marks)),
+        telemetry=tel,
+        fidelity=FidelityFigures(frames=10_000, late_frames=late, machine_cpu_mean=0.5,
+                                 switch_cpu_mean=0.4, loop_wakeups=1000, late_wakeups=0),
+        shared_links={"tor1->agg1": ("a", "b")}, wall_s=60.0,
+    )  # fmt: skip
+
+
+def test_job_iterations_span_first_start_to_last_end_and_sum_marks() -> None:
+    its = job_iterations(_records("a", "vgg19", 3, [300.0, 310.0], [7, 2]))["a"]
+    assert its.workers == 3
+    assert its.iteration_ms.tolist() == [300.0, 310.0]
+    assert its.ce_marks.tolist() == [7.0, 2.0]
+    assert its.adjustments == 1
+
+
+def test_an_iteration_some_workers_did_not_finish_is_dropped() -> None:
+    recs = _records("a", "vgg19", 2, [300.0, 310.0], [1, 1])[:-1]  # worker 1 of iteration 1 missing
+    assert job_iterations(recs)["a"].iteration_ms.tolist() == [300.0]
+
+
+def test_summary_follows_the_records_and_counts_only_shared_links() -> None:
+    run = _run("themis", [300.0, 320.0, 340.0], [10, 20, 30], {"tor1->agg1": 5, "tor2->agg2": 100})
+    s = summarise(run)
+    assert s["mean_iteration_ms"] == pytest.approx(320.0)
+    assert s["p99_iteration_ms"] == pytest.approx(np.percentile([300, 320, 340] * 2, 99))
+    assert s["ecn_marks"] == 2 * (5 + 100)
+    assert s["ecn_marks_shared_links"] == 2 * 5
+    assert s["host_ce_marks"] == 2 * 60
+    assert s["jobs"]["a"]["ce_marks"] == 60 and s["jobs"]["a"]["adjustments"] == 1
+    assert s["jobs"]["a"]["adjustments_per_minute"] == 1.0
+    assert s["jobs"]["b"]["sim_mean_iteration_ms"] == 280.0
+    assert s["trustworthy"] is True
+
+
+def test_a_run_whose_switch_fell_behind_is_not_trustworthy() -> None:
+    s = summarise(_run("themis", [300.0], [0], {"tor1->agg1": 0}, late=500))
+    assert s["trustworthy"] is False
+    assert "5.0% of frames" in s["fidelity"]["reasons"][0]
+
+
+def test_report_files(tmp_path: Path) -> None:
+    runs = [
+        _run("themis", [300.0, 320.0], [10, 20], {"tor1->agg1": 50}),
+        _run("th+cassini", [250.0, 260.0], [1, 0], {"tor1->agg1": 2}),
+    ]
+    report = write_report(
+        runs, {"trace": "four-jobs", "topology": "cassini-testbed", "scale": 0.001}, tmp_path
+    )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert list(summary["schedulers"]) == ["th+cassini", "themis"]  # the paper's order
+    assert summary["speedups"]["th+cassini"]["mean"] == pytest.approx(310.0 / 255.0, rel=1e-3)
+    assert summary["schedulers"]["themis"]["ecn_marks_shared_links"] == 100
+    rows = (tmp_path / "iterations.csv").read_text().splitlines()
+    assert rows[0].startswith("scheduler,job,model,worker,iteration")
+    assert len(rows) == 1 + 2 * 2 * 2 * 2
+    for name in (
+        "iteration_cdf",
+        "iteration_by_model",
+        "speedup",
+        "ecn_per_iteration",
+        "ecn_shared_links",
+        "measured_vs_simulated",
+        "links_themis",
+        "links_th_cassini",
+    ):
+        png = report.paths[name]
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        assert png.stat().st_size > 10_000, name
+    page = (tmp_path / "report.html").read_text()
+    assert "NOT TRUSTWORTHY" not in page
+    assert len(re.findall(r"src='data:image/png;base64,", page)) == 8
+    assert not re.search(r"src=['\"](?!data:)", page)  # nothing outside the file
+    md = (tmp_path / "report.md").read_text()
+    for target in re.findall(r"\]\(([^)]+)\)", md):
+        assert (tmp_path / target).exists(), target
