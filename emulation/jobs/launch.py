@@ -1,0 +1,272 @@
+"""Which replica runs where, with what profile, shift and period, for one schedule?
+
+Pure: a schedule (what `cassini schedule --json` prints, or a hand-written
+file with the same keys) plus profiles and the fabric's host addresses
+become one `ReplicaSpec` per worker. Nothing here starts a process
+(`emulation.jobs.run` does).
+
+The schedule's keys:
+
+- `placement` (required): `{job: [server, ...]}`, workers in ring order;
+- `shifts_ms` (optional, default 0 for every job): the time-shift per job;
+- `periods_ms` (optional): the grid period of each paced job; a job absent
+  from it runs free (the agent starts every iteration at once);
+- `models` (optional): `{job: model}`; without it a job's model is the job
+  name's model prefix as `schedule` writes it (`vgg19-0` is a vgg19).
+
+A job's profile is, in this order, the `--jobs-file` profile named like the
+job, the one named like its model, or the built-in (or `--models`) model's
+profile for the job's worker count at the topology's NIC rate.
+
+    >>> from topologies.library import load_topology
+    >>> topo = load_topology("leaf-spine:2:1:2")
+    >>> jobs = plan_jobs({"placement": {"vgg19-0": ["s01", "s03"]},
+    ...                   "shifts_ms": {"vgg19-0": 10}, "periods_ms": {"vgg19-0": 300}}, topo)
+    >>> jobs[0].model, jobs[0].servers, jobs[0].shift_ms, jobs[0].period_ms
+    ('vgg19', ('s01', 's03'), 10.0, 300.0)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scheduler.profiles import ModelSpec, build_profile, normalize_model_name
+from scheduler.types import Profile
+from topologies.errors import UserInputError, did_you_mean
+from topologies.model import Topology
+
+from .agent import DEFAULT_DRIFT_FRACTION
+from .collectives import Address
+from .replica import ReplicaSpec
+
+# (our choice) Ring ports: worker i of the run (counted over all jobs) listens
+# on BASE_PORT + i, so two workers on one server never collide.
+BASE_PORT = 47000
+# The job-name suffix `cassini schedule` appends to a model (vgg19-0, gpt2-13).
+_JOB_SUFFIX = re.compile(r"-\d+$")
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """One job of a schedule, resolved: where its workers run and how it is paced."""
+
+    name: str
+    model: str
+    servers: tuple[str, ...]
+    profile: Profile
+    shift_ms: float = 0.0
+    period_ms: float | None = None  # None: unpaced
+
+    @property
+    def workers(self) -> int:
+        return len(self.servers)
+
+
+def read_schedule(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a schedule file; a missing or malformed file is named."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise UserInputError(f"schedule file {p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserInputError(f"schedule file {p}: cannot read it: {err}") from None
+    except json.JSONDecodeError as err:
+        raise UserInputError(
+            f"schedule file {p}: not JSON (line {err.lineno}, column {err.colno}: {err.msg}); "
+            "write it with `cassini schedule --json`"
+        ) from None
+    if not isinstance(doc, dict):
+        raise UserInputError(f"schedule file {p}: expected a JSON object with 'placement'")
+    return doc
+
+
+def model_of(job: str) -> str:
+    """The model a job name stands for, as `cassini schedule` names jobs.
+
+    >>> model_of("vgg19-0"), model_of("wideresnet101-12"), model_of("bert")
+    ('vgg19', 'wideresnet101', 'bert')
+    """
+    return _JOB_SUFFIX.sub("", job)
+
+
+def _job_map(doc: Mapping[str, Any], key: str, jobs: Sequence[str], where: str) -> dict[str, Any]:
+    raw = doc.get(key, {})
+    if not isinstance(raw, dict):
+        raise UserInputError(f"{where}: field '{key}' must be an object {{job: value}}")
+    for job in raw:
+        if job not in jobs:
+            raise UserInputError(
+                f"{where}: field '{key}' names job '{job}', which 'placement' does not place; "
+                + did_you_mean(job, jobs, "job")
+            )
+    return raw
+
+
+def _number(value: Any, field: str, job: str, where: str, positive: bool) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or value != value or (value <= 0 if positive else value < 0):
+        bound = "> 0" if positive else ">= 0"
+        raise UserInputError(
+            f"{where}: field '{field}' of job '{job}': {value!r} is not a number {bound}"
+        )
+    return float(value)
+
+
+def _profile_for(
+    job: str,
+    model: str,
+    workers: int,
+    topo: Topology,
+    profiles: Mapping[str, Profile] | None,
+    models: Mapping[str, ModelSpec] | None,
+    where: str,
+) -> Profile:
+    given = profiles or {}
+    profile = given.get(job) or given.get(model)
+    if profile is None:
+        try:
+            return build_profile(model, workers, nic_gbps=topo.nic_gbps(), models=models)
+        except UserInputError as err:
+            source = "its 'models' entry" if model != model_of(job) else "its name"
+            raise UserInputError(
+                f"{where}: job '{job}' has no profile: model '{model}' (from {source}) is not a "
+                f"known model ({err}); pass --models or --jobs-file with a profile named '{job}'"
+            ) from None
+    if profile.workers != workers:
+        raise UserInputError(
+            f"{where}: job '{job}' is placed on {workers} servers but its profile "
+            f"'{profile.name}' is for {profile.workers} workers"
+        )
+    return profile
+
+
+def plan_jobs(
+    doc: Mapping[str, Any],
+    topo: Topology,
+    profiles: Mapping[str, Profile] | None = None,
+    models: Mapping[str, ModelSpec] | None = None,
+    where: str = "schedule",
+) -> tuple[JobPlan, ...]:
+    """The schedule's jobs, checked against the topology (see the module docstring).
+
+    Every bad field is answered with `where` (the file), the field and the
+    job: an unknown server (with the closest names), a shift or period that
+    is not a number, a job with no profile.
+    """
+    placement = doc.get("placement")
+    if not isinstance(placement, dict) or not placement:
+        raise UserInputError(
+            f"{where}: field 'placement' must be a non-empty object {{job: [server, ...]}} "
+            "(what `cassini schedule --json` prints)"
+        )
+    jobs = list(placement)
+    shifts = _job_map(doc, "shifts_ms", jobs, where)
+    periods = _job_map(doc, "periods_ms", jobs, where)
+    named = _job_map(doc, "models", jobs, where)
+    servers_known = [s.name for s in topo.servers]
+    out = []
+    for job, servers in placement.items():
+        if (
+            not isinstance(servers, list)
+            or not servers
+            or not all(isinstance(s, str) for s in servers)
+        ):
+            raise UserInputError(
+                f"{where}: field 'placement' of job '{job}' must be a non-empty list of servers"
+            )
+        for server in servers:
+            if server not in servers_known:
+                raise UserInputError(
+                    f"{where}: field 'placement' of job '{job}': server '{server}' is not in "
+                    f"topology '{topo.name}'; " + did_you_mean(server, servers_known, "server")
+                )
+        model = named.get(job, model_of(job))
+        if not isinstance(model, str) or not model.strip():
+            raise UserInputError(f"{where}: field 'models' of job '{job}' must be a model name")
+        profile = _profile_for(job, model, len(servers), topo, profiles, models, where)
+        shift = _number(shifts.get(job, 0.0), "shifts_ms", job, where, positive=False)
+        period = periods.get(job)
+        out.append(
+            JobPlan(
+                name=job,
+                model=normalize_model_name(profile.model or model),
+                servers=tuple(servers),
+                profile=profile,
+                shift_ms=shift,
+                period_ms=None
+                if period is None
+                else _number(period, "periods_ms", job, where, positive=True),
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """One replica to start: on which server, as which spec."""
+
+    server: str
+    spec: ReplicaSpec
+
+
+def replica_specs(
+    jobs: Sequence[JobPlan],
+    addresses: Mapping[str, str],
+    out_dir: str | Path,
+    iterations: int,
+    scale: float,
+    epoch_ms: float | None = None,
+    deadline_ms: float | None = None,
+    drift_fraction: float | None = DEFAULT_DRIFT_FRACTION,
+    timeout_s: float = 10.0,
+    base_port: int = BASE_PORT,
+) -> tuple[Placed, ...]:
+    """One replica per worker, in job then worker order.
+
+    `addresses` maps server -> IP (the fabric's hosts); worker i of the run
+    listens on `base_port + i`; worker w of job j writes
+    `out_dir/j-w{w}.jsonl`. All jobs share `epoch_ms` (their grids' origin)
+    and `deadline_ms`.
+
+    >>> from scheduler.types import Phase
+    >>> prof = Profile("x", "x", "data", 2, 10.0, (Phase(10.0, 0.0),))
+    >>> placed = replica_specs([JobPlan("x-0", "x", ("s01", "s02"), prof)],
+    ...                        {"s01": "10.0.0.1", "s02": "10.0.0.2"}, "run", 5, 0.001)
+    >>> [(p.server, p.spec.worker, str(p.spec.peers[p.spec.worker]), p.spec.out) for p in placed]
+    [('s01', 0, '10.0.0.1:47000', 'run/x-0-w0.jsonl'), ('s02', 1, '10.0.0.2:47001', 'run/x-0-w1.jsonl')]
+    """
+    out: list[Placed] = []
+    port = base_port
+    for job in jobs:
+        missing = [s for s in job.servers if s not in addresses]
+        if missing:
+            raise UserInputError(f"job '{job.name}': no host for server(s) {', '.join(missing)}")
+        peers = tuple(Address(addresses[s], port + i) for i, s in enumerate(job.servers))
+        port += len(job.servers)
+        for worker, server in enumerate(job.servers):
+            spec = ReplicaSpec(
+                job=job.name,
+                model=job.model,
+                worker=worker,
+                peers=peers,
+                phases=job.profile.phases,
+                out=str(Path(out_dir) / f"{job.name}-w{worker}.jsonl"),
+                iterations=iterations,
+                deadline_ms=deadline_ms,
+                scale=scale,
+                shift_ms=job.shift_ms,
+                period_ms=job.period_ms,
+                drift_fraction=drift_fraction,
+                timeout_s=timeout_s,
+                epoch_ms=epoch_ms,
+            )
+            out.append(Placed(server, spec))
+    if port - 1 > 65535:
+        raise UserInputError(f"{port - base_port} workers do not fit ports {base_port}-65535")
+    return tuple(out)

@@ -1,0 +1,129 @@
+"""A schedule file becomes replica specs: what `cassini schedule --json` prints
+works as it is, and every bad field is refused with the file, field and job named."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from emulation.jobs.launch import BASE_PORT, plan_jobs, read_schedule, replica_specs
+from emulation.jobs.replica import parse_args
+from scheduler.profiles import build_profile
+from scheduler.schedule import schedule_trace
+from scheduler.traces import four_jobs_trace
+from topologies.errors import UserInputError
+from topologies.library import load_topology
+
+TOPO = load_topology("cassini-testbed")
+
+
+def test_cassini_schedule_json_is_planned_as_it_is(tmp_path: Path) -> None:
+    result = schedule_trace(four_jobs_trace(), TOPO, "four-jobs", candidates=3)
+    path = tmp_path / "schedule.json"
+    path.write_text(json.dumps(result.to_json(1.0)))
+    doc = read_schedule(path)
+    jobs = plan_jobs(doc, TOPO, where=str(path))
+    assert [j.name for j in jobs] == list(doc["placement"])
+    for job in jobs:
+        assert job.model == job.name.rsplit("-", 1)[0]
+        assert list(job.servers) == doc["placement"][job.name]
+        assert job.shift_ms == pytest.approx(doc["shifts_ms"].get(job.name, 0.0))
+        assert job.period_ms == doc["periods_ms"].get(job.name)
+        assert job.profile == build_profile(job.model, job.workers, nic_gbps=TOPO.nic_gbps())
+
+
+def test_a_hand_written_file_with_models_and_no_shifts() -> None:
+    doc = {"placement": {"mine": ["s01", "s05"]}, "models": {"mine": "resnet50"}}
+    (job,) = plan_jobs(doc, TOPO)
+    assert (job.model, job.shift_ms, job.period_ms) == ("resnet50", 0.0, None)
+    assert job.profile.phases == build_profile("resnet50", 2).phases
+
+
+def test_a_jobs_file_profile_wins_over_the_model() -> None:
+    own = replace(build_profile("vgg19", 2), name="vgg19-0", iteration_ms=99.0)
+    (job,) = plan_jobs({"placement": {"vgg19-0": ["s01", "s02"]}}, TOPO, {"vgg19-0": own})
+    assert job.profile is own
+    with pytest.raises(UserInputError, match="placed on 3 servers but its profile 'vgg19-0'"):
+        plan_jobs({"placement": {"vgg19-0": ["s01", "s02", "s03"]}}, TOPO, {"vgg19-0": own})
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({}, "f.json: field 'placement' must be a non-empty object"),
+        ({"placement": {"vgg19-0": "s01"}}, "field 'placement' of job 'vgg19-0' must be a non"),
+        (
+            {"placement": {"vgg19-0": ["s01", "s99"]}},
+            "f.json: field 'placement' of job 'vgg19-0': server 's99' is not in topology "
+            "'cassini-testbed'",
+        ),
+        (
+            {"placement": {"nosuchmodel-0": ["s01"]}},
+            "f.json: job 'nosuchmodel-0' has no profile: model 'nosuchmodel' (from its name)",
+        ),
+        (
+            {"placement": {"a": ["s01"]}, "models": {"a": "vgg91"}},
+            "job 'a' has no profile: model 'vgg91' (from its 'models' entry)",
+        ),
+        (
+            {"placement": {"vgg19-0": ["s01"]}, "shifts_ms": {"vgg19-1": 3}},
+            "field 'shifts_ms' names job 'vgg19-1', which 'placement' does not place",
+        ),
+        (
+            {"placement": {"vgg19-0": ["s01"]}, "shifts_ms": {"vgg19-0": "soon"}},
+            "field 'shifts_ms' of job 'vgg19-0': 'soon' is not a number >= 0",
+        ),
+        (
+            {"placement": {"vgg19-0": ["s01"]}, "periods_ms": {"vgg19-0": 0}},
+            "field 'periods_ms' of job 'vgg19-0': 0 is not a number > 0",
+        ),
+    ],
+)
+def test_bad_fields_are_named(doc: dict[str, object], message: str) -> None:
+    with pytest.raises(UserInputError) as err:
+        plan_jobs(doc, TOPO, where="f.json")
+    assert message in str(err.value)
+
+
+def test_an_unknown_server_gets_the_closest_names() -> None:
+    with pytest.raises(UserInputError, match="s09"):
+        plan_jobs({"placement": {"vgg19-0": ["s0 9"]}}, TOPO)
+
+
+def test_unreadable_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(UserInputError, match=r"schedule file .*nope.json: no such file"):
+        read_schedule(tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{placement: 1")
+    with pytest.raises(UserInputError, match=r"bad.json: not JSON \(line 1, column 2"):
+        read_schedule(bad)
+    bad.write_text("[1, 2]")
+    with pytest.raises(UserInputError, match="expected a JSON object"):
+        read_schedule(bad)
+
+
+def test_specs_give_every_worker_its_own_port_and_the_job_one_ring() -> None:
+    doc = {
+        "placement": {"vgg19-0": ["s01", "s02", "s05", "s06"], "vgg19-1": ["s03", "s04", "s01"]},
+        "shifts_ms": {"vgg19-1": 126.5},
+        "periods_ms": {"vgg19-0": 253.0, "vgg19-1": 253.0},
+    }
+    jobs = plan_jobs(doc, TOPO)
+    ips = {s.name: s.ip for s in TOPO.servers}
+    placed = replica_specs(jobs, ips, "out", 40, 0.001, epoch_ms=5000.0, deadline_ms=9e12)
+    assert [p.server for p in placed] == doc["placement"]["vgg19-0"] + doc["placement"]["vgg19-1"]
+    ports = [p.spec.peers[p.spec.worker].port for p in placed]
+    assert ports == list(range(BASE_PORT, BASE_PORT + 7))
+    for p in placed:
+        assert str(p.spec.peers[p.spec.worker]).startswith(ips[p.server] + ":")
+        assert p.spec.peers == next(q.spec.peers for q in placed if q.spec.job == p.spec.job)
+        assert (p.spec.epoch_ms, p.spec.deadline_ms, p.spec.iterations) == (5000.0, 9e12, 40)
+        assert parse_args(p.spec.argv()[3:]) == p.spec
+    second = [p.spec for p in placed if p.spec.job == "vgg19-1"]
+    assert {s.shift_ms for s in second} == {126.5} and {s.period_ms for s in second} == {253.0}
+    assert second[2].out == str(Path("out") / "vgg19-1-w2.jsonl")
+    with pytest.raises(UserInputError, match="no host for server"):
+        replica_specs(jobs, {"s01": "10.0.0.1"}, "out", 1, 0.001)
