@@ -6,13 +6,15 @@ persistent TCP connections per worker: one to the right neighbour (sends),
 one from the left (receives). A step ends only when the left neighbour's
 chunk has arrived, so a slow link anywhere stretches the whole job.
 
-Transport: kernel TCP with ECN. `net.ipv4.tcp_ecn` is per network
-namespace; with 1 the kernel negotiates ECN and sends data as ECT(0) (the
-ECN bits of IP_TOS cannot be set on a TCP socket: the kernel owns them).
-The congestion control is the namespace's default, cubic: DCTCP is absent
-from this kernel. Cubic with ECN treats an ECE echo like a loss, one
-multiplicative decrease (x 0.7) per window, where DCTCP would cut in
-proportion to the fraction of marked packets.
+Other patterns (pipeline: `patterns`) add connections: a worker opens one
+to every rank it sends to and accepts one from every rank it receives from;
+`exchange` runs one step of any pattern over them.
+
+Transport (`transport`): kernel TCP, cubic with ECN (`tcp_ecn=1` in the
+namespace, data as ECT(0)), each connection paced at its share of the
+scaled NIC rate. The namespace default would be bbr, which ignores ECN, and
+DCTCP is absent from this kernel; see `transport` for what cubic does with
+an ECE echo (a loss-like x 0.7 cut once per window, not a proportional one).
 
 No reduction arithmetic is done (our choice): the payload is zeros; what
 matters to the fabric is the bytes, their timing and the waiting.
@@ -29,10 +31,12 @@ import selectors
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.types import Phase
+
+from . import transport
 
 HELLO = struct.Struct("!4sI64s")  # magic, sender's worker index, job name
 HELLO_MAGIC = b"CASR"
@@ -151,52 +155,87 @@ def gradient_bytes(bytes_per_worker: int, workers: int) -> int:
 
 
 class Ring:
-    """One worker's two ring connections; `connect`, `barrier`, `allreduce`, `close`."""
+    """One worker's persistent connections: `connect`, `barrier`, `allreduce`,
+    `exchange`, `agree`, `close`.
+
+    By default the two of a ring (to the right neighbour, from the left one);
+    a pattern with more flows (`patterns.neighbours`) names the ranks this
+    worker sends to and receives from, which always include the ring's. Each
+    connection to a rank in `pace_gbps` is paced at that rate (`transport.pace`).
+    """
 
     def __init__(
-        self, job: str, rank: int, peers: Sequence[Address], timeout_s: float = 10.0
+        self,
+        job: str,
+        rank: int,
+        peers: Sequence[Address],
+        timeout_s: float = 10.0,
+        sends_to: Sequence[int] = (),
+        receives_from: Sequence[int] = (),
+        pace_gbps: Mapping[int, float] | None = None,
     ) -> None:
         if not 0 <= rank < len(peers) or len(peers) < 2:
             raise ValueError(f"worker {rank} of {len(peers)}: a ring needs 2+ workers")
         self.job, self.rank, self.peers, self.timeout_s = job, rank, tuple(peers), timeout_s
         self.n = len(peers)
         self.left_rank, self.right_rank = (rank - 1) % self.n, (rank + 1) % self.n
-        self.left: socket.socket | None = None
-        self.right: socket.socket | None = None
+        self.sends_to = tuple(dict.fromkeys([self.right_rank, *sends_to]))
+        self.receives_from = tuple(dict.fromkeys([self.left_rank, *receives_from]))
+        for other in (*self.sends_to, *self.receives_from):
+            if not 0 <= other < self.n or other == rank:
+                raise ValueError(f"worker {rank} of {self.n} cannot talk to worker {other}")
+        self.pace_gbps = dict(pace_gbps or {})
+        self.out: dict[int, socket.socket] = {}  # rank -> the connection we opened to it
+        self.inp: dict[int, socket.socket] = {}  # rank -> the connection it opened to us
         self._listener: socket.socket | None = None
         self._zeros = memoryview(bytes(0))
         self._scratch = memoryview(bytearray(SCRATCH_BYTES))
 
+    @property
+    def left(self) -> socket.socket | None:
+        return self.inp.get(self.left_rank)
+
+    @property
+    def right(self) -> socket.socket | None:
+        return self.out.get(self.right_rank)
+
     # --- set-up ---------------------------------------------------------------
 
     def connect(self) -> None:
-        """Listen for the left neighbour, connect to the right one (retrying while
-        it starts), and check both say the same job and the expected worker."""
+        """Listen for the workers that send to us, connect to the ones we send to
+        (retrying while they start), and check each says the same job and the
+        expected worker."""
         me = self.peers[self.rank]
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        transport.configure(listener)  # accepted connections inherit it
         listener.bind((me.host, me.port))
-        listener.listen(1)
+        listener.listen(len(self.receives_from))
         listener.settimeout(0.05)
         self._listener = listener
         deadline = time.monotonic() + self.timeout_s
-        right = self.peers[self.right_rank]
-        while self.left is None or self.right is None:
+        while len(self.out) < len(self.sends_to) or len(self.inp) < len(self.receives_from):
             if time.monotonic() > deadline:
-                missing = self.left_rank if self.left is None else self.right_rank
+                missing = [r for r in self.receives_from if r not in self.inp]
+                missing += [r for r in self.sends_to if r not in self.out]
                 raise PeerLost(
-                    self.job, self.rank, missing, self.peers[missing],
+                    self.job, self.rank, missing[0], self.peers[missing[0]],
                     f"not reachable within {self.timeout_s:g} s at start",
                 )  # fmt: skip
-            if self.right is None:
-                self.right = self._try_connect(right)
-            if self.left is None:
-                self.left = self._try_accept(listener)
+            for other in self.sends_to:
+                if other not in self.out:
+                    sock = self._try_connect(other)
+                    if sock is not None:
+                        self.out[other] = sock
+            if len(self.inp) < len(self.receives_from):
+                self._try_accept(listener)
         listener.close()
         self._listener = None
 
-    def _try_connect(self, address: Address) -> socket.socket | None:
+    def _try_connect(self, other: int) -> socket.socket | None:
+        address = self.peers[other]
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        transport.configure(sock)
         sock.settimeout(0.5)
         try:
             sock.connect((address.host, address.port))
@@ -204,32 +243,34 @@ class Ring:
             sock.close()
             time.sleep(0.05)
             return None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if other in self.pace_gbps:
+            transport.pace(sock, self.pace_gbps[other])
         sock.settimeout(self.timeout_s)
         sock.sendall(HELLO.pack(HELLO_MAGIC, self.rank, self.job.encode()[:64]))
         return sock
 
-    def _try_accept(self, listener: socket.socket) -> socket.socket | None:
+    def _try_accept(self, listener: socket.socket) -> None:
         try:
             sock, _ = listener.accept()
         except TimeoutError:
-            return None
+            return
         sock.settimeout(self.timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         magic, sender, job = HELLO.unpack(self._recv_exact(sock, HELLO.size, self.left_rank))
         name = job.rstrip(b"\0").decode(errors="replace")
-        if magic != HELLO_MAGIC or name != self.job[:64] or sender != self.left_rank:
+        expected = [r for r in self.receives_from if r not in self.inp]
+        if magic != HELLO_MAGIC or name != self.job[:64] or sender not in expected:
             sock.close()
             raise RuntimeError(
-                f"job {self.job}: worker {self.rank} expected worker {self.left_rank} of its "
-                f"job on its port, got worker {sender} of job {name!r}: are two replicas "
-                "sharing a port?"
+                f"job {self.job}: worker {self.rank} expected worker(s) "
+                f"{', '.join(map(str, expected))} of its job on its port, got worker {sender} "
+                f"of job {name!r}: are two replicas sharing a port?"
             )
-        return sock
+        self.inp[sender] = sock
 
     def ecn_negotiated(self) -> bool:
-        """Whether the kernel negotiated ECN on both connections (tcp_ecn=1 in the namespace)."""
-        return all(_ecn_negotiated(s) for s in (self.left, self.right) if s is not None)
+        """Whether the kernel negotiated ECN on every connection (tcp_ecn=1 in the namespace)."""
+        return all(_ecn_negotiated(s) for s in self._all_sockets())
 
     def barrier(self, margin_ms: float = START_MARGIN_MS) -> float:
         """Agree on the job's start: worker 0 sends a token around the ring (all
@@ -261,71 +302,108 @@ class Ring:
         began = time.monotonic()
         sent = received = 0
         for step in ring_allreduce_plan(total_bytes, self.n, self.rank):
-            got, peer_stop = self._exchange(step.send_bytes, step.recv_bytes, stop)
+            got, peer_stop = self.exchange(
+                {self.right_rank: step.send_bytes}, {self.left_rank: step.recv_bytes}, stop
+            )
             stop = stop or peer_stop
             sent += step.send_bytes
             received += got
         return CollectiveResult(sent, received, (time.monotonic() - began) * 1e3, stop)
 
-    def _exchange(self, send_bytes: int, recv_bytes: int, stop: bool) -> tuple[int, bool]:
-        """Send one header byte and `send_bytes` right while receiving one header
-        byte and `recv_bytes` from the left; no progress for timeout_s is a lost peer."""
-        left, right = self._sockets()
-        if len(self._zeros) < send_bytes + 1:
-            self._zeros = memoryview(bytes(send_bytes + 1))
-        out = bytearray(self._zeros[: send_bytes + 1])
-        out[0] = 1 if stop else 0
-        outgoing = memoryview(out)
-        want = recv_bytes + 1
-        got, peer_stop = 0, False
+    def agree(self, stop: bool) -> bool:
+        """Everyone's stop wish: N-1 header-only steps around the ring, for
+        patterns whose own steps do not carry it that far."""
+        for _ in range(self.n - 1):
+            _, peer_stop = self.exchange({self.right_rank: 0}, {self.left_rank: 0}, stop)
+            stop = stop or peer_stop
+        return stop
+
+    def exchange(
+        self, sends: Mapping[int, int], receives: Mapping[int, int], stop: bool = False
+    ) -> tuple[int, bool]:
+        """One step: send one header byte (the stop wish) and `sends[r]` bytes to
+        each rank r while receiving one header byte and `receives[r]` bytes from
+        each; returns (payload bytes received, any sender's stop wish). No
+        progress for timeout_s is a lost peer."""
+        outgoing: dict[socket.socket, memoryview] = {}
+        wanted: dict[socket.socket, int] = {}
+        rank_of: dict[socket.socket, int] = {}
+        for other, size in sends.items():
+            sock = self._connection(self.out, other, "send to")
+            if len(self._zeros) < size + 1:
+                self._zeros = memoryview(bytes(size + 1))
+            out = bytearray(self._zeros[: size + 1])
+            out[0] = 1 if stop else 0
+            outgoing[sock], rank_of[sock] = memoryview(out), other
+        for other, size in receives.items():
+            sock = self._connection(self.inp, other, "receive from")
+            wanted[sock], rank_of[sock] = size + 1, other
+        got: dict[socket.socket, int] = dict.fromkeys(wanted, 0)
+        by_fd = {sock.fileno(): sock for sock in rank_of}
+        peer_stop = False
         selector = selectors.DefaultSelector()
-        left.setblocking(False)
-        right.setblocking(False)
         try:
-            selector.register(left, selectors.EVENT_READ)
-            selector.register(right, selectors.EVENT_WRITE)
+            for sock in rank_of:
+                sock.setblocking(False)
+            for sock in wanted:
+                selector.register(sock, selectors.EVENT_READ)
+            for sock in outgoing:
+                selector.register(sock, selectors.EVENT_WRITE)
+            pending = len(wanted) + len(outgoing)
             last_progress = time.monotonic()
-            while got < want or outgoing:
+            while pending:
                 events = selector.select(timeout=0.5)
                 if not events and time.monotonic() - last_progress > self.timeout_s:
-                    peer = self.left_rank if got < want else self.right_rank
-                    raise self._lost(peer, f"no progress for {self.timeout_s:g} s")
-                for key, _ in events:
-                    if key.fileobj is left:
-                        n = self._recv_some(left, min(want - got, SCRATCH_BYTES))
-                        if got == 0 and n > 0:
-                            peer_stop = bool(self._scratch[0])
-                        got += n
-                        if got >= want:
-                            selector.unregister(left)
+                    late = [s for s in wanted if got[s] < wanted[s]] or list(outgoing)
+                    raise self._lost(rank_of[late[0]], f"no progress for {self.timeout_s:g} s")
+                for key, mask in events:
+                    sock = by_fd[key.fd]
+                    if mask & selectors.EVENT_READ:
+                        want = wanted[sock] - got[sock]
+                        n = self._recv_some(sock, min(want, SCRATCH_BYTES), rank_of[sock])
+                        if got[sock] == 0 and n > 0:
+                            peer_stop = peer_stop or bool(self._scratch[0])
+                        got[sock] += n
+                        if got[sock] >= wanted[sock]:
+                            selector.unregister(sock)
+                            pending -= 1
                     else:
                         try:
-                            n = right.send(outgoing)
+                            n = sock.send(outgoing[sock])
                         except BlockingIOError:
                             continue
                         except OSError as err:
-                            raise self._lost(self.right_rank, _reason(err)) from None
-                        outgoing = outgoing[n:]
-                        if not outgoing:
-                            selector.unregister(right)
+                            raise self._lost(rank_of[sock], _reason(err)) from None
+                        outgoing[sock] = outgoing[sock][n:]
+                        if not outgoing[sock]:
+                            selector.unregister(sock)
+                            pending -= 1
                     last_progress = time.monotonic()
         finally:
             selector.close()
-            left.setblocking(True)
-            right.setblocking(True)
-            left.settimeout(self.timeout_s)
-            right.settimeout(self.timeout_s)
-        return got - 1, peer_stop
+            for sock in rank_of:
+                sock.setblocking(True)
+                sock.settimeout(self.timeout_s)
+        return sum(got.values()) - len(got), peer_stop
 
-    def _recv_some(self, sock: socket.socket, limit: int) -> int:
+    def _connection(self, table: dict[int, socket.socket], other: int, verb: str) -> socket.socket:
+        sock = table.get(other)
+        if sock is None:
+            raise RuntimeError(
+                f"job {self.job}: worker {self.rank} has no connection to {verb} worker "
+                f"{other}: call connect() first, with it among the pattern's neighbours"
+            )
+        return sock
+
+    def _recv_some(self, sock: socket.socket, limit: int, peer: int) -> int:
         try:
             n = sock.recv_into(self._scratch, limit)
         except BlockingIOError:
             return 0
         except OSError as err:
-            raise self._lost(self.left_rank, _reason(err)) from None
+            raise self._lost(peer, _reason(err)) from None
         if n == 0:
-            raise self._lost(self.left_rank, "it closed the connection")
+            raise self._lost(peer, "it closed the connection")
         return n
 
     def _recv_exact(self, sock: socket.socket, size: int, peer: int) -> bytes:
@@ -350,12 +428,16 @@ class Ring:
             raise RuntimeError("the ring is not connected: call connect() first")
         return self.left, self.right
 
+    def _all_sockets(self) -> list[socket.socket]:
+        return [*self.out.values(), *self.inp.values()]
+
     def close(self) -> None:
-        """Close both connections (neighbours see EOF at once and stop too)."""
-        for sock in (self.left, self.right, self._listener):
-            if sock is not None:
-                sock.close()
-        self.left = self.right = self._listener = None
+        """Close every connection (neighbours see EOF at once and stop too)."""
+        for sock in self._all_sockets():
+            sock.close()
+        if self._listener is not None:
+            self._listener.close()
+        self.out, self.inp, self._listener = {}, {}, None
 
     def __enter__(self) -> Ring:
         return self

@@ -1,0 +1,89 @@
+"""How is a replica's TCP connection set up: congestion control, ECN, the NIC's rate?
+
+- Congestion control: **cubic**, set on every socket (`TCP_CONGESTION`).
+  A new network namespace inherits the root namespace's default, and on
+  this machine that is bbr, which ignores ECN echoes: the fabric's marks
+  would slow nobody down. DCTCP, the natural partner of a WRED/ECN fabric
+  (and closest to the testbed's DCQCN), is not in this kernel
+  (`net.ipv4.tcp_available_congestion_control`: reno bbr cubic). Cubic with
+  ECN (RFC 3168) treats an ECE echo like a loss: one multiplicative
+  decrease (cwnd x 0.7) at most once per window (RTT), however many packets
+  were marked, and it signals CWR; DCTCP would cut by half the fraction of
+  marked packets. So under contention cubic backs off harder and less
+  smoothly than the testbed's transport, and iterations stretch a little
+  more than they would there.
+- ECN: `net.ipv4.tcp_ecn=1` in the namespace (no per-socket switch exists).
+  The fabric's hosts set it when they start (`emulation.mininet_net.CassiniHost`,
+  the one place it is set); the kernel then negotiates ECN on connect and
+  sends data as ECT(0). `ecn_requested` reads it, so a replica started where
+  it is off refuses to run instead of producing a run without marks.
+- The NIC's rate: a veth sends at memory speed, so a lone sender would
+  queue in the switch's port toward its receiver and get marks no real
+  50 Gbps NIC could cause. Each connection is paced by the kernel instead
+  (`SO_MAX_PACING_RATE`; with no fq qdisc TCP paces internally) at its share
+  of the scaled NIC rate, counted the way the kernel counts (payload bytes)
+  so that payload plus headers and Ethernet framing fill exactly that share
+  of the wire (`pacing_bytes_per_s`). (our choice) The pacing is per
+  connection: replicas sharing one server each pace on their own.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from emulation.target.tm_config import TmConfig
+
+CONGESTION_CONTROL = "cubic"
+ECN_SYSCTL = Path("/proc/sys/net/ipv4/tcp_ecn")
+SO_MAX_PACING_RATE = 47  # asm-generic/socket.h (not exported by Python's socket module)
+IP_MTU = 14  # linux/in.h
+ETHERNET_HEADER_BYTES = 14
+WIRE_OVERHEAD_BYTES = TmConfig().wire_overhead_bytes  # what the switch adds per frame
+MAX_PACING = 0xFFFFFFFF  # u32: a larger rate means "no pacing" to setsockopt
+
+
+def ecn_requested(sysctl: Path = ECN_SYSCTL) -> bool:
+    """Whether this namespace's TCP asks for ECN on connect (tcp_ecn 1; 2 only accepts it)."""
+    try:
+        return sysctl.read_text().strip() == "1"
+    except OSError:
+        return False
+
+
+def pacing_bytes_per_s(
+    nic_gbps: float, mss: int, mtu: int, wire_overhead: int = WIRE_OVERHEAD_BYTES
+) -> int:
+    """The payload rate whose segments fill `nic_gbps` on the wire.
+
+    The kernel counts a segment's payload (mss bytes) against the pacing
+    rate; on the wire it takes mtu + Ethernet header + preamble, FCS and gap.
+
+    >>> pacing_bytes_per_s(0.05, 1448, 1500)  # 50 Mbit/s: 6.25 MB/s of wire
+    5884265
+    """
+    if nic_gbps <= 0 or mss <= 0 or mtu < mss:
+        raise ValueError(f"need nic_gbps > 0 and 0 < mss <= mtu, got {nic_gbps}, {mss}, {mtu}")
+    wire = mtu + ETHERNET_HEADER_BYTES + wire_overhead
+    return min(MAX_PACING - 1, int(nic_gbps * 1e9 / 8 * mss / wire))
+
+
+def configure(sock: socket.socket) -> None:
+    """Before connect: cubic (see the module docstring) and no Nagle delay."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CONGESTION_CONTROL.encode())
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def pace(sock: socket.socket, nic_gbps: float) -> int:
+    """On a connected socket: pace its sends at `nic_gbps` of wire; returns the rate set."""
+    mss = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
+    mtu = sock.getsockopt(socket.IPPROTO_IP, IP_MTU)
+    rate = pacing_bytes_per_s(nic_gbps, mss, max(mtu, mss))
+    sock.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, rate)
+    return rate
+
+
+def congestion_control(sock: socket.socket) -> str:
+    """The congestion control a socket uses (what `configure` set, or the namespace's)."""
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
+    return raw.split(b"\0", 1)[0].decode()
