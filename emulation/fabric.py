@@ -6,14 +6,18 @@ every port's rate and every cable's delay, and `controlplane.settings` gives
 the thresholds. `emulation.profile` scales them (rates x S, thresholds x F);
 this module wires them up (`EmulatedFabric`) as a Mininet network
 (`emulation.mininet_net`): one host (a named namespace) and veth per server,
-one Mininet switch, the software switch holding all logical switches (cabled
-ports exist only inside it), programmed over P4Runtime by the real control
-plane.
+one Mininet switch holding all logical switches, programmed over P4Runtime by
+the real control plane with the same entries on every target. The target is
+the software switch (cabled ports exist only inside it) or bmv2 (cables are
+veth pairs, queues set over simple_switch_CLI, thresholds in packets).
+On request every switch-side interface is captured (`pcap_dir`) and the
+switch's log kept (`log_dir`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import re
@@ -31,6 +35,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from controlplane.settings import ControlPlaneSettings
 from topologies.chip_mapping import ChipMap, map_to_chip
+from topologies.errors import UserInputError
 from topologies.model import Topology
 
 from .netns import NetnsLab, _signals_deferred, exit_cause
@@ -55,7 +60,9 @@ if TYPE_CHECKING:
 
     from controlplane.program import ProgramResult
     from controlplane.session import P4RuntimeSession
+    from controlplane.settings import WredSettings
 
+    from .capture import Capture
     from .target.switch import SoftwareSwitch
 
 log = logging.getLogger(__name__)
@@ -68,6 +75,11 @@ FABRIC_PREFIX_BASE = "cas"
 SWITCH_NICE = -10
 # How many of the switch's last log lines a failure report quotes.
 FAILURE_LOG_LINES = 10
+DEFAULT_TARGET = "softswitch"
+# The switch's log in `log_dir` (the Mininet node's name, as p4-utils names it),
+# and what bmv2 prints besides its own log file.
+SWITCH_LOG = "chip.log"
+SWITCH_CONSOLE_LOG = "chip-console.log"
 
 
 def describe_exit(
@@ -146,6 +158,12 @@ class EmulatedFabric:
     process at `switch_nice` (its own interpreter lock and a higher priority,
     so a busy test or sender cannot stall the packet path and fake
     queueing); False runs a SoftwareSwitch in this process.
+
+    target="bmv2" runs simple_switch_grpc instead (refused, naming what is
+    missing, when it is not installed) and pushes `device_config`, the
+    compiled JSON (default: where `make p4` writes it). `pcap_dir` receives a
+    pcap per switch-side interface, `log_dir` the switch's log; both are
+    results folders (refused when they hold files, unless `force`).
     """
 
     def __init__(
@@ -161,8 +179,17 @@ class EmulatedFabric:
         switch_process: bool = True,
         switch_nice: int = SWITCH_NICE,
         timeout: float = 30.0,
+        target: str = DEFAULT_TARGET,
+        device_config: bytes | str | Path | None = None,
+        pcap_dir: str | Path | None = None,
+        log_dir: str | Path | None = None,
+        force: bool = False,
+        thrift_port: int = 0,
     ) -> None:
         check_scale(scale)
+        self.target, self.device_config = _check_target(target, device_config, switch_process)
+        self.pcap_dir, self.log_dir = _check_folders(pcap_dir, log_dir, force)
+        self.thrift_port = thrift_port
         self.topo = topo
         self.chip = map_to_chip(topo)
         self.settings = settings or ControlPlaneSettings()
@@ -185,12 +212,36 @@ class EmulatedFabric:
         self._log_tail: deque[str] = deque(maxlen=200)
         self._log_thread: threading.Thread | None = None
         self._switch_log: Path | None = None
+        self._log_copy: IO[str] | None = None
+        self.captures: list[Capture] = []
         self.net: Mininet | None = None  # Mininet's network: net["s01"].cmd(...)
 
     @property
     def prefix(self) -> str:
         """The name prefix of this fabric's namespaces and interfaces."""
         return self.lab.prefix
+
+    @property
+    def wred(self) -> WredSettings:
+        """The WRED entries' thresholds: the profile's cells, or packets on bmv2
+        (its enq_qdepth counts packets), converted as `cassini program --bmv2` does."""
+        if self.target != "bmv2":
+            return self.profile.wred
+        from controlplane.bmv2 import bmv2_wred
+
+        return bmv2_wred(self._bmv2_settings())
+
+    def _bmv2_settings(self) -> ControlPlaneSettings:
+        """The settings with the profile's scaled thresholds and queue limit, in cells."""
+        return dataclasses.replace(
+            self.settings, wred=self.profile.wred, queue_cells=self.profile.tm.default_queue_cells
+        )
+
+    def bmv2_queue_commands(self) -> list[str]:
+        """The simple_switch_CLI lines bmv2 gets: each port's queue depth and its rate x S."""
+        from controlplane.bmv2 import queue_commands
+
+        return queue_commands(self.topo, self.chip, self._bmv2_settings(), self.profile.scale)
 
     # --- bring-up -------------------------------------------------------------
 
@@ -207,6 +258,8 @@ class EmulatedFabric:
             mark = time.monotonic()
             self._program()
             self.timings["program_s"] = time.monotonic() - mark
+            if self.pcap_dir is not None:
+                self._start_captures(self.pcap_dir)
             self.timings["total_s"] = time.monotonic() - began
         except BaseException:
             self.stop()
@@ -220,10 +273,12 @@ class EmulatedFabric:
         from mininet.net import Mininet
 
         from .mininet_net import (
+            Bmv2Switch,
             CassiniHost,
             CassiniTopo,
             ChipSwitch,
             SoftSwitch,
+            fixed_address,
             host_ifname,
             static_arp,
             switch_ifname,
@@ -241,7 +296,20 @@ class EmulatedFabric:
                 server.name, self.prefix + server.name, *names, port, server.mac, server.ip
             )
         switch: Any
-        if self.switch_process:
+        if self.target == "bmv2":
+            switch = partial(
+                Bmv2Switch,
+                lab=self.lab,
+                device_id=self.device_id,
+                grpc_address=fixed_address(self.requested_grpc_address),
+                launch=self.lab_popen,
+                log_file=str(self.log_dir / SWITCH_LOG) if self.log_dir else None,
+                cables=self.chip.loopback_pairs,
+                prefix=self.prefix,
+                thrift_port=self.thrift_port or int(fixed_address("127.0.0.1:0").split(":")[1]),
+                queue_commands=self.bmv2_queue_commands(),
+            )
+        elif self.switch_process:
             self._switch_log = self.lab.tempdir("switch")
             tm_file = self._switch_log / "tm.json"
             tm_file.write_text(json.dumps(tm_config_to_dict(self.profile.tm), indent=1))
@@ -276,6 +344,14 @@ class EmulatedFabric:
         """{chip port: switch-side interface} of the server ports; cabled ports have none."""
         return {h.port: h.switch_ifname for h in self.hosts.values()}
 
+    def interfaces(self) -> dict[int, str]:
+        """{chip port: interface} of every port that has one: the server ports, and on
+        bmv2 also both ends of every cable (veths)."""
+        ports = self.switch_ports()
+        if self.net is not None and self.net.switches:
+            ports.update(getattr(self.net.switches[0], "cable_interfaces", {}))
+        return dict(sorted(ports.items()))
+
     def _start_switch(self) -> None:
         tm = self.profile.tm
         for line in self.profile.describe(self.chip).splitlines():
@@ -292,29 +368,71 @@ class EmulatedFabric:
             return
         chip = self.net.switches[0]
         self._process = chip.process
-        assert self._process is not None and self._process.stderr is not None
-        self.grpc_address = self._wait_ready(self._process.stderr)
+        stream = chip.log_stream()
+        assert self._process is not None and stream is not None
+        if self.log_dir is not None:
+            name = SWITCH_CONSOLE_LOG if self.target == "bmv2" else SWITCH_LOG
+            self._log_copy = open(self.log_dir / name, "w")  # noqa: SIM115 (closed in stop)
+        if self.target == "bmv2":
+            self._drain(stream, None)
+            self.grpc_address = self._wait_listening(chip.grpc_address)
+            chip.configure_queues()
+        else:
+            self.grpc_address = self._wait_ready(stream)
 
-    def _wait_ready(self, stream: IO[str]) -> str:
-        """Read the switch's log until it names its address; keep draining it afterwards."""
+    def _drain(self, stream: IO[str], ready: Any) -> list[str]:
+        """Read the switch's output until it ends: keep its tail, copy it to the log
+        folder, and report the address its readiness line names (software switch)."""
         found: list[str] = []
-        ready = threading.Event()
+        copy = self._log_copy
 
         def drain() -> None:
             for line in stream:
                 self._log_tail.append(line.rstrip())
-                match = READY_PATTERN.search(line)
+                if copy is not None:
+                    copy.write(line)
+                    copy.flush()
+                match = READY_PATTERN.search(line) if ready is not None else None
                 if match and not ready.is_set():
                     found.append(match.group(1))
                     ready.set()
-            ready.set()  # the process ended
+            if ready is not None:
+                ready.set()  # the process ended
 
         self._log_thread = threading.Thread(target=drain, name="fabric-switch-log", daemon=True)
         self._log_thread.start()
+        return found
+
+    def _wait_ready(self, stream: IO[str]) -> str:
+        """Read the switch's log until it names its address; keep draining it afterwards."""
+        ready = threading.Event()
+        found = self._drain(stream, ready)
         if not ready.wait(self.timeout) or not found:
             tail = "\n".join(self._log_tail) or "(no output)"
             raise RuntimeError(f"the software switch did not become ready:\n{tail}")
         return found[0]
+
+    def _wait_listening(self, address: str) -> str:
+        """Until bmv2's P4Runtime port accepts connections (it names no address)."""
+        import socket as socket_module
+
+        host, _, port = address.rpartition(":")
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            failure = self.switch_failure()
+            if failure is not None:
+                raise RuntimeError(failure)
+            with contextlib.suppress(OSError):
+                socket_module.create_connection((host.strip("[]"), int(port)), 0.2).close()
+                return address
+            time.sleep(0.05)
+        tail = "\n".join(self._log_tail) or "(no output)"
+        raise RuntimeError(f"bmv2 did not listen on {address} in {self.timeout:g} s:\n{tail}")
+
+    def _start_captures(self, folder: Path) -> None:
+        from .capture import start_captures
+
+        self.captures = start_captures(self.interfaces(), folder, self.lab_popen)
 
     def _program(self) -> None:
         from controlplane.program import program_topology
@@ -325,7 +443,7 @@ class EmulatedFabric:
             self.grpc_address, self.device_id, timeout=self.timeout
         ) as session:
             self.program_result = program_topology(
-                session, self.topo, self.chip, self.profile.wred
+                session, self.topo, self.chip, self.wred, device_config=self.device_config
             )
 
     # --- use ------------------------------------------------------------------
@@ -424,8 +542,9 @@ class EmulatedFabric:
             # The log reader sees EOF right after the exit; wait briefly so the
             # report quotes the switch's last words.
             self._log_thread.join(timeout=1.0)
+        what = "bmv2 (simple_switch_grpc)" if self.target == "bmv2" else "the software switch"
         return describe_exit(
-            "the software switch process", process.pid, process.returncode, list(self._log_tail)
+            f"{what} process", process.pid, process.returncode, list(self._log_tail)
         )
 
     def wait_for_failure(self, stop: threading.Event, poll_s: float = 0.2) -> str | None:
@@ -448,8 +567,16 @@ class EmulatedFabric:
             with _signals_deferred(redeliver=False), contextlib.suppress(Exception):
                 net.stop()
 
+    def _stop_captures(self) -> None:
+        """Captures first, so each closes its file before its interface goes."""
+        from .capture import stop_captures
+
+        captures, self.captures = self.captures, []
+        stop_captures(captures)
+
     def stop(self) -> None:
-        """Switch first, then namespaces and veths (idempotent)."""
+        """Captures, switch, then namespaces and veths (idempotent)."""
+        self._stop_captures()
         if self._switch is not None:
             self._switch.stop()
             self._switch = None
@@ -459,6 +586,9 @@ class EmulatedFabric:
         if self._log_thread is not None:
             self._log_thread.join(timeout=2.0)
             self._log_thread = None
+        if self._log_copy is not None:
+            self._log_copy.close()
+            self._log_copy = None
         self.grpc_address = None
 
     def __enter__(self) -> EmulatedFabric:
@@ -476,6 +606,7 @@ class EmulatedFabric:
         tb: TracebackType | None,
     ) -> None:
         try:
+            self._stop_captures()
             if self._switch is not None:
                 self._switch.stop()
                 self._switch = None
@@ -483,6 +614,49 @@ class EmulatedFabric:
         finally:
             self.lab.__exit__(exc_type, exc, tb)
             self.stop()
+
+
+def _check_target(
+    target: str, device_config: bytes | str | Path | None, switch_process: bool
+) -> tuple[str, bytes]:
+    """The target and the device config to push; bmv2 missing, or its JSON, is one line."""
+    from .mininet_net import bmv2_available, check_target
+
+    check_target(target)
+    if target != "bmv2":
+        if isinstance(device_config, bytes) or device_config is None:
+            return target, device_config or b""
+        return target, Path(device_config).read_bytes()
+    if not switch_process:
+        raise UserInputError("--target bmv2 runs bmv2's own process (switch_process=True)")
+    missing = bmv2_available()
+    if missing is not None:
+        raise UserInputError(f"--target bmv2: {missing}; install bmv2 or use --target softswitch")
+    if isinstance(device_config, bytes):
+        return target, device_config
+    from controlplane.bmv2 import bmv2_device_config
+
+    return target, bmv2_device_config(device_config)
+
+
+def _check_folders(
+    pcap_dir: str | Path | None, log_dir: str | Path | None, force: bool
+) -> tuple[Path | None, Path | None]:
+    """The results folders, checked by the output rule (one folder may serve both)."""
+    from topologies.outputs import check_output
+
+    checked: dict[Path, Path] = {}
+    found: list[Path | None] = []
+    for folder, flag in ((pcap_dir, "--pcap"), (log_dir, "--log-dir")):
+        if folder is None:
+            found.append(None)
+            continue
+        path = Path(folder)
+        if path not in checked:
+            checked[path] = check_output(path, "folder", force, flag)
+            checked[path].mkdir(exist_ok=True)
+        found.append(checked[path])
+    return found[0], found[1]
 
 
 def server_pairs_covering_tors(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -37,6 +38,7 @@ from mininet.topo import Topo
 
 from topologies.addressing import SERVER_PREFIX_LEN
 from topologies.chip_mapping import ChipMap
+from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
 
 from .netns import OFFLOADS, NetnsLab, _signals_deferred
@@ -45,6 +47,9 @@ CHIP = "chip"  # the Mininet name of the one switch holding every logical switch
 BMV2_BINARY = "simple_switch_grpc"
 BMV2_CLI = "simple_switch_CLI"
 BMV2_CPU_PORT = 255
+# (our choice) bmv2 logs every table hit at debug and trace (its default level);
+# info keeps its log to start-up, pipeline and errors, and its packet rate up.
+BMV2_LOG_LEVEL = "info"
 
 
 def host_ifname(prefix: str, index: int) -> str:
@@ -202,6 +207,21 @@ class ChipSwitch(Switch):
         """The switch process's argv; None: no process (the caller runs the switch itself)."""
         return None
 
+    def output_streams(self) -> dict[str, Any]:
+        """Popen's stdout/stderr: the log is on stderr (`cassini switch serve`)."""
+        return {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+
+    def logs_to_stderr(self) -> bool:
+        """Whether `log_file` receives the process's stderr (True) or the process
+        writes it itself (bmv2's --log-file)."""
+        return True
+
+    def log_stream(self) -> IO[str] | None:
+        """The running process's log (the pipe `output_streams` asked for)."""
+        if self.process is None:
+            return None
+        return self.process.stderr or self.process.stdout
+
     def start(self, controllers: Sequence[Any] = ()) -> None:
         for ifname in self.port_interfaces().values():
             with contextlib.suppress(OSError):  # IPv6 may be off altogether
@@ -214,13 +234,12 @@ class ChipSwitch(Switch):
         argv = self.command()
         if argv is None:
             return
-        stderr: int | IO[str] = subprocess.PIPE
-        if self.launch is None and self.log_file is not None:
-            stderr = open(self.log_file, "w")  # noqa: SIM115 (the process owns it)
+        streams = self.output_streams()
+        if self.launch is None and self.log_file is not None and self.logs_to_stderr():
+            # Nobody reads a pipe here (e.g. under `mn`): the log goes to its file.
+            streams["stderr"] = open(self.log_file, "w")  # noqa: SIM115 (the process owns it)
         start = self.launch or subprocess.Popen
-        self.process = start(
-            argv, stdout=subprocess.DEVNULL, stderr=stderr, text=True, start_new_session=True
-        )
+        self.process = start(argv, **streams, text=True, start_new_session=True)
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
         process = self.process
@@ -271,10 +290,13 @@ class Bmv2Switch(ChipSwitch):
     """`simple_switch_grpc --no-p4` on every chip port, the loopback cables as veth pairs.
 
     bmv2 has no internal cables: each cable (chip ports a <-> b) becomes a
-    veth pair `<prefix>c<a>` <-> `<prefix>c<b>` in the root namespace, both
-    ends attached to bmv2. Queue depth and rate are set per port over
-    `simple_switch_CLI` (Thrift) once the process is up; the pipeline and
-    entries are pushed over P4Runtime by the project's control plane.
+    veth pair `<prefix>p<a>` <-> `<prefix>p<b>` in the root namespace, both
+    ends attached to bmv2, so a frame leaving port a enters port b. Queue
+    depth and rate are set per port over `simple_switch_CLI` (Thrift) once
+    the process is up (`queue_commands`, from `controlplane.bmv2.queue_commands`);
+    the pipeline (P4Info and the compiled JSON) and the entries are pushed over
+    P4Runtime by the project's control plane. bmv2 prints to stdout, so its
+    stdout and stderr are one stream (`output`).
     """
 
     def __init__(
@@ -283,13 +305,15 @@ class Bmv2Switch(ChipSwitch):
         cables: Sequence[tuple[int, int]] = (),
         prefix: str = "cas",
         thrift_port: int = 9090,
-        queue: dict[int, tuple[int, int]] | None = None,
+        queue_commands: Sequence[str] = (),
+        log_level: str = BMV2_LOG_LEVEL,
         **params: Any,
     ) -> None:
         self.cables = tuple(cables)
         self.prefix = prefix
         self.thrift_port = thrift_port
-        self.queue = queue or {}  # port -> (depth in packets, rate in packets/s)
+        self.queue_commands = tuple(queue_commands)
+        self.log_level = log_level
         self.cable_interfaces: dict[int, str] = {}
         super().__init__(name, **params)
 
@@ -307,21 +331,23 @@ class Bmv2Switch(ChipSwitch):
                 capture_output=True,
             )
             for ifname in (if_a, if_b):
+                with contextlib.suppress(OSError):  # IPv6 may be off altogether
+                    Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1")
                 subprocess.run(["ip", "link", "set", ifname, "up"], check=True, capture_output=True)
-                subprocess.run(
-                    ["ethtool", "-K", ifname, *[w for o in OFFLOADS for w in (o, "off")]],
-                    check=True,
-                    capture_output=True,
-                )
             self.cable_interfaces[a] = if_a
             self.cable_interfaces[b] = if_b
 
+    def all_interfaces(self) -> dict[int, str]:
+        """{chip port: interface} of every port bmv2 is given: server ports and cable ends."""
+        return {**self.port_interfaces(), **self.cable_interfaces}
+
     def command(self) -> list[str]:
-        ports = {**self.port_interfaces(), **self.cable_interfaces}
+        """simple_switch_grpc's argv as bmv2 documents it: general options, then `--`
+        and the target's (`--grpc-server-addr`, `--cpu-port`)."""
         argv = [BMV2_BINARY, "--no-p4", "--device-id", str(self.device_id)]
-        for port, ifname in sorted(ports.items()):
+        for port, ifname in sorted(self.all_interfaces().items()):
             argv += ["-i", f"{port}@{ifname}"]
-        argv += ["--thrift-port", str(self.thrift_port)]
+        argv += ["--thrift-port", str(self.thrift_port), "--log-level", self.log_level]
         if self.log_file:
             argv += ["--log-file", self.log_file, "--log-flush"]
         return [
@@ -335,26 +361,31 @@ class Bmv2Switch(ChipSwitch):
 
     def start(self, controllers: Sequence[Any] = ()) -> None:
         self._make_cables()
+        for ifname in self.cable_interfaces.values():
+            subprocess.run(
+                ["ethtool", "-K", ifname, *[w for o in OFFLOADS for w in (o, "off")]],
+                check=True,
+                capture_output=True,
+            )
         super().start(controllers)
 
+    def output_streams(self) -> dict[str, Any]:
+        """bmv2 says "Server listening on ..." on stdout: one stream for both."""
+        return {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+
+    def logs_to_stderr(self) -> bool:
+        return False
+
     def cli_commands(self) -> str:
-        """The `simple_switch_CLI` lines that set every port's queue depth and rate."""
-        lines = []
-        for port, (depth, rate) in sorted(self.queue.items()):
-            lines += [f"set_queue_depth {depth} {port}", f"set_queue_rate {rate} {port}"]
-        return "\n".join(lines) + "\n"
+        """What `configure_queues` feeds simple_switch_CLI."""
+        return "".join(line + "\n" for line in self.queue_commands)
 
     def configure_queues(self) -> None:
-        """Send `cli_commands` to bmv2's Thrift server (after it is up)."""
-        if not self.queue:
-            return
-        subprocess.run(
-            [BMV2_CLI, "--thrift-port", str(self.thrift_port)],
-            input=self.cli_commands(),
-            text=True,
-            check=True,
-            capture_output=True,
-        )
+        """Send `queue_commands` to bmv2's Thrift server (after it is up)."""
+        from controlplane.bmv2 import run_cli
+
+        if self.queue_commands:
+            run_cli(self.queue_commands, self.thrift_port, BMV2_CLI)
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
         super().stop(deleteIntfs)
@@ -372,3 +403,30 @@ def bmv2_available() -> str | None:
 
 
 TARGETS = {"softswitch": SoftSwitch, "bmv2": Bmv2Switch}
+
+
+def check_target(name: str) -> str:
+    """A target name `--target` accepts, or the error naming the known ones."""
+    if name not in TARGETS:
+        raise UserInputError("--target: " + did_you_mean(name, TARGETS, "target"))
+    return name
+
+
+def fixed_address(address: str) -> str:
+    """`address` with port 0 replaced by a port free now.
+
+    bmv2 cannot say which port it bound, so it is given one (our choice: the
+    kernel's pick, released just before bmv2 binds it; a race with another
+    process binding the same port in between fails bring-up, named).
+
+    >>> fixed_address("127.0.0.1:9559")
+    '127.0.0.1:9559'
+    """
+    host, _, port = address.rpartition(":")
+    if port != "0":
+        return address
+    bare = host.strip("[]")
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((bare, 0))
+        return f"{host}:{probe.getsockname()[1]}"

@@ -22,6 +22,7 @@ from topologies.errors import UserInputError
 
 from .common import (
     Interrupted,
+    add_force_argument,
     add_settings_arguments,
     add_topology_argument,
     listen_address,
@@ -62,6 +63,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="name prefix of namespaces and interfaces (default: cas + 4 random hex digits)",
     )
+    up.add_argument(
+        "--target",
+        default="softswitch",
+        help="the chip: softswitch (default, `cassini switch serve`) or bmv2 (simple_switch_grpc)",
+    )
+    up.add_argument(
+        "--device-config",
+        default=None,
+        help="bmv2: the compiled JSON to push (default: where `make p4` writes it)",
+    )
+    up.add_argument("--pcap", default=None, metavar="DIR", help="a pcap per switch port in DIR")
+    up.add_argument(
+        "--log-dir", default=None, metavar="DIR", help="the switch's log in DIR (may be --pcap's)"
+    )
+    add_force_argument(up)
     up.add_argument("--no-pfc", action="store_true", help="turn PFC off in the switch")
     up.add_argument("--seed", type=int, default=0, help="seed of the WRED marking RNG")
     add_settings_arguments(up)
@@ -98,6 +114,11 @@ def _up(args: argparse.Namespace) -> int:
         device_id=args.device_id,
         grpc_address=args.grpc_server_addr,
         seed=args.seed,
+        target=args.target,
+        device_config=args.device_config,
+        pcap_dir=args.pcap,
+        log_dir=args.log_dir,
+        force=args.force,
     )
     status = 0
     phase = "during bring-up"
@@ -143,10 +164,13 @@ def _fabric_facts(fabric: EmulatedFabric) -> dict[str, Any]:
     result = fabric.program_result
     return {
         "topology": fabric.topo.name,
+        "target": fabric.target,
         "prefix": fabric.prefix,
         "grpc": fabric.grpc_address,
         "device_id": fabric.device_id,
         "switch_pid": fabric.switch_pid,
+        "log_dir": None if fabric.log_dir is None else str(fabric.log_dir),
+        "pcaps": [str(c.file) for c in fabric.captures],
         "entries": result.desired_count if result else 0,
         "bring_up_s": {k: round(v, 3) for k, v in fabric.timings.items()},
         "profile": fabric.profile.describe(fabric.chip).splitlines(),
@@ -172,7 +196,8 @@ def _print_fabric(fabric: EmulatedFabric, as_json: bool) -> None:
         return
     times = facts["bring_up_s"]
     print(
-        f"fabric {facts['prefix']}: {facts['topology']}, P4Runtime {facts['grpc']} "
+        f"fabric {facts['prefix']}: {facts['topology']} on {facts['target']}, "
+        f"P4Runtime {facts['grpc']} "
         f"(device {facts['device_id']}), {facts['entries']} table entries, up in "
         f"{times.get('total_s', 0):.1f} s (hosts {times.get('hosts_s', 0):.1f} s, "
         f"switch {times.get('switch_s', 0):.1f} s, program {times.get('program_s', 0):.1f} s)"
@@ -181,6 +206,10 @@ def _print_fabric(fabric: EmulatedFabric, as_json: bool) -> None:
         print(f"  {line}")
     if facts["switch_pid"] is not None:
         print(f"  switch process: pid {facts['switch_pid']}")
+    if facts["log_dir"] is not None:
+        print(f"  switch log: {facts['log_dir']}")
+    if facts["pcaps"]:
+        print(f"  pcap: {len(facts['pcaps'])} ports in {fabric.pcap_dir}")
     print(f"  {'server':<8} {'namespace':<16} {'ip':<12} {'mac':<18} {'port':>4}  tor")
     for h in facts["hosts"]:
         print(

@@ -10,14 +10,22 @@ it is installed.
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
+from scapy.layers.inet import ICMP, IP
+from scapy.utils import rdpcap
 
+from emulation.capture import pcap_name
 from emulation.fabric import EmulatedFabric
-from emulation.mininet_net import CHIP, Bmv2Switch, CassiniTopo, bmv2_available
+from emulation.mininet_net import CHIP, Bmv2Switch, CassiniTopo, bmv2_available, fixed_address
+from emulation.netns import leftovers
+from emulation.runs import runs
+from emulation.target.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from topologies.addressing import SERVER_PREFIX_LEN
 from topologies.chip_mapping import map_to_chip
+from topologies.errors import UserInputError
 from topologies.library import load_topology
 
 SMALL = "leaf-spine:2:2:2"
@@ -65,16 +73,154 @@ def test_cli_fabric_up_cli_pings_through_mininets_cli(prefix: str) -> None:
     assert f"fabric {prefix} down" in result.stdout
 
 
-def test_bmv2_switch_argv_and_queue_commands_are_bmv2s() -> None:
-    # Pure: the argv bmv2 documents, cables' veths among the ports; no bmv2 needed.
+def _bmv2_switch(**attrs: object) -> Bmv2Switch:
+    """A Bmv2Switch without Mininet's node (no shell): only what `command` reads."""
     switch = Bmv2Switch.__new__(Bmv2Switch)
     switch.device_id, switch.grpc_address, switch.log_file = 1, "127.0.0.1:9559", None
-    switch.thrift_port, switch.cable_interfaces, switch.ports = 9090, {5: "casp5"}, {}
-    switch.queue = {5: (64, 1000)}
-    argv = switch.command()
-    assert argv[:4] == ["simple_switch_grpc", "--no-p4", "--device-id", "1"]
-    assert "5@casp5" in argv and argv[-5:] == [
-        "--", "--grpc-server-addr", "127.0.0.1:9559", "--cpu-port", "255"
+    switch.thrift_port, switch.cable_interfaces, switch.ports = 9090, {}, {}
+    switch.log_level, switch.queue_commands = "info", ()
+    for name, value in attrs.items():
+        setattr(switch, name, value)
+    return switch
+
+
+def test_bmv2_argv_is_the_one_bmv2_documents() -> None:
+    # Pure: general options, then `--` and simple_switch_grpc's own; no bmv2 needed.
+    switch = _bmv2_switch(
+        cable_interfaces={5: "casp5", 6: "casp6"}, log_file="/results/chip.log", thrift_port=9191
+    )
+    assert switch.command() == [
+        "simple_switch_grpc", "--no-p4", "--device-id", "1", "-i", "5@casp5", "-i", "6@casp6",
+        "--thrift-port", "9191", "--log-level", "info", "--log-file", "/results/chip.log",
+        "--log-flush", "--", "--grpc-server-addr", "127.0.0.1:9559", "--cpu-port", "255",
     ]  # fmt: skip
-    assert switch.cli_commands() == "set_queue_depth 64 5\nset_queue_rate 1000 5\n"
-    assert bmv2_available() is None or "not on PATH" in (bmv2_available() or "")
+    assert not switch.logs_to_stderr()  # bmv2 writes --log-file itself
+    assert switch.output_streams() == {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+
+
+def test_bmv2_queues_and_thresholds_come_from_the_emulation_profile(monkeypatch) -> None:
+    import emulation.mininet_net
+
+    topo = load_topology("cassini-testbed")
+    soft = EmulatedFabric(topo, 0.001)
+    assert (soft.wred.min_cells, soft.wred.max_cells) == (152, 304)  # cells
+    lines = soft.bmv2_queue_commands()
+    chip = map_to_chip(topo)
+    # 72 ports x (depth, rate); queue limit 3040 cells x 80 B = 163 frames of 1500 B,
+    # 50 Mbit/s = 4167 frames/s of 1500 B: the same profile the software switch runs.
+    assert len(lines) == 2 * len(chip.ports())
+    assert set(lines[0::2]) == {f"set_queue_depth 163 {p}" for p in chip.ports()}
+    assert set(lines[1::2]) == {f"set_queue_rate 4167 {p}" for p in chip.ports()}
+    assert _bmv2_switch(queue_commands=lines[:2]).cli_commands() == "\n".join(lines[:2]) + "\n"
+    # bmv2 itself is not needed to see what the fabric would give it.
+    monkeypatch.setattr(emulation.mininet_net, "bmv2_available", lambda: None)
+    bmv2 = EmulatedFabric(topo, 0.001, target="bmv2", device_config=b"{}")
+    # 152 / 304 cells of 80 B in 1500 B packets, as `cassini program --bmv2` converts.
+    assert (bmv2.wred.min_cells, bmv2.wred.max_cells) == (9, 17)
+    assert bmv2.device_config == b"{}"
+
+
+def test_fixed_address_gives_bmv2_a_port_of_its_own() -> None:
+    chosen = fixed_address("127.0.0.1:0")
+    host, port = chosen.rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) > 0
+    assert fixed_address("[::1]:9559") == "[::1]:9559"
+
+
+@pytest.mark.skipif(bmv2_available() is None, reason="bmv2 is installed: nothing is missing")
+def test_target_bmv2_without_bmv2_is_one_line_naming_it(prefix: str) -> None:
+    result = subprocess.run(
+        [CASSINI, "fabric", "up", "-t", SMALL, "--target", "bmv2", "--prefix", prefix],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"cassini: error: --target bmv2: {bmv2_available()}; install bmv2 or use --target "
+        "softswitch"
+    ]
+    assert "simple_switch_grpc" in result.stderr and result.stdout == ""
+    with pytest.raises(UserInputError, match="no target named 'p4'"):
+        EmulatedFabric(load_topology(SMALL), target="p4")
+
+
+def _icmp(packets: list, src: str, dst: str) -> list[int]:
+    """ICMP types (8 request, 0 reply) of the frames between src and dst, either way."""
+    return [
+        p[ICMP].type
+        for p in packets
+        if IP in p and ICMP in p and {p[IP].src, p[IP].dst} == {src, dst}
+    ]
+
+
+@pytest.mark.root
+def test_pcap_per_port_and_the_switch_log_land_in_the_results_folders(
+    prefix: str, tmp_path: Path
+) -> None:
+    topo = load_topology("cassini-testbed")
+    pcaps, logs = tmp_path / "pcap", tmp_path / "logs"
+    with EmulatedFabric(topo, 0.001, prefix=prefix, pcap_dir=pcaps, log_dir=logs) as fabric:
+        pids = [c.process.pid for c in fabric.captures]
+        assert len(pids) == 24 and all(Path(f"/proc/{pid}").exists() for pid in pids)
+        run = next(r for r in runs((prefix,)))
+        assert set(pids) <= {p.pid for p in run.processes}  # `cassini clean` can stop them
+        assert fabric.ping([("s01", "s24")])[("s01", "s24")] is not None
+        ports = {s: fabric.hosts[s].port for s in ("s01", "s02", "s24")}
+        files = {s: pcaps / pcap_name(p, fabric.hosts[s].switch_ifname) for s, p in ports.items()}
+    assert sorted(f.name for f in pcaps.iterdir()) == sorted(
+        pcap_name(h.port, h.switch_ifname) for h in fabric.hosts.values()
+    )
+    a, b = topo.server("s01").ip, topo.server("s24").ip
+    assert _icmp(rdpcap(str(files["s01"])), a, b) == [8, 0]  # request out, reply back
+    assert _icmp(rdpcap(str(files["s24"])), a, b) == [8, 0]
+    assert _icmp(rdpcap(str(files["s02"])), a, b) == []  # another rack's port saw nothing
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    log = (logs / "chip.log").read_text()
+    assert READY_PATTERN.search(log), log[:500]
+    # The output rule: a folder holding an earlier run's files is refused unless forced.
+    with pytest.raises(UserInputError, match="--pcap .*already exists and is not empty"):
+        EmulatedFabric(topo, pcap_dir=pcaps)
+    assert EmulatedFabric(topo, pcap_dir=pcaps, log_dir=logs, force=True).pcap_dir == pcaps
+
+
+@pytest.mark.root
+def test_cassini_clean_after_sigkill_removes_shells_namespaces_veths_switch_and_captures(
+    prefix: str, tmp_path: Path
+) -> None:
+    process = subprocess.Popen(
+        [CASSINI, "fabric", "up", "-t", SMALL, "--scale", "0.01", "--prefix", prefix,
+         "--grpc-server-addr", "127.0.0.1:0", "--pcap", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("up;"):
+                break
+        run = next(r for r in runs((prefix,)))
+        # The CLI, Mininet's chip shell and 4 host shells, the switch, 4 tcpdumps.
+        recorded = [p.pid for p in run.processes if p.pid != process.pid]
+        assert len(recorded) >= 1 + 4 + 1 + 4, run
+        process.kill()
+        process.wait(10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    left = leftovers(prefix)
+    assert sum(item.startswith("netns") for item in left) == 4  # SIGKILL tore down nothing
+    assert any(item.startswith("process") for item in left)
+    cleaned = subprocess.run(
+        [CASSINI, "clean", "--prefix", prefix], capture_output=True, text=True, timeout=60
+    )
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert leftovers(prefix) == []
+    assert [pid for pid in recorded if _alive(pid)] == []
+    assert runs((prefix,)) == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
