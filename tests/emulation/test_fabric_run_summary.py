@@ -1,0 +1,104 @@
+"""What a run reports, from records and counter rows made by hand (no fabric)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from controlplane.telemetry import LinkDelta, PortDelta
+from emulation.jobs.launch import plan_jobs
+from emulation.jobs.records import COLUMNS, IterationRecord
+from emulation.jobs.run import RunResult, RunSettings, summarize_job, write_run
+from topologies.library import load_topology
+
+TOPO = load_topology("leaf-spine:2:1:2")
+JOBS = plan_jobs(
+    {
+        "placement": {"vgg19-0": ["s01", "s03"], "vgg19-1": ["s02", "s04"]},
+        "shifts_ms": {"vgg19-1": 100.0},
+        "periods_ms": {"vgg19-0": 250.0, "vgg19-1": 250.0},
+    },
+    TOPO,
+)
+
+
+def record(
+    job: str, worker: int, k: int, ms: float, ce: int | None, adjusted: bool = False
+) -> IterationRecord:
+    start = 1000.0 + 250.0 * k
+    return IterationRecord(
+        job, "vgg19", worker, k, start, start + ms, 100, ms / 2, 1.0, adjusted, ce
+    )
+
+
+def test_a_job_summary_counts_every_worker_iteration_once() -> None:
+    times = [200.0, 210.0, 220.0, 400.0]
+    records = [record("vgg19-0", w, k, t, 3) for w in (0, 1) for k, t in enumerate(times)]
+    records.append(record("vgg19-0", 0, 4, 200.0, 1, adjusted=True))  # worker 1 never ended it
+    records.append(record("vgg19-1", 0, 0, 999.0, 5))
+    summary = summarize_job(JOBS[0], records)
+    assert summary.iterations == 4
+    all_times = [*times, *times, 200.0]
+    assert summary.mean_iteration_ms == pytest.approx(sum(all_times) / len(all_times), abs=1e-3)
+    assert summary.p99_iteration_ms == pytest.approx(400.0, abs=1.0)
+    assert summary.ce_marks == 3 * 8 + 1
+    assert summary.adjustments == 1
+    span_ms = records[8].end_ms - records[0].start_ms
+    assert summary.adjustments_per_minute == pytest.approx(60_000.0 / span_ms, abs=1e-3)
+    assert summarize_job(JOBS[0], [record("vgg19-0", 0, 0, 5.0, None)]).ce_marks is None
+    empty = summarize_job(JOBS[1], [])
+    assert (empty.iterations, empty.mean_iteration_ms, empty.ce_marks) == (0, None, None)
+
+
+def _port(port: int, marked: int) -> PortDelta:
+    return PortDelta(
+        time_s=1.0, interval_s=0.5, port=port, tx_packets=10, ecn_marked_packets=marked
+    )
+
+
+def test_the_run_folder_holds_every_file_with_the_totals(tmp_path: Path) -> None:
+    records = tuple(record(j.name, w, 0, 210.0, 2) for j in JOBS for w in (0, 1))
+    result = RunResult(
+        jobs=JOBS,
+        summaries=tuple(summarize_job(j, records) for j in JOBS),
+        records=records,
+        ports=(_port(1, 4), _port(5, 3), _port(5, 1)),
+        links=(
+            LinkDelta(
+                time_s=1.0,
+                interval_s=0.5,
+                link="tor1->s01",
+                port=1,
+                tx_packets=10,
+                tx_bytes=15000,
+                ecn_marked_packets=4,
+                wred_dropped_packets=0,
+                gbps=0.01,
+            ),
+        ),  # fmt: skip
+        settings=RunSettings(iterations=1),
+        scale=0.001,
+        emulation_profile="scale S = 0.001\nport rates: 50 Mbit/s",
+        duration_s=2.5,
+    )
+    assert (result.switch_ecn_marked, result.host_ce_marks) == (8, 8)
+    written = {p.name for p in write_run(result, tmp_path)}
+    assert written == {
+        "iterations.csv", "summary.json", "schedule.json", "profiles.json",
+        "emulation-profile.txt", "ecn.csv", "ecn-links.csv",
+    }  # fmt: skip
+    rows = list(csv.reader((tmp_path / "iterations.csv").open()))
+    assert tuple(rows[0]) == COLUMNS and len(rows) == 1 + len(records)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["switch_ecn_marked"] == 8 and summary["host_ce_marks"] == 8
+    assert summary["jobs"]["vgg19-1"]["ce_marks"] == 4
+    assert summary["schedule"]["shifts_ms"] == {"vgg19-0": 0.0, "vgg19-1": 100.0}
+    assert summary["emulation_profile"]["lines"][1] == "port rates: 50 Mbit/s"
+    # The schedule written beside the results runs again as it is.
+    again = plan_jobs(json.loads((tmp_path / "schedule.json").read_text()), TOPO)
+    assert again == JOBS
+    profiles = json.loads((tmp_path / "profiles.json").read_text())
+    assert [p["name"] for p in profiles] == ["vgg19-0", "vgg19-1"]
