@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
+from . import fabric_run_cmds
 from .common import (
     Interrupted,
     add_force_argument,
@@ -91,6 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     up.add_argument("--json", action="store_true", help="machine-readable output")
     up.set_defaults(handler=_up)
+    fabric_run_cmds.register(fabric_sub)  # `fabric run`
 
 
 def _up(args: argparse.Namespace) -> int:
