@@ -8,10 +8,13 @@ need_apt=()
 # mnexec (Debian's mininet) starts the emulated fabric's hosts; ifconfig
 # (net-tools, which mininet pulls in) is how Mininet configures them;
 # tcpdump writes the per-port captures of `cassini fabric up --pcap DIR`.
-for tool in ip:iproute2 ethtool:ethtool ping:iputils-ping mnexec:mininet ifconfig:net-tools tcpdump:tcpdump; do
+# gcc and Python's headers build the software target's compiled packet path.
+for tool in ip:iproute2 ethtool:ethtool ping:iputils-ping mnexec:mininet ifconfig:net-tools tcpdump:tcpdump gcc:gcc; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
 done
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+python3 -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' \
+    >/dev/null 2>&1 || need_apt+=(python3-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         export DEBIAN_FRONTEND=noninteractive

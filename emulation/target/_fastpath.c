@@ -1,0 +1,1073 @@
+/* The switch program and traffic manager of the software target, compiled.
+ *
+ * A line-for-line port of `datapath.SwitchProgram.ingress` and
+ * `traffic_manager.TrafficManager` (the reference: read those for the why of
+ * every rule), plus the two ends of the packet loop that cost a Python
+ * forwarder most: reading a PACKET_MMAP ring and sending finished frames
+ * (sendmmsg, one system call per run of frames to one port).
+ *
+ * Exactness: events live on one heap ordered by (time, push sequence) and are
+ * pushed in the same order as the reference pushes them, times are computed
+ * with the same floating-point expressions, and WRED draws its random numbers
+ * from the same Python `random.Random(seed).random`, so the same frames at the
+ * same times give the same output frames, times and counters
+ * (tests/target/test_fast_pipeline.py checks it).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/socket.h>
+
+#define TIME_EPSILON_S 1e-9
+#define PAUSE_QUANTUM_BITS 512
+#define NEVER INFINITY
+
+enum { ARRIVE = 0, DELIVER = 1, START = 2, REFRESH = 3 };
+
+/* Rows of the counter array, in this order (ROW_NAMES below says which). */
+enum {
+    R_RX_PACKETS, R_RX_BYTES, R_TX_PACKETS, R_TX_BYTES, R_ECN_MARKED, R_WRED_DROPPED,
+    R_TAIL_DROPPED, R_FORWARD_MISSES, R_TO_UNKNOWN_PORT, R_MALFORMED, R_RX_OVERRUNS,
+    R_SEND_ERRORS, R_PFC_RECEIVED, R_MAC_CONTROL_IGNORED, R_PFC_PAUSES_SENT,
+    R_PFC_RESUMES_SENT, R_ECN_MARKED_BYTES, R_WRED_DROPPED_BYTES, R_TAIL_DROPPED_BYTES,
+    N_ROWS
+};
+static const char *ROW_NAMES[N_ROWS] = {
+    "rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "ecn_marked", "wred_dropped",
+    "tail_dropped", "forward_misses", "to_unknown_port", "malformed", "rx_overruns",
+    "send_errors", "pfc_received", "mac_control_ignored", "pfc_pauses_sent",
+    "pfc_resumes_sent", "ecn_marked_bytes", "wred_dropped_bytes", "tail_dropped_bytes",
+};
+
+typedef struct {
+    double when;
+    uint64_t seq;
+    int kind;
+    int port;
+    PyObject *frame; /* owned reference, or NULL */
+} Event;
+
+typedef struct {
+    PyObject *frame; /* owned */
+    int in_port;
+    long cells;
+    int marked;
+} Queued;
+
+typedef struct {
+    Queued *items;
+    Py_ssize_t head, len, cap;
+} Queue;
+
+typedef struct {
+    PyObject_HEAD
+    int n;
+    /* configuration */
+    double *seconds_per_byte, *cable_delay, *pause_seconds;
+    long *queue_limit;
+    int *cable_peer;
+    unsigned char *valid;
+    long wire_overhead, cell_bytes, buffer_cells, xoff_cells, xon_cells;
+    int pfc_enabled;
+    PyObject *forward, *wred, *random;
+    PyObject **pause_frame, **resume_frame;
+    /* state */
+    Queue *queues;
+    long *queue_cells, *peak_queue_cells, *ingress_cells;
+    double *tx_free_at, *paused_until, *start_at, *last_reception, *refresh_at;
+    unsigned char *ingress_paused, *has_refresh;
+    long buffered_cells;
+    double now, limit;
+    Event *heap;
+    Py_ssize_t heap_len, heap_cap;
+    uint64_t seq;
+    /* counters: int64 [N_ROWS, n], C-contiguous, owned by the caller's numpy array */
+    PyObject *counts_obj;
+    Py_buffer counts_view;
+    int64_t *counts;
+    /* departure lateness histogram: int64 [buckets], plus the largest lateness */
+    PyObject *late_obj;
+    Py_buffer late_view;
+    int64_t *late;
+    Py_ssize_t late_buckets;
+    double late_max;
+    /* outputs */
+    PyObject *transmitted, *transmitted_due, *control;
+} Pipeline;
+
+#define COUNT(p, row, port) ((p)->counts[(Py_ssize_t)(row) * (p)->n + (port)])
+
+/* --- the heap (same order as heapq over (time, sequence, ...) tuples) ------------- */
+
+static inline int ev_less(const Event *a, const Event *b) {
+    return a->when < b->when || (a->when == b->when && a->seq < b->seq);
+}
+
+static int heap_push(Pipeline *p, double when, int kind, int port, PyObject *frame) {
+    if (p->heap_len == p->heap_cap) {
+        Py_ssize_t cap = p->heap_cap ? 2 * p->heap_cap : 1024;
+        Event *grown = PyMem_Realloc(p->heap, cap * sizeof(Event));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        p->heap = grown;
+        p->heap_cap = cap;
+    }
+    Event e = {when, p->seq++, kind, port, frame};
+    Py_XINCREF(frame);
+    Py_ssize_t i = p->heap_len++;
+    while (i > 0) {
+        Py_ssize_t parent = (i - 1) >> 1;
+        if (!ev_less(&e, &p->heap[parent])) break;
+        p->heap[i] = p->heap[parent];
+        i = parent;
+    }
+    p->heap[i] = e;
+    return 0;
+}
+
+/* Removes the top event; the caller takes over its frame reference. */
+static Event heap_pop(Pipeline *p) {
+    Event top = p->heap[0];
+    Event last = p->heap[--p->heap_len];
+    Py_ssize_t n = p->heap_len, i = 0;
+    while (1) {
+        Py_ssize_t child = 2 * i + 1;
+        if (child >= n) break;
+        if (child + 1 < n && ev_less(&p->heap[child + 1], &p->heap[child])) child++;
+        if (!ev_less(&p->heap[child], &last)) break;
+        p->heap[i] = p->heap[child];
+        i = child;
+    }
+    if (n > 0) p->heap[i] = last;
+    return top;
+}
+
+/* --- queues -------------------------------------------------------------------- */
+
+static int queue_append(Queue *q, PyObject *frame, int in_port, long cells, int marked) {
+    if (q->len == q->cap) {
+        Py_ssize_t cap = q->cap ? 2 * q->cap : 64;
+        Queued *items = PyMem_Malloc(cap * sizeof(Queued));
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < q->len; i++) items[i] = q->items[(q->head + i) % q->cap];
+        PyMem_Free(q->items);
+        q->items = items;
+        q->head = 0;
+        q->cap = cap;
+    }
+    Queued *slot = &q->items[(q->head + q->len) % q->cap];
+    Py_INCREF(frame);
+    slot->frame = frame;
+    slot->in_port = in_port;
+    slot->cells = cells;
+    slot->marked = marked;
+    q->len++;
+    return 0;
+}
+
+static Queued queue_popleft(Queue *q) {
+    Queued item = q->items[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->len--;
+    return item;
+}
+
+/* --- frames -------------------------------------------------------------------- */
+
+/* packet.ipv4_offset: offset of a well-formed IPv4 header, -1 not IPv4, -2 malformed. */
+static Py_ssize_t ipv4_offset(const unsigned char *f, Py_ssize_t n) {
+    if (n < 14) return -2;
+    int ethertype = (f[12] << 8) | f[13];
+    Py_ssize_t offset = 14;
+    if (ethertype == 0x8100) {
+        if (n < 18) return -2;
+        ethertype = (f[16] << 8) | f[17];
+        offset = 18;
+    }
+    if (ethertype != 0x0800) return -1;
+    if (n < offset + 20) return -2;
+    int version_ihl = f[offset], ihl = version_ihl & 15;
+    if (version_ihl >> 4 != 4 || ihl < 5 || n < offset + 4 * ihl) return -2;
+    int total_length = (f[offset + 2] << 8) | f[offset + 3];
+    if (total_length < 4 * ihl) return -2;
+    return offset;
+}
+
+/* packet.set_ce: ECN to CE, checksum patched incrementally (RFC 1624). */
+static void set_ce(unsigned char *f, Py_ssize_t o) {
+    unsigned word_old = (f[o] << 8) | f[o + 1];
+    unsigned word_new = word_old | 3;
+    if (word_new == word_old) return;
+    unsigned checksum = (f[o + 10] << 8) | f[o + 11];
+    unsigned total = (~checksum & 0xFFFF) + (~word_old & 0xFFFF) + word_new;
+    total = (total & 0xFFFF) + (total >> 16);
+    total = (total & 0xFFFF) + (total >> 16);
+    checksum = ~total & 0xFFFF;
+    f[o + 1] = word_new & 0xFF;
+    f[o + 10] = checksum >> 8;
+    f[o + 11] = checksum & 0xFF;
+}
+
+/* --- the traffic manager --------------------------------------------------------- */
+
+static int tm_advance(Pipeline *p, double now);
+static int ingress(Pipeline *p, int port, PyObject *frame, double now);
+
+static int append_pair(PyObject *list, int port, PyObject *frame) {
+    PyObject *pair = Py_BuildValue("(iO)", port, frame);
+    if (pair == NULL) return -1;
+    int rc = PyList_Append(list, pair);
+    Py_DECREF(pair);
+    return rc;
+}
+
+static int append_transmitted(Pipeline *p, int port, PyObject *frame, double due) {
+    if (append_pair(p->transmitted, port, frame) < 0) return -1;
+    PyObject *when = PyFloat_FromDouble(due);
+    if (when == NULL) return -1;
+    int rc = PyList_Append(p->transmitted_due, when);
+    Py_DECREF(when);
+    return rc;
+}
+
+static int schedule_start(Pipeline *p, int port, double now) {
+    if (p->queues[port].len == 0) return 0;
+    double when = now;
+    if (p->tx_free_at[port] > when) when = p->tx_free_at[port];
+    if (p->paused_until[port] > when) when = p->paused_until[port];
+    if (when < p->start_at[port]) {
+        p->start_at[port] = when;
+        return heap_push(p, when, START, port, NULL);
+    }
+    return 0;
+}
+
+static int send_pause(Pipeline *p, int port, double now) {
+    if (p->pause_frame[port] != NULL && append_pair(p->control, port, p->pause_frame[port]) < 0)
+        return -1;
+    double when = now + p->pause_seconds[port] / 2;
+    p->refresh_at[port] = when;
+    p->has_refresh[port] = 1;
+    return heap_push(p, when, REFRESH, port, NULL);
+}
+
+static int pause_upstream(Pipeline *p, int in_port, double now) {
+    p->ingress_paused[in_port] = 1;
+    COUNT(p, R_PFC_PAUSES_SENT, in_port)++;
+    int peer = p->cable_peer[in_port];
+    if (peer >= 0) {
+        p->paused_until[peer] = NEVER;
+        return 0;
+    }
+    return send_pause(p, in_port, now);
+}
+
+static int resume_upstream(Pipeline *p, int in_port, double now) {
+    p->ingress_paused[in_port] = 0;
+    COUNT(p, R_PFC_RESUMES_SENT, in_port)++;
+    int peer = p->cable_peer[in_port];
+    if (peer >= 0) {
+        p->paused_until[peer] = now;
+        return schedule_start(p, peer, now);
+    }
+    p->has_refresh[in_port] = 0;
+    if (p->resume_frame[in_port] != NULL)
+        return append_pair(p->control, in_port, p->resume_frame[in_port]);
+    return 0;
+}
+
+/* TrafficManager._start (steals nothing: `frame` stays the caller's). */
+static int tm_start(Pipeline *p, int port, PyObject *frame, double now, int marked) {
+    Py_ssize_t length = PyBytes_GET_SIZE(frame);
+    double end = now + (double)(length + p->wire_overhead) * p->seconds_per_byte[port];
+    p->tx_free_at[port] = end;
+    COUNT(p, R_TX_PACKETS, port)++;
+    COUNT(p, R_TX_BYTES, port) += length;
+    if (marked) {
+        COUNT(p, R_ECN_MARKED, port)++;
+        COUNT(p, R_ECN_MARKED_BYTES, port) += length;
+    }
+    int peer = p->cable_peer[port];
+    if (peer >= 0) return heap_push(p, end + p->cable_delay[port], ARRIVE, peer, frame);
+    if (end <= p->limit && (p->heap_len == 0 || end < p->heap[0].when))
+        return append_transmitted(p, port, frame, end);
+    return heap_push(p, end, DELIVER, port, frame);
+}
+
+static int tm_serve(Pipeline *p, int port, double now) {
+    Queue *q = &p->queues[port];
+    if (q->len == 0) return 0;
+    if (p->tx_free_at[port] > now + TIME_EPSILON_S || p->paused_until[port] > now)
+        return schedule_start(p, port, now);
+    Queued item = queue_popleft(q);
+    p->queue_cells[port] -= item.cells;
+    p->buffered_cells -= item.cells;
+    long held = p->ingress_cells[item.in_port] - item.cells;
+    p->ingress_cells[item.in_port] = held;
+    int rc = tm_start(p, port, item.frame, now, item.marked);
+    Py_DECREF(item.frame);
+    if (rc < 0) return -1;
+    if (p->ingress_paused[item.in_port] && held <= p->xon_cells) {
+        if (resume_upstream(p, item.in_port, now) < 0) return -1;
+    }
+    if (q->len) return schedule_start(p, port, now);
+    return 0;
+}
+
+static int wred_field(PyObject *profile, const char *name, double *out) {
+    PyObject *value = PyObject_GetAttrString(profile, name);
+    if (value == NULL) return -1;
+    *out = PyFloat_AsDouble(value);
+    Py_DECREF(value);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* TrafficManager.enqueue */
+static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, double now) {
+    if (p->heap_len && p->heap[0].when < now) {
+        if (tm_advance(p, now) < 0) return -1;
+    }
+    long depth = p->queue_cells[out_port];
+    Py_ssize_t length = PyBytes_GET_SIZE(frame);
+    if (depth == 0 && p->tx_free_at[out_port] <= now + TIME_EPSILON_S &&
+        p->paused_until[out_port] <= now) {
+        double end = now + (double)(length + p->wire_overhead) * p->seconds_per_byte[out_port];
+        p->tx_free_at[out_port] = end;
+        COUNT(p, R_TX_PACKETS, out_port)++;
+        COUNT(p, R_TX_BYTES, out_port) += length;
+        int peer = p->cable_peer[out_port];
+        if (peer >= 0)
+            return heap_push(p, end + p->cable_delay[out_port], ARRIVE, peer, frame);
+        if (end <= p->limit && (p->heap_len == 0 || end < p->heap[0].when))
+            return append_transmitted(p, out_port, frame, end);
+        return heap_push(p, end, DELIVER, out_port, frame);
+    }
+    long cells = (long)((length + p->cell_bytes - 1) / p->cell_bytes);
+    int marked_here = 0;
+    PyObject *owned = NULL; /* a CE-marked copy */
+    PyObject *key = PyLong_FromLong(out_port);
+    if (key == NULL) return -1;
+    PyObject *profile = PyDict_GetItemWithError(p->wred, key);
+    Py_DECREF(key);
+    if (profile == NULL && PyErr_Occurred()) return -1;
+    if (profile != NULL && profile != Py_None) {
+        double min_cells, max_cells, max_prob;
+        if (wred_field(profile, "min_cells", &min_cells) < 0) return -1;
+        if (depth > min_cells) {
+            if (wred_field(profile, "max_cells", &max_cells) < 0) return -1;
+            int mark = 1;
+            if (!(depth > max_cells)) {
+                if (wred_field(profile, "max_prob_percent", &max_prob) < 0) return -1;
+                PyObject *drawn = PyObject_CallNoArgs(p->random);
+                if (drawn == NULL) return -1;
+                double r = PyFloat_AsDouble(drawn);
+                Py_DECREF(drawn);
+                mark = r * 100.0 * (max_cells - min_cells) < max_prob * (depth - min_cells);
+            }
+            if (mark) {
+                const unsigned char *bytes = (const unsigned char *)PyBytes_AS_STRING(frame);
+                Py_ssize_t offset = ipv4_offset(bytes, length);
+                int ecn = offset >= 0 ? (bytes[offset + 1] & 3) : -1;
+                if (ecn == 1 || ecn == 2) {
+                    owned = PyBytes_FromStringAndSize((const char *)bytes, length);
+                    if (owned == NULL) return -1;
+                    set_ce((unsigned char *)PyBytes_AS_STRING(owned), offset);
+                    frame = owned;
+                    marked_here = 1;
+                } else if (ecn != 3) {
+                    COUNT(p, R_WRED_DROPPED, out_port)++;
+                    COUNT(p, R_WRED_DROPPED_BYTES, out_port) += length;
+                    return 0;
+                }
+            }
+        }
+    }
+    if (depth + cells > p->queue_limit[out_port] || p->buffered_cells + cells > p->buffer_cells) {
+        COUNT(p, R_TAIL_DROPPED, out_port)++;
+        COUNT(p, R_TAIL_DROPPED_BYTES, out_port) += length;
+        Py_XDECREF(owned);
+        return 0;
+    }
+    if (depth == 0 && p->tx_free_at[out_port] < now) p->tx_free_at[out_port] = now;
+    int rc = queue_append(&p->queues[out_port], frame, in_port, cells, marked_here);
+    Py_XDECREF(owned);
+    if (rc < 0) return -1;
+    depth += cells;
+    p->queue_cells[out_port] = depth;
+    if (depth > p->peak_queue_cells[out_port]) p->peak_queue_cells[out_port] = depth;
+    p->buffered_cells += cells;
+    if (depth == cells && schedule_start(p, out_port, now) < 0) return -1;
+    long held = p->ingress_cells[in_port] + cells;
+    p->ingress_cells[in_port] = held;
+    if (held > p->xoff_cells && p->pfc_enabled && !p->ingress_paused[in_port])
+        return pause_upstream(p, in_port, now);
+    return 0;
+}
+
+/* TrafficManager.receive_pause, for a vector and eight quanta. */
+static int tm_receive_pause(Pipeline *p, int port, int enable, const long *quanta, double now) {
+    long longest = -1;
+    for (int i = 0; i < 8; i++)
+        if ((enable >> i & 1) && quanta[i] > longest) longest = quanta[i];
+    if (longest < 0) return 0;
+    double seconds = (double)(longest * PAUSE_QUANTUM_BITS) * p->seconds_per_byte[port] / 8;
+    p->paused_until[port] = now + seconds;
+    p->start_at[port] = NEVER;
+    return schedule_start(p, port, now);
+}
+
+/* SwitchProgram.ingress */
+static int ingress(Pipeline *p, int port, PyObject *frame, double now) {
+    Py_ssize_t n = PyBytes_GET_SIZE(frame);
+    const unsigned char *f = (const unsigned char *)PyBytes_AS_STRING(frame);
+    if (n < 14) {
+        COUNT(p, R_MALFORMED, port)++;
+        return 0;
+    }
+    if (f[12] == 0x88 && f[13] == 0x08) {
+        long quanta[8];
+        if (n >= 14 + 20 && f[14] == 0x01 && f[15] == 0x01) {
+            int enable = (f[16] << 8) | f[17];
+            for (int i = 0; i < 8; i++) quanta[i] = (f[18 + 2 * i] << 8) | f[19 + 2 * i];
+            COUNT(p, R_PFC_RECEIVED, port)++;
+            return tm_receive_pause(p, port, enable, quanta, now);
+        }
+        if (n >= 18 && f[14] == 0x00 && f[15] == 0x01) {
+            for (int i = 0; i < 8; i++) quanta[i] = (f[16] << 8) | f[17];
+            COUNT(p, R_PFC_RECEIVED, port)++;
+            return tm_receive_pause(p, port, 0xFF, quanta, now);
+        }
+        COUNT(p, R_MAC_CONTROL_IGNORED, port)++;
+        return 0;
+    }
+    if (f[12] == 8 && f[13] == 0) {
+        int version_ihl = n > 14 ? f[14] : 0;
+        if (n < 34 || version_ihl >> 4 != 4 || (version_ihl & 15) < 5 ||
+            n < 14 + 4 * (version_ihl & 15)) {
+            COUNT(p, R_MALFORMED, port)++;
+            return 0;
+        }
+    }
+    COUNT(p, R_RX_PACKETS, port)++;
+    COUNT(p, R_RX_BYTES, port) += n;
+    PyObject *key = Py_BuildValue("(iy#)", port, (const char *)f, (Py_ssize_t)6);
+    if (key == NULL) return -1;
+    PyObject *found = PyDict_GetItemWithError(p->forward, key);
+    Py_DECREF(key);
+    if (found == NULL) {
+        if (PyErr_Occurred()) return -1;
+        COUNT(p, R_FORWARD_MISSES, port)++;
+        return 0;
+    }
+    long out_port = PyLong_AsLong(found);
+    if (out_port == -1 && PyErr_Occurred()) return -1;
+    if (out_port < 0 || out_port >= p->n || !p->valid[out_port]) {
+        COUNT(p, R_TO_UNKNOWN_PORT, port)++;
+        return 0;
+    }
+    return tm_enqueue(p, frame, port, (int)out_port, now);
+}
+
+static int tm_receive(Pipeline *p, int port, PyObject *frame, double stamp) {
+    double when =
+        stamp + (double)(PyBytes_GET_SIZE(frame) + p->wire_overhead) * p->seconds_per_byte[port];
+    if (when < p->last_reception[port]) when = p->last_reception[port];
+    if (when < p->now) when = p->now;
+    p->last_reception[port] = when;
+    return heap_push(p, when, ARRIVE, port, frame);
+}
+
+static int tm_advance(Pipeline *p, double now) {
+    double limit = now + TIME_EPSILON_S;
+    if (p->heap_len == 0 || p->heap[0].when > limit) {
+        if (now > p->now) p->now = now;
+        return 0;
+    }
+    double outer_limit = p->limit;
+    if (limit > outer_limit) p->limit = limit;
+    int rc = 0;
+    while (p->heap_len && p->heap[0].when <= limit) {
+        Event e = heap_pop(p);
+        if (e.when > p->now) p->now = e.when;
+        if (e.kind == ARRIVE) {
+            rc = ingress(p, e.port, e.frame, e.when);
+        } else if (e.kind == DELIVER) {
+            rc = append_transmitted(p, e.port, e.frame, e.when);
+        } else if (e.kind == START) {
+            if (p->start_at[e.port] == e.when) {
+                p->start_at[e.port] = NEVER;
+                rc = tm_serve(p, e.port, e.when);
+            }
+        } else if (p->has_refresh[e.port] && p->refresh_at[e.port] == e.when) {
+            rc = send_pause(p, e.port, e.when);
+        }
+        Py_XDECREF(e.frame);
+        if (rc < 0) break;
+    }
+    p->limit = outer_limit;
+    if (now > p->now) p->now = now;
+    return rc;
+}
+
+/* --- the Python type ---------------------------------------------------------------- */
+
+static void pipeline_dealloc(Pipeline *p) {
+    for (Py_ssize_t i = 0; i < p->heap_len; i++) Py_XDECREF(p->heap[i].frame);
+    PyMem_Free(p->heap);
+    if (p->queues != NULL) {
+        for (int port = 0; port < p->n; port++) {
+            Queue *q = &p->queues[port];
+            for (Py_ssize_t i = 0; i < q->len; i++) Py_DECREF(q->items[(q->head + i) % q->cap].frame);
+            PyMem_Free(q->items);
+        }
+        PyMem_Free(p->queues);
+    }
+    if (p->pause_frame != NULL) {
+        for (int port = 0; port < p->n; port++) {
+            Py_XDECREF(p->pause_frame[port]);
+            Py_XDECREF(p->resume_frame[port]);
+        }
+    }
+    void *arrays[] = {p->seconds_per_byte, p->cable_delay, p->pause_seconds, p->queue_limit,
+                      p->cable_peer, p->valid, p->pause_frame, p->resume_frame,
+                      p->queue_cells, p->peak_queue_cells, p->ingress_cells, p->tx_free_at,
+                      p->paused_until, p->start_at, p->last_reception, p->refresh_at,
+                      p->ingress_paused, p->has_refresh};
+    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) PyMem_Free(arrays[i]);
+    if (p->counts_obj != NULL) PyBuffer_Release(&p->counts_view);
+    if (p->late_obj != NULL) PyBuffer_Release(&p->late_view);
+    Py_XDECREF(p->counts_obj);
+    Py_XDECREF(p->late_obj);
+    Py_XDECREF(p->forward);
+    Py_XDECREF(p->wred);
+    Py_XDECREF(p->random);
+    Py_XDECREF(p->transmitted);
+    Py_XDECREF(p->transmitted_due);
+    Py_XDECREF(p->control);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static int fill_doubles(PyObject *seq, double *out, int n, const char *what) {
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (fast == NULL) return -1;
+    if (PySequence_Fast_GET_SIZE(fast) != n) {
+        PyErr_Format(PyExc_ValueError, "%s: %d values expected", what, n);
+        Py_DECREF(fast);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        out[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, i));
+        if (out[i] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static int fill_longs(PyObject *seq, long *out, int n, const char *what) {
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (fast == NULL) return -1;
+    if (PySequence_Fast_GET_SIZE(fast) != n) {
+        PyErr_Format(PyExc_ValueError, "%s: %d values expected", what, n);
+        Py_DECREF(fast);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        out[i] = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (out[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static int get_int64_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t items, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    if (view->itemsize != 8 || view->len != items * 8 || view->format == NULL ||
+        (strcmp(view->format, "l") != 0 && strcmp(view->format, "q") != 0 &&
+         strcmp(view->format, "<q") != 0 && strcmp(view->format, "<l") != 0)) {
+        PyErr_Format(PyExc_ValueError, "%s: a C-contiguous int64 array of %zd items expected",
+                     what, items);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* Pipeline(n, seconds_per_byte, queue_limit, cable_peer, cable_delay, pause_seconds,
+ *          valid_ports, pause_frames, resume_frames, wire_overhead, cell_bytes,
+ *          buffer_cells, pfc_enabled, xoff_cells, xon_cells, forward, wred, random,
+ *          counts, lateness) */
+static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
+    int n, pfc_enabled;
+    PyObject *spb, *qlimit, *peer, *delay, *pause_s, *valid, *pause_frames, *resume_frames;
+    PyObject *forward, *wred, *random, *counts, *lateness;
+    long wire_overhead, cell_bytes, buffer_cells, xoff, xon;
+    static char *kwlist[] = {"n", "seconds_per_byte", "queue_limit", "cable_peer",
+                             "cable_delay", "pause_seconds", "valid_ports", "pause_frames",
+                             "resume_frames", "wire_overhead", "cell_bytes", "buffer_cells",
+                             "pfc_enabled", "xoff_cells", "xon_cells", "forward", "wred",
+                             "random", "counts", "lateness", NULL};
+    if (p->queues != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Pipeline is initialised once");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOOOOOOOlllpllO!O!OOO", kwlist, &n, &spb,
+                                     &qlimit, &peer, &delay, &pause_s, &valid, &pause_frames,
+                                     &resume_frames, &wire_overhead, &cell_bytes, &buffer_cells,
+                                     &pfc_enabled, &xoff, &xon, &PyDict_Type, &forward,
+                                     &PyDict_Type, &wred, &random, &counts, &lateness))
+        return -1;
+    if (n <= 0 || cell_bytes <= 0) {
+        PyErr_SetString(PyExc_ValueError, "n and cell_bytes must be positive");
+        return -1;
+    }
+    p->n = n;
+    size_t nd = n * sizeof(double), nl = n * sizeof(long);
+    p->seconds_per_byte = PyMem_Calloc(n, sizeof(double));
+    p->cable_delay = PyMem_Calloc(n, sizeof(double));
+    p->pause_seconds = PyMem_Calloc(n, sizeof(double));
+    p->queue_limit = PyMem_Calloc(n, sizeof(long));
+    p->cable_peer = PyMem_Calloc(n, sizeof(int));
+    p->valid = PyMem_Calloc(n, 1);
+    p->pause_frame = PyMem_Calloc(n, sizeof(PyObject *));
+    p->resume_frame = PyMem_Calloc(n, sizeof(PyObject *));
+    p->queues = PyMem_Calloc(n, sizeof(Queue));
+    p->queue_cells = PyMem_Calloc(n, sizeof(long));
+    p->peak_queue_cells = PyMem_Calloc(n, sizeof(long));
+    p->ingress_cells = PyMem_Calloc(n, sizeof(long));
+    p->tx_free_at = PyMem_Calloc(n, sizeof(double));
+    p->paused_until = PyMem_Calloc(n, sizeof(double));
+    p->start_at = PyMem_Calloc(n, sizeof(double));
+    p->last_reception = PyMem_Calloc(n, sizeof(double));
+    p->refresh_at = PyMem_Calloc(n, sizeof(double));
+    p->ingress_paused = PyMem_Calloc(n, 1);
+    p->has_refresh = PyMem_Calloc(n, 1);
+    (void)nd;
+    (void)nl;
+    if (!p->seconds_per_byte || !p->cable_delay || !p->pause_seconds || !p->queue_limit ||
+        !p->cable_peer || !p->valid || !p->pause_frame || !p->resume_frame || !p->queues ||
+        !p->queue_cells || !p->peak_queue_cells || !p->ingress_cells || !p->tx_free_at ||
+        !p->paused_until || !p->start_at || !p->last_reception || !p->refresh_at ||
+        !p->ingress_paused || !p->has_refresh) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    long *peers = PyMem_Calloc(n, sizeof(long));
+    if (peers == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = fill_doubles(spb, p->seconds_per_byte, n, "seconds_per_byte");
+    if (rc == 0) rc = fill_longs(qlimit, p->queue_limit, n, "queue_limit");
+    if (rc == 0) rc = fill_longs(peer, peers, n, "cable_peer");
+    if (rc == 0) rc = fill_doubles(delay, p->cable_delay, n, "cable_delay");
+    if (rc == 0) rc = fill_doubles(pause_s, p->pause_seconds, n, "pause_seconds");
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if (peers[i] >= n) {
+            PyErr_SetString(PyExc_ValueError, "cable_peer out of range");
+            rc = -1;
+        }
+        p->cable_peer[i] = (int)peers[i];
+    }
+    PyMem_Free(peers);
+    if (rc < 0) return -1;
+    PyObject *iter = PyObject_GetIter(valid);
+    if (iter == NULL) return -1;
+    PyObject *item;
+    while ((item = PyIter_Next(iter)) != NULL) {
+        long port = PyLong_AsLong(item);
+        Py_DECREF(item);
+        if (port < 0 || port >= n) {
+            Py_DECREF(iter);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "valid port out of range");
+            return -1;
+        }
+        p->valid[port] = 1;
+    }
+    Py_DECREF(iter);
+    if (PyErr_Occurred()) return -1;
+    PyObject *maps[2] = {pause_frames, resume_frames};
+    PyObject **targets[2] = {p->pause_frame, p->resume_frame};
+    for (int m = 0; m < 2; m++) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        if (!PyDict_Check(maps[m])) {
+            PyErr_SetString(PyExc_TypeError, "pause frames: a dict {port: bytes} expected");
+            return -1;
+        }
+        while (PyDict_Next(maps[m], &pos, &key, &value)) {
+            long port = PyLong_AsLong(key);
+            if (port < 0 || port >= n || !PyBytes_Check(value)) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad pause frame entry");
+                return -1;
+            }
+            Py_INCREF(value);
+            Py_XSETREF(targets[m][port], value);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        p->start_at[i] = NEVER;
+        p->last_reception[i] = -NEVER;
+    }
+    p->wire_overhead = wire_overhead;
+    p->cell_bytes = cell_bytes;
+    p->buffer_cells = buffer_cells;
+    p->pfc_enabled = pfc_enabled;
+    p->xoff_cells = xoff;
+    p->xon_cells = xon;
+    p->now = -NEVER;
+    p->limit = -NEVER;
+    Py_INCREF(forward);
+    p->forward = forward;
+    Py_INCREF(wred);
+    p->wred = wred;
+    Py_INCREF(random);
+    p->random = random;
+    if (get_int64_buffer(counts, &p->counts_view, (Py_ssize_t)N_ROWS * n, "counts") < 0)
+        return -1;
+    Py_INCREF(counts);
+    p->counts_obj = counts;
+    p->counts = p->counts_view.buf;
+    if (PyObject_GetBuffer(lateness, &p->late_view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (p->late_view.itemsize != 8 || p->late_view.len < 8) {
+        PyBuffer_Release(&p->late_view);
+        PyErr_SetString(PyExc_ValueError, "lateness: a non-empty int64 array expected");
+        return -1;
+    }
+    Py_INCREF(lateness);
+    p->late_obj = lateness;
+    p->late = p->late_view.buf;
+    p->late_buckets = p->late_view.len / 8;
+    p->transmitted = PyList_New(0);
+    p->transmitted_due = PyList_New(0);
+    p->control = PyList_New(0);
+    if (!p->transmitted || !p->transmitted_due || !p->control) return -1;
+    return 0;
+}
+
+static int port_arg(Pipeline *p, int port) {
+    if (port < 0 || port >= p->n) {
+        PyErr_Format(PyExc_ValueError, "port %d out of range", port);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_receive(Pipeline *p, PyObject *args) {
+    int port;
+    PyObject *frame;
+    double stamp;
+    if (!PyArg_ParseTuple(args, "iO!d", &port, &PyBytes_Type, &frame, &stamp)) return NULL;
+    if (port_arg(p, port) < 0 || tm_receive(p, port, frame, stamp) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_ingress(Pipeline *p, PyObject *args) {
+    int port;
+    PyObject *frame;
+    double now;
+    if (!PyArg_ParseTuple(args, "iO!d", &port, &PyBytes_Type, &frame, &now)) return NULL;
+    if (port_arg(p, port) < 0 || ingress(p, port, frame, now) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_advance(Pipeline *p, PyObject *arg) {
+    double now = PyFloat_AsDouble(arg);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    if (tm_advance(p, now) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_next_event_time(Pipeline *p, PyObject *Py_UNUSED(ignored)) {
+    while (p->heap_len) {
+        Event *e = &p->heap[0];
+        int stale = (e->kind == START && p->start_at[e->port] != e->when) ||
+                    (e->kind == REFRESH &&
+                     !(p->has_refresh[e->port] && p->refresh_at[e->port] == e->when));
+        if (!stale) return PyFloat_FromDouble(e->when);
+        Event gone = heap_pop(p);
+        Py_XDECREF(gone.frame);
+    }
+    Py_RETURN_NONE;
+}
+
+/* read_ring(port, ring, next_slot, slots, slot_bytes, limit, offset, read_time)
+ *   -> (next_slot, frames, fallbacks, last_stamp, truncated)
+ * Up to `limit` frames out of a TPACKET_V2 ring (ports.RxRing), each received
+ * at its kernel stamp minus `offset` (or at read_time when the stamp is more
+ * than 1 s old or 1 ms ahead), VLAN tag put back; offset None: at read_time. */
+static PyObject *py_read_ring(Pipeline *p, PyObject *args) {
+    int port;
+    PyObject *ring, *offset_obj;
+    Py_ssize_t index, slots, slot_bytes, limit;
+    double read_time;
+    if (!PyArg_ParseTuple(args, "iOnnnnOd", &port, &ring, &index, &slots, &slot_bytes, &limit,
+                          &offset_obj, &read_time))
+        return NULL;
+    if (port_arg(p, port) < 0) return NULL;
+    int stamped = offset_obj != Py_None;
+    double offset = stamped ? PyFloat_AsDouble(offset_obj) : 0.0;
+    if (offset == -1.0 && PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(ring, &view, PyBUF_WRITABLE) < 0) return NULL;
+    if (slots <= 0 || slot_bytes < 32 || slots * slot_bytes > view.len || index < 0 ||
+        index >= slots) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "ring geometry does not fit the mapping");
+        return NULL;
+    }
+    unsigned char *memory = view.buf;
+    double earliest = read_time - 1.0, latest = read_time + 1e-3, stamp = read_time;
+    Py_ssize_t count = 0, fallbacks = 0, truncated = 0;
+    int rc = 0;
+    for (; count < limit; count++) {
+        unsigned char *slot = memory + index * slot_bytes;
+        uint32_t status = __atomic_load_n((uint32_t *)slot, __ATOMIC_ACQUIRE);
+        if (!(status & 1)) break;
+        uint32_t length, snaplen, seconds, nanoseconds;
+        uint16_t mac, tci, tpid;
+        memcpy(&length, slot + 4, 4);
+        memcpy(&snaplen, slot + 8, 4);
+        memcpy(&mac, slot + 12, 2);
+        memcpy(&seconds, slot + 16, 4); /* tpacket2_hdr: tp_net at 14 */
+        memcpy(&nanoseconds, slot + 20, 4);
+        memcpy(&tci, slot + 24, 2);
+        memcpy(&tpid, slot + 26, 2);
+        if ((Py_ssize_t)mac + snaplen > slot_bytes) snaplen = slot_bytes > mac ? slot_bytes - mac : 0;
+        PyObject *frame;
+        if ((status & (1 << 4)) && snaplen >= 12) {
+            if (!(status & (1 << 6))) tpid = 0x8100;
+            frame = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)snaplen + 4);
+            if (frame != NULL) {
+                unsigned char *out = (unsigned char *)PyBytes_AS_STRING(frame);
+                memcpy(out, slot + mac, 12);
+                out[12] = tpid >> 8;
+                out[13] = tpid & 0xFF;
+                out[14] = tci >> 8;
+                out[15] = tci & 0xFF;
+                memcpy(out + 16, slot + mac + 12, snaplen - 12);
+            }
+        } else {
+            frame = PyBytes_FromStringAndSize((const char *)slot + mac, snaplen);
+        }
+        if (frame == NULL) {
+            rc = -1;
+            break;
+        }
+        if (snaplen != length) truncated++;
+        if (stamped) {
+            stamp = (seconds + nanoseconds * 1e-9) - offset;
+            if (!(earliest < stamp && stamp < latest)) {
+                stamp = read_time;
+                fallbacks++;
+            }
+        }
+        rc = tm_receive(p, port, frame, stamp);
+        Py_DECREF(frame);
+        __atomic_store_n((uint32_t *)slot, 0, __ATOMIC_RELEASE); /* back to the kernel */
+        if (++index == slots) index = 0;
+        if (rc < 0) {
+            count++;
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    if (rc < 0) return NULL;
+    return Py_BuildValue("(nnndn)", index, count, fallbacks, stamp, truncated);
+}
+
+#define SEND_BATCH 64
+
+/* Sends every (port, frame) of `frames` on fds[port] (a sequence indexed by port,
+ * -1 for none), consecutive frames to one port in one sendmmsg; a refused frame
+ * counts as a send error of its port. Returns the number sent. */
+static Py_ssize_t send_frames(Pipeline *p, PyObject *frames, const int *fds) {
+    Py_ssize_t total = PyList_GET_SIZE(frames), i = 0, sent = 0;
+    struct mmsghdr messages[SEND_BATCH];
+    struct iovec vectors[SEND_BATCH];
+    while (i < total) {
+        PyObject *pair = PyList_GET_ITEM(frames, i);
+        int port = (int)PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
+        int fd = (port >= 0 && port < p->n) ? fds[port] : -1;
+        int m = 0;
+        while (i + m < total && m < SEND_BATCH) {
+            PyObject *next = PyList_GET_ITEM(frames, i + m);
+            if (PyLong_AsLong(PyTuple_GET_ITEM(next, 0)) != port) break;
+            PyObject *frame = PyTuple_GET_ITEM(next, 1);
+            vectors[m].iov_base = PyBytes_AS_STRING(frame);
+            vectors[m].iov_len = PyBytes_GET_SIZE(frame);
+            memset(&messages[m], 0, sizeof(messages[m]));
+            messages[m].msg_hdr.msg_iov = &vectors[m];
+            messages[m].msg_hdr.msg_iovlen = 1;
+            m++;
+        }
+        if (fd < 0) {
+            if (port >= 0 && port < p->n) COUNT(p, R_SEND_ERRORS, port) += m;
+            i += m;
+            continue;
+        }
+        int done = 0;
+        while (done < m) {
+            int k = sendmmsg(fd, messages + done, m - done, MSG_DONTWAIT);
+            if (k < 0) {
+                if (errno == EINTR) continue;
+                COUNT(p, R_SEND_ERRORS, port)++; /* buffer full or interface down */
+                done++;
+            } else {
+                done += k;
+                sent += k;
+            }
+        }
+        i += m;
+    }
+    PyErr_Clear();
+    return sent;
+}
+
+/* send(fds, now) -> frames sent: the finished frames, then PFC frames, out of the
+ * lists (which are emptied); the departure lateness (now - due) of every finished
+ * frame goes into the lateness histogram (bucket 0: < 1 us, bucket b: [2^(b-1),
+ * 2^b) us, the last one open-ended). */
+static PyObject *py_send(Pipeline *p, PyObject *args) {
+    PyObject *fd_seq;
+    double now;
+    if (!PyArg_ParseTuple(args, "Od", &fd_seq, &now)) return NULL;
+    int *fds = PyMem_Malloc(p->n * sizeof(int));
+    if (fds == NULL) return PyErr_NoMemory();
+    PyObject *fast = PySequence_Fast(fd_seq, "fds: a sequence indexed by port");
+    if (fast == NULL || PySequence_Fast_GET_SIZE(fast) != p->n) {
+        Py_XDECREF(fast);
+        PyMem_Free(fds);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "fds: one entry per port");
+        return NULL;
+    }
+    for (int i = 0; i < p->n; i++) fds[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+    Py_DECREF(fast);
+    Py_ssize_t due_count = PyList_GET_SIZE(p->transmitted_due);
+    for (Py_ssize_t i = 0; i < due_count; i++) {
+        double late = now - PyFloat_AS_DOUBLE(PyList_GET_ITEM(p->transmitted_due, i));
+        if (late > p->late_max) p->late_max = late;
+        uint64_t us = late > 0 ? (uint64_t)(late * 1e6) : 0;
+        Py_ssize_t bucket = us ? 64 - __builtin_clzll(us) : 0;
+        if (bucket >= p->late_buckets) bucket = p->late_buckets - 1;
+        p->late[bucket]++;
+    }
+    Py_ssize_t sent = send_frames(p, p->transmitted, fds);
+    sent += send_frames(p, p->control, fds);
+    PyMem_Free(fds);
+    if (PyList_SetSlice(p->transmitted, 0, PY_SSIZE_T_MAX, NULL) < 0 ||
+        PyList_SetSlice(p->transmitted_due, 0, PY_SSIZE_T_MAX, NULL) < 0 ||
+        PyList_SetSlice(p->control, 0, PY_SSIZE_T_MAX, NULL) < 0)
+        return NULL;
+    return PyLong_FromSsize_t(sent);
+}
+
+static PyObject *py_queue_cells(Pipeline *p, PyObject *arg) {
+    long port = PyLong_AsLong(arg);
+    if (port == -1 && PyErr_Occurred()) return NULL;
+    if (port_arg(p, (int)port) < 0) return NULL;
+    return Py_BuildValue("(ll)", p->queue_cells[port], p->peak_queue_cells[port]);
+}
+
+static PyObject *get_now(Pipeline *p, void *Py_UNUSED(c)) { return PyFloat_FromDouble(p->now); }
+static PyObject *get_buffered(Pipeline *p, void *Py_UNUSED(c)) {
+    return PyLong_FromLong(p->buffered_cells);
+}
+static PyObject *get_late_max(Pipeline *p, void *Py_UNUSED(c)) {
+    return PyFloat_FromDouble(p->late_max);
+}
+static PyObject *get_list(PyObject *list) {
+    Py_INCREF(list);
+    return list;
+}
+static PyObject *get_transmitted(Pipeline *p, void *Py_UNUSED(c)) { return get_list(p->transmitted); }
+static PyObject *get_transmitted_due(Pipeline *p, void *Py_UNUSED(c)) {
+    return get_list(p->transmitted_due);
+}
+static PyObject *get_control(Pipeline *p, void *Py_UNUSED(c)) { return get_list(p->control); }
+
+static PyMethodDef pipeline_methods[] = {
+    {"receive", (PyCFunction)py_receive, METH_VARARGS,
+     "receive(port, frame, stamp): a host began sending `frame` at `stamp`."},
+    {"ingress", (PyCFunction)py_ingress, METH_VARARGS,
+     "ingress(port, frame, now): a frame fully received now, through the pipeline."},
+    {"advance", (PyCFunction)py_advance, METH_O, "advance(now): run every event due by now."},
+    {"next_event_time", (PyCFunction)py_next_event_time, METH_NOARGS,
+     "Earliest time advance() has something to do; None when idle."},
+    {"read_ring", (PyCFunction)py_read_ring, METH_VARARGS,
+     "Frames out of a PACKET_MMAP ring into the traffic manager."},
+    {"send", (PyCFunction)py_send, METH_VARARGS, "send(fds, now): hand finished frames over."},
+    {"queue_cells", (PyCFunction)py_queue_cells, METH_O,
+     "(depth, peak depth) of a port's queue in cells."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef pipeline_getset[] = {
+    {"now", (getter)get_now, NULL, "virtual time of the latest event run", NULL},
+    {"buffered_cells", (getter)get_buffered, NULL, "cells in all queues", NULL},
+    {"late_max", (getter)get_late_max, NULL, "largest departure lateness sent (s)", NULL},
+    {"transmitted", (getter)get_transmitted, NULL, "(port, frame) finished toward hosts", NULL},
+    {"transmitted_due", (getter)get_transmitted_due, NULL, "their departure times", NULL},
+    {"control", (getter)get_control, NULL, "(port, PFC frame) to send to hosts", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject PipelineType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "emulation.target._fastpath.Pipeline",
+    .tp_basicsize = sizeof(Pipeline),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The compiled switch program and traffic manager (see fast_pipeline.py).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)pipeline_init,
+    .tp_dealloc = (destructor)pipeline_dealloc,
+    .tp_methods = pipeline_methods,
+    .tp_getset = pipeline_getset,
+};
+
+static struct PyModuleDef fastpath_module = {
+    PyModuleDef_HEAD_INIT, "_fastpath", "The software target's compiled packet path.", -1, NULL, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastpath(void) {
+    if (PyType_Ready(&PipelineType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&fastpath_module);
+    if (m == NULL) return NULL;
+    PyObject *names = PyTuple_New(N_ROWS);
+    if (names == NULL) goto fail;
+    for (int i = 0; i < N_ROWS; i++) {
+        PyObject *name = PyUnicode_FromString(ROW_NAMES[i]);
+        if (name == NULL) {
+            Py_DECREF(names);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(names, i, name);
+    }
+    if (PyModule_AddObject(m, "ROW_NAMES", names) < 0) {
+        Py_DECREF(names);
+        goto fail;
+    }
+    Py_INCREF(&PipelineType);
+    if (PyModule_AddObject(m, "Pipeline", (PyObject *)&PipelineType) < 0) {
+        Py_DECREF(&PipelineType);
+        goto fail;
+    }
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}
