@@ -318,7 +318,7 @@ def _link_heatmaps(plt: Any, run: SchedulerRun) -> Any:
         if r.link in li:
             marks[li[r.link], ti[round(r.time_s, 3)]] = r.ecn_marked_packets
             gbps[li[r.link], ti[round(r.time_s, 3)]] = r.gbps
-    capacity = run.extra.get("link_gbps", {})
+    capacity = run.link_gbps
     util = np.array([gbps[i] / capacity.get(lk, gbps[i].max() or 1.0) for lk, i in li.items()])
     height = max(3.0, 0.22 * len(links) + 1.5)
     fig, axes = plt.subplots(1, 2, figsize=(11, height), sharey=True)

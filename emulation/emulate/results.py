@@ -10,7 +10,7 @@ The figures a report states are functions of these (`job_iterations`,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from controlplane.telemetry import TelemetryLog
 from emulation.jobs.records import IterationRecord
+from emulation.jobs.run import RunResult
 
 from .fidelity import FidelityFigures, Verdict, verdict
 from .plan import SchedulerPlan
@@ -27,23 +28,57 @@ FloatArray = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class SchedulerRun:
-    """One scheduler's run on the fabric."""
+    """One scheduler's run on the fabric: its plan and what `run_schedule` measured."""
 
     scheduler: str
     plan: SchedulerPlan
-    schedule: Mapping[str, Any]  # what the runner ran (`Decision.as_schedule`)
-    records: tuple[IterationRecord, ...]
-    telemetry: TelemetryLog
-    fidelity: FidelityFigures
+    result: RunResult
     shared_links: Mapping[str, tuple[str, ...]]  # "a->b" -> jobs crossing it
-    wall_s: float
-    partial: bool = False
-    error: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    link_gbps: Mapping[str, float] = field(default_factory=dict)  # scaled rate per link
+    switch_lateness: Mapping[str, Any] = field(default_factory=dict)  # the switch's figures
+
+    @property
+    def telemetry(self) -> TelemetryLog:
+        return TelemetryLog(list(self.result.ports), list(self.result.links))
+
+    @property
+    def records(self) -> tuple[IterationRecord, ...]:
+        return self.result.records
+
+    @property
+    def partial(self) -> bool:
+        """Interrupted, or a job failed: what the report shows is what completed."""
+        return self.result.interrupted is not None or self.result.error is not None
+
+    @property
+    def fidelity(self) -> FidelityFigures:
+        return fidelity_figures(self.result.fidelity, self.switch_lateness)
 
     @property
     def verdict(self) -> Verdict:
         return verdict(self.fidelity)
+
+
+def fidelity_figures(
+    measured: Mapping[str, Any], lateness: Mapping[str, Any] | None = None
+) -> FidelityFigures:
+    """The monitor's figures from `RunResult.fidelity` (CPU) and the switch's lateness figures.
+
+    >>> f = fidelity_figures({"switch_cpu_cores": 0.4, "machine_cpu": {"busy": 0.7}},
+    ...                      {"frames": 10, "late_frames": 1})
+    >>> f.switch_cpu_mean, f.machine_cpu_mean, f.late_frames
+    (0.4, 0.7, 1)
+    """
+    late = dict(lateness or {})
+    known = {k: late.pop(k) for k in list(late) if k in FidelityFigures.__dataclass_fields__}
+    machine = measured.get("machine_cpu") or {}
+    return FidelityFigures(
+        **known,
+        machine_cpu_mean=machine.get("busy"),
+        switch_cpu_mean=measured.get("switch_cpu_cores"),
+        extra={**{k: v for k, v in measured.items() if k != "machine_cpu"}, **late,
+               "machine_steal": machine.get("steal")},
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -53,7 +88,7 @@ class JobIterations:
     job: str
     model: str
     workers: int
-    iteration_ms: FloatArray  # per iteration: last worker's end - first worker's start
+    iteration_ms: FloatArray  # per iteration: the mean of its workers' iteration times
     ce_marks: FloatArray  # per iteration: CE-marked packets its workers received (NaN: uncounted)
     adjustments: int  # iterations after which an agent of the job re-aligned
 
@@ -65,7 +100,7 @@ def job_iterations(records: Iterable[IterationRecord]) -> dict[str, JobIteration
     ...      for w in range(2)]
     >>> it = job_iterations(r)["a"]
     >>> it.iteration_ms.tolist(), it.ce_marks.tolist(), it.adjustments
-    ([12.0], [6.0], 1)
+    ([10.5], [6.0], 1)
     """
     by_job: dict[str, dict[int, list[IterationRecord]]] = {}
     for rec in records:
@@ -79,7 +114,7 @@ def job_iterations(records: Iterable[IterationRecord]) -> dict[str, JobIteration
             adjusted += any(r.adjusted for r in recs)  # the workers' agents re-align together
             if len(recs) < workers:
                 continue
-            times.append(max(r.end_ms for r in recs) - min(r.start_ms for r in recs))
+            times.append(sum(r.iteration_ms for r in recs) / len(recs))
             counted = [r.ce_marks for r in recs if r.ce_marks is not None]
             marks.append(float(sum(counted)) if len(counted) == len(recs) else np.nan)
         model = next(iter(iterations.values()))[0].model
@@ -107,43 +142,38 @@ def switch_marks(telemetry: TelemetryLog, links: Sequence[str] | None = None) ->
 
 
 def summarise(run: SchedulerRun) -> dict[str, Any]:
-    """The `schedulers.<name>` object of summary.json (the issue's schema)."""
-    jobs = job_iterations(run.records)
-    all_times = np.concatenate([j.iteration_ms for j in jobs.values()]) if jobs else np.array([])
-    host = [float(np.nansum(j.ce_marks)) for j in jobs.values() if not np.all(np.isnan(j.ce_marks))]
-    duration_min = run.wall_s / 60.0 if run.wall_s > 0 else None
+    """The `schedulers.<name>` object of summary.json (the issue's schema).
+
+    Per job the figures are the runner's (`emulation.jobs.run.summarize_job`);
+    the scheduler's mean and p99 are over every worker's iterations, the same
+    definition one level up.
+    """
+    result = run.result
+    times = np.array([r.iteration_ms for r in result.records], dtype=float)
     verdict_ = run.verdict
     return {
-        "mean_iteration_ms": _mean(all_times),
-        "p99_iteration_ms": _p99(all_times),
-        "iterations": int(all_times.size),
-        "ecn_marks": switch_marks(run.telemetry),
+        "mean_iteration_ms": _mean(times),
+        "p99_iteration_ms": _p99(times),
+        "iterations": int(times.size),
+        "ecn_marks": result.switch_ecn_marked,
         "ecn_marks_shared_links": switch_marks(run.telemetry, list(run.shared_links)),
         "shared_links": {k: list(v) for k, v in run.shared_links.items()},
-        "host_ce_marks": int(sum(host)) if host else None,
+        "host_ce_marks": result.host_ce_marks,
         "sim_mean_iteration_ms": run.plan.sim_mean_ms,
         "sim_p99_iteration_ms": run.plan.sim_p99_ms,
         "trustworthy": verdict_.trustworthy,
         "fidelity": {**run.fidelity.as_dict(), **verdict_.as_dict()},
         "partial": run.partial,
-        "error": run.error,
-        "wall_s": round(run.wall_s, 3),
-        "schedule": dict(run.schedule),
+        "error": result.error,
+        "interrupted": result.interrupted,
+        "duration_s": round(result.duration_s, 3),
+        "schedule": result.schedule(),
         "jobs": {
-            name: {
-                "model": j.model,
-                "workers": j.workers,
-                "iterations": int(j.iteration_ms.size),
-                "mean_iteration_ms": _mean(j.iteration_ms),
-                "p99_iteration_ms": _p99(j.iteration_ms),
-                "sim_mean_iteration_ms": run.plan.sim_job_mean_ms.get(name),
-                "ce_marks": None if np.all(np.isnan(j.ce_marks)) else int(np.nansum(j.ce_marks)),
-                "adjustments": j.adjustments,
-                "adjustments_per_minute": (
-                    round(j.adjustments / duration_min, 3) if duration_min else None
-                ),
+            s.name: {
+                **asdict(s),
+                "servers": list(s.servers),
+                "sim_mean_iteration_ms": run.plan.sim_job_mean_ms.get(s.name),
             }
-            for name, j in jobs.items()
+            for s in result.summaries
         },
-        **dict(run.extra),
     }
