@@ -173,6 +173,7 @@ class Ring:
         sends_to: Sequence[int] = (),
         receives_from: Sequence[int] = (),
         pace_gbps: Mapping[int, float] | None = None,
+        congestion: str = transport.CONGESTION_CONTROL,
     ) -> None:
         if not 0 <= rank < len(peers) or len(peers) < 2:
             raise ValueError(f"worker {rank} of {len(peers)}: a ring needs 2+ workers")
@@ -185,6 +186,7 @@ class Ring:
             if not 0 <= other < self.n or other == rank:
                 raise ValueError(f"worker {rank} of {self.n} cannot talk to worker {other}")
         self.pace_gbps = dict(pace_gbps or {})
+        self.congestion = congestion
         self.out: dict[int, socket.socket] = {}  # rank -> the connection we opened to it
         self.inp: dict[int, socket.socket] = {}  # rank -> the connection it opened to us
         self._listener: socket.socket | None = None
@@ -208,7 +210,7 @@ class Ring:
         me = self.peers[self.rank]
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        transport.configure(listener)  # accepted connections inherit it
+        transport.configure(listener, self.congestion)  # accepted connections inherit it
         listener.bind((me.host, me.port))
         listener.listen(len(self.receives_from))
         listener.settimeout(0.05)
@@ -235,7 +237,7 @@ class Ring:
     def _try_connect(self, other: int) -> socket.socket | None:
         address = self.peers[other]
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        transport.configure(sock)
+        transport.configure(sock, self.congestion)
         sock.settimeout(0.5)
         try:
             sock.connect((address.host, address.port))
@@ -243,10 +245,13 @@ class Ring:
             sock.close()
             time.sleep(0.05)
             return None
+        sock.settimeout(self.timeout_s)
+        hello = HELLO.pack(HELLO_MAGIC, self.rank, self.job.encode()[:64])
         if other in self.pace_gbps:
             transport.pace(sock, self.pace_gbps[other])
-        sock.settimeout(self.timeout_s)
-        sock.sendall(HELLO.pack(HELLO_MAGIC, self.rank, self.job.encode()[:64]))
+            transport.send_unpaced(sock, hello)
+        else:
+            sock.sendall(hello)
         return sock
 
     def _try_accept(self, listener: socket.socket) -> None:

@@ -2,11 +2,15 @@
 
 `python -m emulation.jobs.replica --job vgg19-0 --model vgg19 --worker 1
 --peers 10.0.0.1:47000,10.0.0.2:47000 --iterations 40 --out w1.jsonl`,
-started inside the worker's server namespace. It connects to its ring
-neighbours, agrees with them on the start (a barrier over the ring), then
-follows the profile phase by phase: Down phases sleep, Up phases run the
-ring AllReduce of the phase's bytes x S. The agent (`agent`) decides when
-each iteration starts; every iteration is written as an `IterationRecord`.
+started inside the worker's server namespace. It connects to the workers
+its job's pattern talks to (`patterns`: the ring for data, tensor and
+hybrid parallel jobs; stages and the ring for pipeline ones), agrees with
+them on the start (a barrier over the ring), then follows the profile phase
+by phase: Down phases sleep, Up phases run the pattern's steps with the
+phase's bytes x S, over connections paced at the scaled NIC rate
+(`transport`). The agent (`agent`) decides when each iteration starts;
+every iteration is written as an `IterationRecord`, with the CE-marked
+segments this worker received on its job's flows in it (`ce_count`).
 
 A lost peer ends the replica with exit code 3 and one line naming the job,
 the worker and the peer; its sockets close, so its neighbours fail the same
@@ -34,8 +38,11 @@ from .agent import (
     parse_drift_threshold,
     plan_start,
 )
-from .collectives import Address, PeerLost, Ring, gradient_bytes, phase_bytes
+from .ce_count import CeCounter, interface_with_address
+from .collectives import Address, PeerLost, Ring, phase_bytes
+from .patterns import neighbours, pacing_shares, phase_plan, validate_pattern
 from .records import IterationRecord, write_record
+from .transport import CONGESTION_CONTROL, available_congestion_controls, ecn_requested
 
 EXIT_PEER_LOST = 3
 EXIT_USAGE = 2
@@ -62,6 +69,12 @@ class ReplicaSpec:
     # epoch ms every job of a run anchors its grid to (shifts are relative to
     # one another only on a shared grid); None: the job's own barrier start
     epoch_ms: float | None = None
+    parallelism: str = "data"  # the traffic pattern (`patterns`)
+    # the server NIC's unscaled rate: connections are paced at S x this x their
+    # share (`transport.pace`); None: not paced
+    nic_gbps: float | None = 50.0
+    count_ce: bool = True  # count received CE segments per iteration (needs CAP_NET_RAW)
+    congestion_control: str = CONGESTION_CONTROL
 
     @property
     def iteration_ms(self) -> float:
@@ -92,6 +105,11 @@ class ReplicaSpec:
             args += ["--deadline-ms", repr(self.deadline_ms)]
         if self.epoch_ms is not None:
             args += ["--epoch-ms", repr(self.epoch_ms)]
+        args += ["--parallelism", self.parallelism]
+        args += ["--no-pacing"] if self.nic_gbps is None else ["--nic-gbps", repr(self.nic_gbps)]
+        if not self.count_ce:
+            args += ["--no-ce-count"]
+        args += ["--congestion-control", self.congestion_control]
         return args
 
 
@@ -129,7 +147,15 @@ def parse_args(argv: Sequence[str]) -> ReplicaSpec:
     parser.add_argument("--worker", type=int, required=True, help="index in placement order")
     parser.add_argument("--peers", required=True, help="HOST:PORT of every worker, in order")
     parser.add_argument("--phases", help="the profile as DURATION_MS:GBPS,...")
-    parser.add_argument("--nic-gbps", type=float, default=50.0, help="for the model's profile")
+    parser.add_argument(
+        "--nic-gbps", type=float, default=50.0, help="NIC rate: the model's profile, pacing x S"
+    )
+    parser.add_argument("--no-pacing", action="store_true", help="send at memory speed")
+    parser.add_argument("--parallelism", help="data, pipeline, tensor, hybrid (default: model's)")
+    parser.add_argument("--no-ce-count", action="store_true", help="do not count CE segments")
+    parser.add_argument(
+        "--congestion-control", default=CONGESTION_CONTROL, help="TCP's (default: %(default)s)"
+    )
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--deadline-ms", type=float, help="stop at this epoch time (ms)")
     parser.add_argument("--scale", type=float, default=0.001, help="emulation scale S")
@@ -147,10 +173,23 @@ def parse_args(argv: Sequence[str]) -> ReplicaSpec:
         raise UserInputError(f"--worker {args.worker}: the job has workers 0..{len(peers) - 1}")
     if args.iterations < 1 or args.timeout <= 0 or args.scale <= 0:
         raise UserInputError("--iterations, --timeout and --scale must be > 0")
+    if args.nic_gbps <= 0:
+        raise UserInputError(f"--nic-gbps {args.nic_gbps}: must be > 0")
     if args.phases:
         phases = parse_phases(args.phases)
+        parallelism = args.parallelism or "data"
     else:
-        phases = build_profile(args.model, len(peers), nic_gbps=args.nic_gbps).phases
+        profile = build_profile(
+            args.model, len(peers), parallelism=args.parallelism, nic_gbps=args.nic_gbps
+        )
+        phases, parallelism = profile.phases, profile.parallelism
+    parallelism = validate_pattern(parallelism, len(peers))
+    available = available_congestion_controls()
+    if args.congestion_control not in available:
+        raise UserInputError(
+            f"--congestion-control {args.congestion_control!r}: this kernel offers "
+            + ", ".join(available)
+        )
     try:
         drift = parse_drift_threshold(args.drift)
     except ValueError as err:
@@ -160,6 +199,8 @@ def parse_args(argv: Sequence[str]) -> ReplicaSpec:
         out=args.out, iterations=args.iterations, deadline_ms=args.deadline_ms,
         scale=args.scale, shift_ms=args.shift_ms, period_ms=args.period_ms,
         drift_fraction=drift, timeout_s=args.timeout, epoch_ms=args.epoch_ms,
+        parallelism=parallelism, nic_gbps=None if args.no_pacing else args.nic_gbps,
+        count_ce=not args.no_ce_count, congestion_control=args.congestion_control,
     )  # fmt: skip
 
 
@@ -174,19 +215,60 @@ def _sleep_until(target_ms: float, clock: Callable[[], float]) -> None:
         time.sleep(remaining / 1e3)
 
 
+def make_ring(spec: ReplicaSpec) -> Ring | None:
+    """The worker's connections for its job's pattern, paced at their NIC shares."""
+    workers = len(spec.peers)
+    if workers < 2:
+        return None
+    sends_to, receives_from = neighbours(spec.parallelism, workers, spec.worker)
+    pace = None
+    if spec.nic_gbps is not None:
+        shares = pacing_shares(spec.parallelism, workers, spec.worker)
+        pace = {rank: spec.nic_gbps * spec.scale * share for rank, share in shares.items()}
+    return Ring(
+        spec.job, spec.worker, spec.peers, spec.timeout_s,
+        sends_to=sends_to, receives_from=receives_from, pace_gbps=pace,
+        congestion=spec.congestion_control,
+    )  # fmt: skip
+
+
+def open_ce_counter(spec: ReplicaSpec) -> CeCounter | None:
+    """The CE counter on the interface holding this worker's address, for its
+    listening port (where its job's flows arrive); None, said once, when it cannot."""
+    me = spec.peers[spec.worker]
+    ifname = interface_with_address(me.host)
+    if ifname is None:
+        _warn(spec, f"no interface holds {me.host} here: CE marks are not counted")
+        return None
+    try:
+        return CeCounter(ifname, [me.port])
+    except OSError as err:
+        _warn(spec, f"cannot open a packet socket on {ifname} ({err}): CE marks are not counted")
+        return None
+
+
+def _warn(spec: ReplicaSpec, message: str) -> None:
+    print(f"replica: job {spec.job} worker {spec.worker}: {message}", file=sys.stderr, flush=True)
+
+
 def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
     """Connect, agree on the start, run the iterations; returns the iterations done."""
     workers = len(spec.peers)
-    ring = Ring(spec.job, spec.worker, spec.peers, spec.timeout_s) if workers > 1 else None
+    ring = make_ring(spec)
+    counter = open_ce_counter(spec) if spec.count_ce and ring is not None else None
     done = 0
     with open(spec.out, "a") as out:
         try:
             if ring is not None:
                 ring.connect()
+                if not ecn_requested() or not ring.ecn_negotiated():
+                    _warn(spec, "ECN is not negotiated: set net.ipv4.tcp_ecn=1 in the namespace")
                 t0 = ring.barrier()
             else:
                 t0 = clock()
             _sleep_until(t0, clock)
+            if counter is not None:
+                counter.read()  # what arrived during the set-up is no iteration's
             pacing = Pacing(
                 t0_ms=t0 if spec.epoch_ms is None else spec.epoch_ms,
                 shift_ms=spec.shift_ms,
@@ -206,6 +288,7 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                     spec.deadline_ms is not None and began >= spec.deadline_ms
                 )
                 stop, sent, comm_ms, adjusted, first_up = want_stop, 0, 0.0, False, True
+                hops = 0  # steps the stop wish rode around the ring (every pattern holds it)
                 for phase in spec.phases:
                     if phase.gbps <= 0 or ring is None:
                         _sleep_until(clock() + phase.duration_ms, clock)
@@ -213,17 +296,24 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                     if first_up:
                         state, drift = observe_comm_start(pacing, state, k, clock())
                         adjusted, first_up = drift.adjusted, False
-                    total = gradient_bytes(phase_bytes(phase, spec.scale), workers)
-                    result = ring.allreduce(total, stop)
-                    stop = stop or result.stop
-                    sent += result.bytes_sent
-                    comm_ms += result.elapsed_ms
+                    comm_began = time.monotonic()
+                    plan = phase_plan(spec.parallelism, workers, phase_bytes(phase, spec.scale))
+                    for step in plan:
+                        sends = step.sends(spec.worker)
+                        _, peer_stop = ring.exchange(sends, step.receives(spec.worker), stop)
+                        stop = stop or peer_stop
+                        sent += sum(sends.values())
+                    hops += len(plan)
+                    comm_ms += (time.monotonic() - comm_began) * 1e3
+                if ring is not None and spec.deadline_ms is not None and hops < workers - 1:
+                    stop = ring.agree(stop)  # a deadline wish must reach every worker
                 ended = clock()
                 write_record(
                     out,
                     IterationRecord(
                         spec.job, spec.model, spec.worker, k, round(began, 3), round(ended, 3),
                         sent, round(comm_ms, 3), round(start.wait_ms, 3), adjusted,
+                        None if counter is None else counter.read(),
                     ),
                 )  # fmt: skip
                 done += 1
@@ -232,6 +322,8 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
         finally:
             if ring is not None:
                 ring.close()
+            if counter is not None:
+                counter.close()
     return done
 
 

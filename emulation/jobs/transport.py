@@ -30,16 +30,22 @@
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 from emulation.target.tm_config import TmConfig
 
 CONGESTION_CONTROL = "cubic"
 ECN_SYSCTL = Path("/proc/sys/net/ipv4/tcp_ecn")
+AVAILABLE_SYSCTL = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 SO_MAX_PACING_RATE = 47  # asm-generic/socket.h (not exported by Python's socket module)
 IP_MTU = 14  # linux/in.h
 ETHERNET_HEADER_BYTES = 14
 WIRE_OVERHEAD_BYTES = TmConfig().wire_overhead_bytes  # what the switch adds per frame
+# Linux acks every second full segment (delayed ACK); the headroom left for them.
+ACKS_PER_SEGMENT = 0.5
+UNPACED_SEGMENTS = 10
+UNPACED_GAP_S = 0.0005
 MAX_PACING = 0xFFFFFFFF  # u32: a larger rate means "no pacing" to setsockopt
 
 
@@ -52,25 +58,45 @@ def ecn_requested(sysctl: Path = ECN_SYSCTL) -> bool:
 
 
 def pacing_bytes_per_s(
-    nic_gbps: float, mss: int, mtu: int, wire_overhead: int = WIRE_OVERHEAD_BYTES
+    nic_gbps: float,
+    mss: int,
+    mtu: int,
+    wire_overhead: int = WIRE_OVERHEAD_BYTES,
+    acks_per_segment: float = ACKS_PER_SEGMENT,
 ) -> int:
-    """The payload rate whose segments fill `nic_gbps` on the wire.
+    """The payload rate whose segments, and the ACKs of a flow coming the
+    other way, fill `nic_gbps` on the wire.
 
     The kernel counts a segment's payload (mss bytes) against the pacing
-    rate; on the wire it takes mtu + Ethernet header + preamble, FCS and gap.
+    rate; on the wire it takes mtu + Ethernet header + preamble, FCS and
+    gap. The port that delivers a worker's incoming flow also carries the
+    ACKs of the worker's outgoing one (a ring: every port does), so room is
+    left for `acks_per_segment` ACK frames (headers only) per segment.
 
     >>> pacing_bytes_per_s(0.05, 1448, 1500)  # 50 Mbit/s: 6.25 MB/s of wire
+    5716993
+    >>> pacing_bytes_per_s(0.05, 1448, 1500, acks_per_segment=0.0)
     5884265
     """
-    if nic_gbps <= 0 or mss <= 0 or mtu < mss:
+    if nic_gbps <= 0 or mss <= 0 or mtu < mss or acks_per_segment < 0:
         raise ValueError(f"need nic_gbps > 0 and 0 < mss <= mtu, got {nic_gbps}, {mss}, {mtu}")
-    wire = mtu + ETHERNET_HEADER_BYTES + wire_overhead
+    segment = mtu + ETHERNET_HEADER_BYTES + wire_overhead
+    ack = mtu - mss + ETHERNET_HEADER_BYTES + wire_overhead
+    wire = segment + acks_per_segment * ack
     return min(MAX_PACING - 1, int(nic_gbps * 1e9 / 8 * mss / wire))
 
 
-def configure(sock: socket.socket) -> None:
-    """Before connect: cubic (see the module docstring) and no Nagle delay."""
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CONGESTION_CONTROL.encode())
+def available_congestion_controls(sysctl: Path = AVAILABLE_SYSCTL) -> tuple[str, ...]:
+    """What this kernel offers (`net.ipv4.tcp_available_congestion_control`)."""
+    try:
+        return tuple(sysctl.read_text().split())
+    except OSError:
+        return (CONGESTION_CONTROL,)
+
+
+def configure(sock: socket.socket, congestion: str = CONGESTION_CONTROL) -> None:
+    """Before connect: the congestion control (cubic unless told) and no Nagle delay."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, congestion.encode())
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
@@ -81,6 +107,21 @@ def pace(sock: socket.socket, nic_gbps: float) -> int:
     rate = pacing_bytes_per_s(nic_gbps, mss, max(mtu, mss))
     sock.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, rate)
     return rate
+
+
+def send_unpaced(sock: socket.socket, message: bytes) -> None:
+    """Send a connection's first message as UNPACED_SEGMENTS small segments.
+
+    The kernel paces a connection only from its 10th data segment on
+    (tcp_update_skb_after_send), so the first bulk data would leave as one
+    line-rate burst of 10 frames, enough to cross WRED min at S = 0.001;
+    spending those on the handshake message keeps every data segment paced.
+    """
+    pieces = max(1, min(UNPACED_SEGMENTS, len(message)))
+    size = -(-len(message) // pieces)
+    for i in range(0, len(message), size):
+        sock.sendall(message[i : i + size])
+        time.sleep(UNPACED_GAP_S)  # (our choice) apart, so no write is coalesced
 
 
 def congestion_control(sock: socket.socket) -> str:

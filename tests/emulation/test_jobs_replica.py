@@ -7,16 +7,20 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from emulation.fabric import EmulatedFabric
 from emulation.jobs.collectives import Address, gradient_bytes, phase_bytes, ring_allreduce_plan
+from emulation.jobs.patterns import bytes_sent, phase_plan
 from emulation.jobs.records import csv_rows, read_records
 from emulation.jobs.replica import EXIT_PEER_LOST, ReplicaSpec, parse_args
 from emulation.netns import leftovers
 from scheduler.types import Phase
+from tests.helpers.counters import settled_deltas, snapshot
+from topologies.errors import UserInputError
 from topologies.library import load_topology
 
 SCALE = 0.001
@@ -28,8 +32,6 @@ SERVERS = ("s01", "s02", "s03", "s04")
 @pytest.fixture(scope="module")
 def fabric() -> Iterator[EmulatedFabric]:
     with EmulatedFabric(load_topology("leaf-spine:2:1:2"), SCALE) as fab:
-        for server in SERVERS:
-            fab.run(server, ["sysctl", "-qw", "net.ipv4.tcp_ecn=1"])
         yield fab
         prefix = fab.prefix
     assert leftovers(prefix) == []
@@ -58,6 +60,13 @@ def test_the_command_line_round_trips() -> None:
     spec = ReplicaSpec("j", "vgg19", 1, (Address("10.0.0.1", 1), Address("10.0.0.2", 2)),
                        PHASES, "x.jsonl", period_ms=100.0, drift_fraction=None)  # fmt: skip
     assert parse_args(spec.argv()[3:]) == spec
+    other = replace(spec, parallelism="pipeline", nic_gbps=None, count_ce=False,
+                    congestion_control="reno")  # fmt: skip
+    assert parse_args(other.argv()[3:]) == other
+    with pytest.raises(UserInputError, match="this kernel offers .*cubic"):
+        parse_args([*spec.argv()[3:], "--congestion-control", "dctcp"])
+    with pytest.raises(UserInputError, match="parallelism"):
+        parse_args([*spec.argv()[3:], "--parallelism", "pipe"])
 
 
 def test_a_four_worker_job_runs_and_records_its_iterations(
@@ -65,10 +74,13 @@ def test_a_four_worker_job_runs_and_records_its_iterations(
 ) -> None:
     iterations = 6
     job_specs = specs(fabric, "vgg19-0", tmp_path, 47000, iterations)
-    processes = [start(fabric, s) for s in job_specs]
-    for process in processes:
-        _, err = process.communicate(timeout=30)
-        assert process.returncode == 0, err
+    with fabric.session() as reader:
+        before = snapshot(reader)
+        processes = [start(fabric, s) for s in job_specs]
+        for process in processes:
+            _, err = process.communicate(timeout=30)
+            assert process.returncode == 0, err
+        changed = settled_deltas(reader, before)
     total = gradient_bytes(phase_bytes(PHASES[1], SCALE), len(SERVERS))
     for spec in job_specs:
         records = read_records(spec.out)
@@ -87,8 +99,53 @@ def test_a_four_worker_job_runs_and_records_its_iterations(
     # The barrier gave all workers one start: iteration 0 begins together.
     firsts = [read_records(s.out)[0].start_ms for s in job_specs]
     assert max(firsts) - min(firsts) < 30, firsts
+    # CE counted at the receiving hosts is what the switch's ports marked: the
+    # job's flows are the only traffic, and every packet has landed by now.
+    marks = [r.ce_marks for s in job_specs for r in read_records(s.out)]
+    assert all(isinstance(m, int) for m in marks), marks
+    switch_marked = sum(d.ecn_marked_packets for d in changed)
+    assert sum(m or 0 for m in marks) == switch_marked
+    print(f"CE at hosts {sum(m or 0 for m in marks)} == switch ecn_marked {switch_marked}")
     comm = sorted(r.comm_ms for s in job_specs for r in read_records(s.out))
     print(f"comm_ms median {comm[len(comm) // 2]:.1f} (profile Up phase {PHASES[1].duration_ms})")
+
+
+def test_a_pipeline_job_follows_its_plan_and_stops_at_a_deadline_together(
+    fabric: EmulatedFabric, tmp_path: Path
+) -> None:
+    phases = (Phase(20.0, 0.0), Phase(30.0, 50.0), Phase(10.0, 0.0), Phase(20.0, 50.0))
+    peers = tuple(Address(fabric.hosts[s].ip, 47200) for s in SERVERS)
+    deadline = time.time() * 1e3 + 5000.0  # a few s for 4 Pythons to start
+    job_specs = [
+        ReplicaSpec(
+            job="gpt2-0", model="gpt2", worker=w, peers=peers, phases=phases,
+            out=str(tmp_path / f"gpt2-0-w{w}.jsonl"), iterations=500, scale=SCALE,
+            deadline_ms=deadline, parallelism="pipeline", timeout_s=3.0,
+        )
+        for w in range(len(SERVERS))
+    ]  # fmt: skip
+    processes = [start(fabric, s) for s in job_specs]
+    for process in processes:
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err
+    n = len(SERVERS)
+    counts = []
+    for spec in job_specs:
+        records = read_records(spec.out)
+        counts.append(len(records))
+        want = sum(
+            bytes_sent(phase_plan("pipeline", n, phase_bytes(p, SCALE)), spec.worker)
+            for p in phases
+            if p.gbps > 0
+        )
+        assert all(r.bytes == want for r in records), (spec.worker, want, records[0].bytes)
+        assert all(isinstance(r.ce_marks, int) for r in records)
+        # Unpaced, the job runs back to back: each iteration lasts its phases at least.
+        assert all(r.iteration_ms >= 80.0 - 1 for r in records)
+    # The deadline wish reached every worker (one pipeline step per phase is
+    # fewer hops than the ring needs, so the replicas agree over the ring).
+    assert len(set(counts)) == 1 and counts[0] >= 3, counts
+    print(f"pipeline: {counts[0]} iterations per worker until the deadline")
 
 
 def test_a_killed_replica_stops_its_job_with_a_named_error(
