@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import IO
 
+from .agent import adjustments_per_minute
+
 # The column order of the issue's iterations.csv.
 COLUMNS = (
     "job", "model", "worker", "iteration", "start_ms", "end_ms",
@@ -67,3 +69,40 @@ def csv_rows(records: Iterable[IterationRecord]) -> Iterator[list[str]]:
     for record in records:
         values = asdict(record)
         yield ["" if values[c] is None else str(values[c]) for c in COLUMNS]
+
+
+@dataclass(frozen=True)
+class JobAdjustments:
+    """A job's agent re-alignments over a run: the paper's per-minute figure."""
+
+    job: str
+    adjustments: int  # the most any one worker's agent made (our choice, see below)
+    duration_ms: float  # first start to last end over the job's workers
+    per_minute: float
+
+
+def job_adjustments(records: Iterable[IterationRecord]) -> dict[str, JobAdjustments]:
+    """Per job, the adjustments per minute from its records.
+
+    (our choice) Every worker runs its own agent on the shared clock, and
+    they re-align together when the job drifts; a job's count is the largest
+    of its workers' counts, so a worker that drifted alone still shows.
+
+    >>> r = [IterationRecord("j", "m", w, k, k * 100.0, k * 100.0 + 90, 0, 0.0, 0.0, k == 1 and w == 0)
+    ...      for w in (0, 1) for k in range(600)]
+    >>> job_adjustments(r)["j"]
+    JobAdjustments(job='j', adjustments=1, duration_ms=59990.0, per_minute=1.0001666944490748)
+    """
+    per_worker: dict[str, dict[int, int]] = {}
+    spans: dict[str, tuple[float, float]] = {}
+    for record in records:
+        counts = per_worker.setdefault(record.job, {})
+        counts[record.worker] = counts.get(record.worker, 0) + int(record.adjusted)
+        first, last = spans.get(record.job, (record.start_ms, record.end_ms))
+        spans[record.job] = (min(first, record.start_ms), max(last, record.end_ms))
+    out = {}
+    for job, counts in per_worker.items():
+        most = max(counts.values())
+        duration = spans[job][1] - spans[job][0]
+        out[job] = JobAdjustments(job, most, duration, adjustments_per_minute(most, duration))
+    return out

@@ -15,6 +15,7 @@ from emulation.jobs.agent import (
     parse_drift_threshold,
     plan_start,
 )
+from emulation.jobs.records import IterationRecord, job_adjustments
 
 PERIOD = 200.0
 DOWN = 120.0  # the profile's compute before the AllReduce
@@ -147,3 +148,20 @@ def test_jitter_within_the_threshold_never_adjusts_and_never_waits_negative(
         assert not drift.adjusted
         now = comm + UP
     assert state.adjustments == 0
+
+
+def test_job_adjustments_take_each_jobs_busiest_worker_over_its_span() -> None:
+    def rec(job: str, worker: int, k: int, adjusted: bool) -> IterationRecord:
+        return IterationRecord(job, "m", worker, k, 1000.0 + k * 200.0, 1000.0 + k * 200.0 + 150,
+                               0, 0.0, 0.0, adjusted)  # fmt: skip
+
+    records = [
+        rec("a", w, k, adjusted=(w == 1 and k % 100 == 7)) for w in range(3) for k in range(600)
+    ]
+    records += [rec("b", 0, k, adjusted=False) for k in range(10)]
+    out = job_adjustments(records)
+    # a: worker 1 adjusted at k = 7, 107, ..., 507: 6 times over 119.95 s.
+    assert out["a"].adjustments == 6
+    assert out["a"].duration_ms == 599 * 200.0 + 150
+    assert out["a"].per_minute == 6 * 60_000 / (599 * 200.0 + 150)
+    assert (out["b"].adjustments, out["b"].per_minute) == (0, 0.0)
