@@ -107,6 +107,29 @@ def describe_exit(
     return f"{what} (pid {pid}) {cause}; last log lines:\n" + "\n".join(f"  {t}" for t in tail)
 
 
+def wait_ready_in_file(
+    log_file: str | Path, process: subprocess.Popen[Any], timeout: float = 30.0
+) -> str:
+    """The address the software switch's readiness line names, once its log file holds
+    it (a switch no one reads a pipe from, e.g. under `mn`); RuntimeError if it ends."""
+    deadline = time.monotonic() + timeout
+    path = Path(log_file)
+    text = ""
+    while time.monotonic() < deadline:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        match = READY_PATTERN.search(text)
+        if match:
+            return match.group(1)
+        if process.poll() is not None:
+            raise RuntimeError(
+                describe_exit(
+                    "the software switch", process.pid, process.returncode, text.splitlines()
+                )
+            )
+        time.sleep(0.05)
+    raise RuntimeError(f"the software switch did not become ready in {timeout:g} s:\n{text}")
+
+
 @dataclass(frozen=True)
 class HostPort:
     """Where one server lives in the emulation."""

@@ -71,13 +71,25 @@ class CassiniTopo(Topo):
     """
 
     def build(
-        self, topology: Topology, chip: ChipMap, prefix: str = "cas", **switch_params: Any
+        self,
+        topology: Topology,
+        chip: ChipMap,
+        prefix: str = "cas",
+        host_params: dict[str, Any] | None = None,
+        **switch_params: Any,
     ) -> None:
+        """`host_params` go to every host (`mn` has no partial: cls, lab, neighbours)."""
         self.addSwitch(CHIP, dpid="1", **switch_params)
         for index, server in enumerate(topology.servers, start=1):
             port = chip.server_port[server.name]
             ip = f"{server.ip}/{SERVER_PREFIX_LEN}" if server.ip else None
-            self.addHost(server.name, ip=ip, mac=server.mac, namespace=prefix + server.name)
+            self.addHost(
+                server.name,
+                ip=ip,
+                mac=server.mac,
+                namespace=prefix + server.name,
+                **(host_params or {}),
+            )
             self.addLink(
                 server.name,
                 CHIP,
@@ -102,14 +114,22 @@ class CassiniHost(Host):
 
     Offloads are turned off and IPv6 is disabled on every interface (a
     user-space switch must see real frames, and nothing the tests did not
-    send); `net.ipv4.tcp_ecn=1` so TCP negotiates ECN.
+    send); `net.ipv4.tcp_ecn=1` so TCP negotiates ECN. `neighbours`
+    ((ip, mac) of the other servers) become static ARP entries at config
+    time, for networks that `static_arp` is not run on (`mn --custom`).
     """
 
     def __init__(
-        self, name: str, lab: NetnsLab | None = None, namespace: str | None = None, **params: Any
+        self,
+        name: str,
+        lab: NetnsLab | None = None,
+        namespace: str | None = None,
+        neighbours: Sequence[tuple[str, str]] = (),
+        **params: Any,
     ) -> None:
         self.lab = lab
         self.namespace = namespace or name
+        self.neighbours = tuple(neighbours)
         if lab is not None:
             lab.claim().add("namespaces", self.namespace)
             lab.namespaces.append(self.namespace)
@@ -134,11 +154,34 @@ class CassiniHost(Host):
             name = intf.name
             self.cmd(f"sysctl -qw net.ipv6.conf.{name}.disable_ipv6=1")
             self.cmd("ethtool -K " + name + "".join(f" {o} off" for o in OFFLOADS))
+        mine = self.IP()
+        lines = neighbour_lines([n for n in self.neighbours if n[0] != mine], self.defaultIntf())
+        if lines:
+            _ip_batch(["ip", "-n", self.namespace], lines)
         return result
 
     def terminate(self) -> None:
         super().terminate()
         subprocess.run(["ip", "netns", "delete", self.namespace], capture_output=True)
+
+
+def neighbour_lines(neighbours: Sequence[tuple[str, str]], dev: Any) -> list[str]:
+    """`ip -batch` lines: a permanent ARP entry per (ip, mac) on `dev`.
+
+    >>> neighbour_lines([("10.0.0.2", "02:00:00:00:00:02")], "h1")
+    ['neigh replace 10.0.0.2 lladdr 02:00:00:00:00:02 dev h1 nud permanent']
+    """
+    return [f"neigh replace {ip} lladdr {mac} dev {dev} nud permanent" for ip, mac in neighbours]
+
+
+def _ip_batch(argv: Sequence[str], lines: Sequence[str]) -> None:
+    subprocess.run(
+        [*argv, "-batch", "-"],
+        input="\n".join(lines) + "\n",
+        text=True,
+        check=True,
+        capture_output=True,
+    )
 
 
 def static_arp(hosts: Sequence[Host]) -> None:
@@ -149,21 +192,12 @@ def static_arp(hosts: Sequence[Host]) -> None:
     free of anything but the traffic a test sends.
     """
     for host in hosts:
-        lines = [
-            f"neigh replace {other.IP()} lladdr {other.MAC()} dev {host.defaultIntf()} nud permanent"
-            for other in hosts
-            if other is not host and other.IP()
-        ]
+        others = [(o.IP(), o.MAC()) for o in hosts if o is not host and o.IP()]
+        lines = neighbour_lines(others, host.defaultIntf())
         if lines:
             namespace = getattr(host, "namespace", None)
             argv = ["ip", "-n", namespace] if namespace else ["mnexec", "-a", str(host.pid), "ip"]
-            subprocess.run(
-                [*argv, "-batch", "-"],
-                input="\n".join(lines) + "\n",
-                text=True,
-                check=True,
-                capture_output=True,
-            )
+            _ip_batch(argv, lines)
 
 
 class ChipSwitch(Switch):
@@ -235,8 +269,8 @@ class ChipSwitch(Switch):
         if argv is None:
             return
         streams = self.output_streams()
-        if self.launch is None and self.log_file is not None and self.logs_to_stderr():
-            # Nobody reads a pipe here (e.g. under `mn`): the log goes to its file.
+        if self.log_file is not None and self.logs_to_stderr():
+            # Nobody reads a pipe (e.g. under `mn`): the log goes to its file.
             streams["stderr"] = open(self.log_file, "w")  # noqa: SIM115 (the process owns it)
         start = self.launch or subprocess.Popen
         self.process = start(argv, **streams, text=True, start_new_session=True)

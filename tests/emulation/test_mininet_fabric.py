@@ -9,13 +9,16 @@ it is installed.
 
 from __future__ import annotations
 
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from scapy.layers.inet import ICMP, IP
 from scapy.utils import rdpcap
 
+import emulation.mn_custom
 from emulation.capture import pcap_name
 from emulation.fabric import EmulatedFabric
 from emulation.mininet_net import CHIP, Bmv2Switch, CassiniTopo, bmv2_available, fixed_address
@@ -24,7 +27,7 @@ from emulation.runs import runs
 from emulation.target.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from topologies.addressing import SERVER_PREFIX_LEN
-from topologies.chip_mapping import map_to_chip
+from topologies.chip_mapping import forwarding_entries, map_to_chip
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 
@@ -224,3 +227,68 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+MN = Path(sys.executable).parent / "mn"  # the venv's `mn`: it imports the project
+MN_CUSTOM = Path(emulation.mn_custom.__file__)
+
+
+def _mn(*topo: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(MN), "--custom", str(MN_CUSTOM), "--topo", ",".join(("cassini", *topo)),
+         "--switch", "cassini", "--controller", "none"],
+        input=stdin, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not MN.exists(), reason="the venv has no `mn` (PyPI's mininet installs it)")
+def test_mn_custom_starts_the_testbed_programmed_and_leaves_nothing() -> None:
+    result = _mn("cassini-testbed", "0.001", stdin="s01 ping -c1 -W2 s24\nexit\n")
+    shown = result.stdout + result.stderr
+    assert result.returncode == 0, shown
+    found = re.search(r"\*\*\* cassini: fabric (cas[0-9a-f]+), P4Runtime 127\.0\.0\.1:\d+ "
+                      r"\(device 1\), (\d+) table entries", shown)  # fmt: skip
+    assert found, shown
+    prefix, entries = found.group(1), int(found.group(2))
+    topo = load_topology("cassini-testbed")
+    assert entries == len(forwarding_entries(topo, map_to_chip(topo))) + 72
+    assert "1 packets transmitted, 1 received" in shown, shown
+    assert leftovers(prefix) == [] and runs((prefix,)) == []
+    assert not [line for line in _process_lines() if prefix in line]
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not MN.exists(), reason="the venv has no `mn` (PyPI's mininet installs it)")
+def test_mn_custom_failure_runs_our_cleanup_not_mininets() -> None:
+    result = _mn("cassini-testbd")
+    shown = result.stdout + result.stderr
+    # mn catches the error and calls `cleanup`, which the custom file replaced:
+    # Mininet's would print "*** Removing ..." as it kills machine-wide names.
+    assert "Caught exception. Cleaning up..." in shown, shown
+    assert "no topology named 'cassini-testbd'. Did you mean 'cassini-testbed'?" in shown
+    assert "Removing" not in shown and "killall" not in shown
+
+
+def _process_lines() -> list[str]:
+    return subprocess.run(
+        ["ps", "-eo", "pid,args"], capture_output=True, text=True
+    ).stdout.splitlines()
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not MN.exists(), reason="the venv has no `mn` (PyPI's mininet installs it)")
+def test_mn_custom_switch_failure_after_bring_up_began_leaves_nothing() -> None:
+    # A switch whose interpreter is /bin/false exits at once, after hosts and links exist.
+    result = subprocess.run(
+        [str(MN), "--custom", str(MN_CUSTOM), "--topo", f"cassini,{SMALL},0.01",
+         "--switch", "cassini,python=/bin/false", "--controller", "none"],
+        input="", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    shown = result.stdout + result.stderr
+    found = re.search(r"RuntimeError: fabric (cas[0-9a-f]+): the software switch \(pid \d+\) "
+                      r"exited with code 1", shown)  # fmt: skip
+    assert found, shown
+    assert "Removing" not in shown  # Mininet's global cleanup did not run
+    prefix = found.group(1)
+    assert leftovers(prefix) == [] and runs((prefix,)) == []

@@ -1,0 +1,120 @@
+"""How does Mininet's own `mn` start the testbed with the project's classes?
+
+    mn --custom emulation/mn_custom.py --topo cassini[,TOPOLOGY[,SCALE]] \\
+       --switch cassini --controller none
+
+`mn` executes this file and takes `topos`, `switches` and `hosts` from it:
+`--topo cassini` builds `CassiniTopo` from a topology of `topologies/`
+(default the testbed, S = 0.001) with `CassiniHost`s (named namespaces,
+static ARP, ECN on); `--switch cassini` is the software switch, which
+programs itself in `start()` over P4Runtime with
+`controlplane.program.program_topology`, as `cassini program` and the
+fabric do, and prints its P4Runtime address and device id. Use the
+project's `mn` (the venv's, `.venv/bin/mn`): Debian's runs Debian's
+python3, which cannot import the project.
+
+Every namespace, interface and process is recorded in a run file, so
+`cassini clean` removes what a killed `mn` left. `mn` assigns every other
+name this file defines to its own globals; this file defines `cleanup`,
+so where `mn` would call Mininet's global cleanup (after an exception or
+Ctrl-C: `killall`/`pkill -f` on machine-wide names, `rm /tmp/*.log`) it
+removes only this process's runs. It also runs at exit. Nothing else is
+defined here at the top level that `mn` also uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emulation.mininet_net import SoftSwitch as _SoftSwitch
+
+
+class CassiniMnSwitch(_SoftSwitch):
+    """The software switch that programs itself once its P4Runtime service is up."""
+
+    def __init__(self, name: str, program: Any = None, **params: Any) -> None:
+        self.program = program  # (topology, chip map, WRED settings) to install
+        super().__init__(name, **params)
+
+    def prefix_of_run(self) -> str:
+        """The prefix of this network's namespaces and interfaces (`cassini clean --prefix`)."""
+        return self.lab.prefix if self.lab is not None else "?"
+
+    def start(self, controllers: Any = ()) -> None:
+        from mininet.log import info
+
+        from controlplane.program import program_topology
+        from controlplane.session import P4RuntimeSession
+        from emulation.fabric import wait_ready_in_file
+
+        try:
+            super().start(controllers)
+            assert self.process is not None and self.log_file is not None
+            address = wait_ready_in_file(self.log_file, self.process)
+            self.grpc_address = address
+            with P4RuntimeSession.connect(address, self.device_id) as session:
+                result = program_topology(session, *self.program)
+        except RuntimeError as err:  # named, so `cassini clean --prefix` can be given it
+            raise RuntimeError(f"fabric {self.prefix_of_run()}: {err}") from None
+        info(
+            f"*** cassini: fabric {self.prefix_of_run()}, P4Runtime {address} "
+            f"(device {self.device_id}), "
+            f"{result.desired_count} table entries, switch log {self.log_file}\n"
+        )
+
+
+def cassini_topo(topology: str = "cassini-testbed", scale: float = 0.001) -> Any:
+    """`--topo cassini,TOPOLOGY,SCALE`: the Topo, its hosts' and switch's parameters,
+    and a run file claimed for them (released by `cleanup` at exit)."""
+    import atexit
+    import json
+    from functools import partial
+
+    from controlplane.settings import ControlPlaneSettings
+    from emulation.fabric import FABRIC_PREFIX_BASE, SWITCH_LOG
+    from emulation.mininet_net import CassiniHost, CassiniTopo
+    from emulation.netns import NetnsLab
+    from emulation.profile import emulation_profile
+    from emulation.target.tm_config import tm_config_to_dict
+    from topologies.chip_mapping import map_to_chip
+    from topologies.library import load_topology
+
+    topo = load_topology(str(topology))
+    chip = map_to_chip(topo)
+    settings = ControlPlaneSettings()
+    profile = emulation_profile(topo, chip, float(scale), settings.cell_bytes, True, settings)
+    lab = NetnsLab(base=FABRIC_PREFIX_BASE)
+    lab.claim()
+    atexit.register(cleanup)
+    folder = lab.tempdir("mn")
+    tm_file = folder / "tm.json"
+    tm_file.write_text(json.dumps(tm_config_to_dict(profile.tm), indent=1))
+    neighbours = [(s.ip, s.mac) for s in topo.servers if s.ip]
+    return CassiniTopo(
+        topo,
+        chip,
+        lab.prefix,
+        host_params={"cls": CassiniHost, "lab": lab, "neighbours": neighbours},
+        lab=lab,
+        launch=partial(lab.popen, None),
+        tm_config=str(tm_file),
+        log_file=str(folder / SWITCH_LOG),
+        program=(topo, chip, profile.wred),
+        grpc_address="127.0.0.1:0",
+    )
+
+
+def cleanup() -> None:
+    """Remove what this process's runs created (never Mininet's global cleanup)."""
+    import os
+
+    from emulation.netns import PROJECT_PREFIXES, clean
+    from emulation.runs import runs
+
+    for run in runs(PROJECT_PREFIXES):
+        if run.owner.pid == os.getpid():
+            clean((run.prefix,), include_live=True)
+
+
+topos = {"cassini": cassini_topo}
+switches = {"cassini": CassiniMnSwitch}
