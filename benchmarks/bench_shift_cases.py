@@ -1,0 +1,220 @@
+"""Two VGG19 jobs sharing one ToR uplink: no shift, Cassini's shift, one job alone.
+
+Run as root: `.venv/bin/python benchmarks/bench_shift_cases.py --iterations 40`.
+
+On the default testbed at S = 0.001, job vgg19-0 runs on s01, s02 (tor1)
+and s05, s06 (tor2), job vgg19-1 on s03, s04 (tor1) and s13, s14 (tor4):
+their rings share exactly one directed link, tor1's uplink to agg1 (2:1:
+two 50 Mbit/s senders into one 50 Mbit/s link). Cases, on one fabric:
+
+- (a) both paced on one grid with shift 0: their Up phases overlap;
+- (b) the shift and period `cassini compat --jobs vgg19,vgg19` gives;
+- (c) vgg19-0 alone.
+
+Printed per case: CE marks per iteration (counted at the receiving hosts,
+summed over a job's workers) and on the shared link (the switch's
+counter), mean and p99 iteration time, the mean over the profile's
+iteration time and over the fluid simulator's mean for the same schedule.
+Iteration 0 (connections' slow start) is left out of the figures (our
+choice); every iteration is in each case's folder. Goals (issue 14, section 5) are checked
+and printed as met or missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from emulation.fabric import DEFAULT_SCALE, EmulatedFabric
+from emulation.jobs.launch import JobPlan, plan_jobs
+from emulation.jobs.prediction import simulated_means
+from emulation.jobs.run import RunResult, RunSettings, run_schedule, write_run
+from scheduler.cassini import plan_link
+from scheduler.profiles import profiles_from_list
+from scheduler.traffic import JobRouter
+from topologies.library import load_topology
+from topologies.model import Topology
+
+TOPOLOGY = "cassini-testbed"
+JOB_A, JOB_B = "vgg19-0", "vgg19-1"
+SERVERS_A = ("s01", "s02", "s05", "s06")
+SERVERS_B = ("s03", "s04", "s13", "s14")
+WARMUP = 1  # iterations left out of the figures
+
+
+def shared_links(topo: Topology, placement: dict[str, tuple[str, ...]]) -> list[str]:
+    """Directed links ('a->b') that more than one job's ring crosses."""
+    router = JobRouter(topo)
+    used: dict[str, int] = {}
+    for servers in placement.values():
+        for a, b in router.job_links(servers, "data"):
+            used[f"{a}->{b}"] = used.get(f"{a}->{b}", 0) + 1
+    return sorted(link for link, n in used.items() if n > 1)
+
+
+def shift_cases(topo: Topology) -> dict[str, dict[str, Any]]:
+    """The three schedules (schedule-file keys), with Cassini's shift for (b)."""
+    pair = {JOB_A: SERVERS_A, JOB_B: SERVERS_B}
+    shared = shared_links(topo, pair)
+    if len(shared) != 1 or not shared[0].startswith("tor"):
+        raise SystemExit(f"placement shares {shared}, not exactly one ToR uplink")
+    # What `cassini compat --jobs vgg19,vgg19` computes (a 50 Gbps link, 5 degrees).
+    profiles = profiles_from_list("vgg19,vgg19", 4)
+    link = plan_link(profiles, topo.nic_gbps(), 5.0, "auto", pace=True)
+    names = list(link.solution.shifts_ms)  # vgg19, vgg19#2
+    shift = link.solution.shifts_ms[names[1]] - link.solution.shifts_ms[names[0]]
+    period = link.periods_ms[names[0]]
+    both = {JOB_A: list(SERVERS_A), JOB_B: list(SERVERS_B)}
+    return {
+        "a": {"placement": both, "shifts_ms": {JOB_A: 0.0, JOB_B: 0.0},
+              "periods_ms": {JOB_A: period, JOB_B: period}},
+        "b": {"placement": both, "shifts_ms": {JOB_A: 0.0, JOB_B: shift},
+              "periods_ms": {JOB_A: period, JOB_B: period}},
+        "c": {"placement": {JOB_A: list(SERVERS_A)}, "periods_ms": {JOB_A: period}},
+        "shared_link": shared[0],  # type: ignore[dict-item]
+    }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CaseFigures:
+    case: str
+    shift_ms: float
+    iterations: int  # per job, after the warm-up
+    ce_per_iteration: float  # host CE marks per job-iteration
+    iterations_marked: float  # fraction of job-iterations with a CE mark
+    shared_link_marks: int  # the switch's ecn_marked on the shared link
+    switch_ecn_marked: int
+    host_ce_marks: int | None
+    mean_ms: float
+    p99_ms: float
+    profile_ms: float
+    simulated_ms: float
+    error: str | None
+
+
+def figures(case: str, result: RunResult, jobs: tuple[JobPlan, ...], shared: str,
+            simulated: dict[str, float]) -> CaseFigures:  # fmt: skip
+    """One case's row, from the run's records and counter series."""
+    kept = [r for r in result.records if r.iteration >= WARMUP]
+    times = np.array([r.iteration_ms for r in kept], dtype=float)
+    per_iteration: dict[tuple[str, int], int] = {}
+    for r in kept:
+        key = (r.job, r.iteration)
+        per_iteration[key] = per_iteration.get(key, 0) + (r.ce_marks or 0)
+    marks = list(per_iteration.values())
+    return CaseFigures(
+        case=case,
+        shift_ms=max(j.shift_ms for j in jobs),
+        iterations=len(marks) // len(jobs) if marks else 0,
+        ce_per_iteration=statistics.fmean(marks) if marks else 0.0,
+        iterations_marked=sum(1 for m in marks if m > 0) / len(marks) if marks else 0.0,
+        shared_link_marks=sum(r.ecn_marked_packets for r in result.links if r.link == shared),
+        switch_ecn_marked=result.switch_ecn_marked,
+        host_ce_marks=result.host_ce_marks,
+        mean_ms=float(times.mean()) if times.size else float("nan"),
+        p99_ms=float(np.percentile(times, 99)) if times.size else float("nan"),
+        profile_ms=jobs[0].profile.iteration_ms,
+        simulated_ms=statistics.fmean(simulated.values()),
+        error=result.error,
+    )
+
+
+def run_cases(fabric: EmulatedFabric, topo: Topology, iterations: int, out: Path,
+              cases: str = "abc", settings: RunSettings | None = None) -> list[CaseFigures]:  # fmt: skip
+    """Each case on the running fabric, one after the other; folders under `out`."""
+    schedules = shift_cases(topo)
+    shared = schedules.pop("shared_link")
+    rows = []
+    for case in cases:
+        jobs = plan_jobs(schedules[case], topo, where=f"case {case}")
+        folder = out / f"case-{case}"
+        given = settings or RunSettings()
+        run = replace(given, iterations=iterations)
+        result = run_schedule(fabric, jobs, run, folder)
+        write_run(result, folder)
+        if result.interrupted:
+            raise KeyboardInterrupt
+        simulated = simulated_means(topo, jobs, iterations)
+        rows.append(figures(case, result, jobs, str(shared), simulated))
+        print(f"case {case} done: {result.duration_s:.1f} s", file=sys.stderr, flush=True)
+    return rows
+
+
+def table(rows: list[CaseFigures]) -> str:
+    head = ("| case | shift ms | iters | CE marks / iteration | iterations marked | shared-link "
+            "marks | mean ms | p99 ms | mean / profile | mean / simulated (sim ms) |")  # fmt: skip
+    lines = [head, "|" + "---|" * 10]
+    for r in rows:
+        lines.append(
+            f"| {r.case} | {r.shift_ms:.1f} | {r.iterations} | {r.ce_per_iteration:.1f} | "
+            f"{r.iterations_marked:.0%} | {r.shared_link_marks} | {r.mean_ms:.1f} | "
+            f"{r.p99_ms:.1f} | {r.mean_ms / r.profile_ms:.3f} | "
+            f"{r.mean_ms / r.simulated_ms:.3f} ({r.simulated_ms:.1f}) |"
+        )
+    return "\n".join(lines)
+
+
+def goals(rows: list[CaseFigures]) -> list[tuple[str, bool]]:
+    """The issue's goals, each with whether it was met."""
+    by = {r.case: r for r in rows}
+    out: list[tuple[str, bool]] = []
+    a, b, c = by.get("a"), by.get("b"), by.get("c")
+    if a and c:
+        out.append(("(a) CE marks in every iteration", a.iterations_marked == 1.0))
+        out.append(("(a) mean above the job alone", a.mean_ms > c.mean_ms))
+    if a and b:
+        ratio = a.ce_per_iteration / b.ce_per_iteration if b.ce_per_iteration else float("inf")
+        out.append((f"(b) >= 10x fewer CE marks than (a): {ratio:.1f}x", ratio >= 10))
+    if b and c:
+        out.append((f"(b) mean within 10% of alone: {b.mean_ms / c.mean_ms:.3f}",
+                    abs(b.mean_ms / c.mean_ms - 1) <= 0.10))  # fmt: skip
+    if c:
+        out.append(("(c) no CE marks", c.ce_per_iteration == 0 and c.shared_link_marks == 0))
+        out.append((f"(c) within 10% of the profile: {c.mean_ms / c.profile_ms:.3f}",
+                    abs(c.mean_ms / c.profile_ms - 1) <= 0.10))  # fmt: skip
+    for r in rows:
+        ratio = r.mean_ms / r.simulated_ms
+        out.append((f"({r.case}) within 15% of the simulator: {ratio:.3f}", abs(ratio - 1) <= 0.15))
+    if a:
+        out.append((f"(a) host CE {a.host_ce_marks} == switch ecn_marked {a.switch_ecn_marked}",
+                    a.host_ce_marks == a.switch_ecn_marked))  # fmt: skip
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--iterations", type=int, default=40)
+    parser.add_argument("--scale", type=float, default=DEFAULT_SCALE)
+    parser.add_argument("--cases", default="abc", help="which cases, e.g. ac")
+    parser.add_argument("--out", type=Path, help="keep each case's run folder here")
+    parser.add_argument("--json", action="store_true", help="also print the rows as JSON")
+    parser.add_argument("--poll-interval", type=float, default=0.5, help="counter polls (s)")
+    parser.add_argument("--no-gnmi", action="store_true", help="poll the P4 counters only")
+    args = parser.parse_args()
+    topo = load_topology(TOPOLOGY)
+    with tempfile.TemporaryDirectory() as scratch:
+        out = args.out or Path(scratch)
+        with EmulatedFabric(topo, args.scale) as fabric:
+            settings = RunSettings(poll_interval_s=args.poll_interval, gnmi=not args.no_gnmi)
+            rows = run_cases(fabric, topo, args.iterations, out, args.cases, settings)
+    print(table(rows))
+    for text, met in goals(rows):
+        print(f"  {'met   ' if met else 'MISSED'} {text}")
+    for r in rows:
+        if r.error:
+            print(f"  case {r.case} error: {r.error}")
+    if args.json:
+        print(json.dumps([r.__dict__ for r in rows], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

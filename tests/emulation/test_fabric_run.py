@@ -1,0 +1,139 @@
+"""`cassini fabric run` and the runner on real fabrics: a killed replica stops its
+job with the lost-peer error, Ctrl-C leaves the records so far, and nothing of a
+run is left afterwards (processes, namespaces, interfaces)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from emulation.cli import main
+from emulation.fabric import EmulatedFabric
+from emulation.jobs.launch import plan_jobs
+from emulation.jobs.run import RunSettings, run_schedule
+from emulation.netns import leftovers
+from tests.helpers import CASSINI
+from tests.helpers.waiting import wait_for
+from topologies.library import load_topology
+
+TOPOLOGY = "leaf-spine:2:1:2"
+SCHEDULE = {
+    "placement": {"vgg19-0": ["s01", "s02", "s03", "s04"]},
+    "periods_ms": {"vgg19-0": 260.0},
+}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state != "Z"
+
+
+def test_a_bad_schedule_is_refused_before_anything_is_built(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "s.json"
+    bad.write_text(json.dumps({"placement": {"vgg19-0": ["s01", "s44"]}}))
+    assert (
+        main(
+            ["fabric", "run", "--schedule", str(bad), "-t", TOPOLOGY, "--out", str(tmp_path / "o")]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert f"{bad}: field 'placement' of job 'vgg19-0': server 's44' is not in topology" in err
+    assert not (tmp_path / "o").exists()
+    bad.write_text(json.dumps({"placement": {"nomodel-0": ["s01"]}}))
+    assert (
+        main(
+            ["fabric", "run", "--schedule", str(bad), "-t", TOPOLOGY, "--out", str(tmp_path / "o")]
+        )
+        == 2
+    )
+    assert "job 'nomodel-0' has no profile" in capsys.readouterr().err
+
+
+@pytest.mark.root
+def test_a_killed_replica_stops_its_job_with_the_lost_peer_error(
+    prefix: str, tmp_path: Path
+) -> None:
+    topo = load_topology(TOPOLOGY)
+    jobs = plan_jobs(SCHEDULE, topo)
+    pids: list[int] = []
+    with EmulatedFabric(topo, 0.001, prefix=prefix) as fabric:
+        victim_out = tmp_path / "replicas" / "vgg19-0-w1.jsonl"
+
+        def kill_worker_1() -> None:
+            wait_for(lambda: victim_out.exists() and victim_out.read_text().count("\n") >= 2, 60)
+            for process in fabric.lab.processes:
+                if "emulation.jobs.replica" in process.args and "vgg19-0-w1.jsonl" in " ".join(
+                    process.args
+                ):
+                    process.send_signal(signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_worker_1)
+        killer.start()
+        settings = RunSettings(iterations=200, socket_timeout_s=3.0, gnmi=False)
+        began = time.monotonic()
+        result = run_schedule(fabric, jobs, settings, tmp_path)
+        killer.join()
+        took = time.monotonic() - began
+        pids = [p.pid for p in fabric.lab.processes]
+        assert result.error is not None
+        assert result.error.startswith(
+            "job vgg19-0 failed: job vgg19-0: worker 1 (s02) was killed by SIGKILL"
+        )
+        peer = re.compile(
+            r"job vgg19-0: worker [023] lost peer worker \d \(10\.\d+\.\d+\.\d+:\d+\)"
+        )
+        assert peer.search(result.error), result.error
+        assert "lost peer worker 1" in result.error
+        # Every replica has ended, within the socket timeout of the kill, not at the deadline.
+        done = [r for r in result.records if r.worker != 1]
+        assert 2 <= result.summaries[0].iterations < 200 and done
+        assert took < 60, took
+    assert leftovers(prefix) == []
+    assert [pid for pid in pids if _alive(pid)] == []
+
+
+@pytest.mark.root
+def test_ctrl_c_tears_down_and_keeps_the_records_so_far(tmp_path: Path) -> None:
+    schedule = tmp_path / "schedule.json"
+    schedule.write_text(json.dumps(SCHEDULE))
+    out = tmp_path / "run"
+    argv = [CASSINI, "fabric", "run", "--schedule", str(schedule), "-t", TOPOLOGY,
+            "--iterations", "500", "--out", str(out)]  # fmt: skip
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    fabric_prefix = None
+    try:
+        for line in process.stderr:
+            match = re.match(r"fabric (cas\w+) up", line)
+            fabric_prefix = fabric_prefix or (match.group(1) if match else None)
+            found = re.search(r"iterations (\d+)/", line)
+            if found and int(found.group(1)) >= 8:
+                break
+        assert fabric_prefix is not None
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] == "SIGINT"
+    rows = (out / "iterations.csv").read_text().splitlines()
+    assert len(rows) - 1 >= 8 and rows[0].startswith("job,model,worker,iteration")
+    assert summary["jobs"]["vgg19-0"]["iterations"] >= 2
+    assert (out / "ecn.csv").exists() and (out / "schedule.json").exists()
+    assert leftovers(fabric_prefix) == []
