@@ -106,7 +106,7 @@ def _up(args: argparse.Namespace) -> int:
     if not topo.servers:
         raise UserInputError(f"topology '{topo.name}' has no servers to emulate")
     if args.prefix is not None:
-        _check_prefix(args.prefix)
+        check_prefix(args.prefix)
     fabric = EmulatedFabric(
         topo,
         scale,
@@ -152,7 +152,7 @@ def _up(args: argparse.Namespace) -> int:
     return status
 
 
-def _check_prefix(prefix: str) -> None:
+def check_prefix(prefix: str) -> None:
     from emulation.netns import PROJECT_PREFIXES
 
     if not prefix.startswith(PROJECT_PREFIXES) or not prefix.isalnum() or len(prefix) > 9:
