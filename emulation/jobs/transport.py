@@ -15,8 +15,8 @@
 - ECN: `net.ipv4.tcp_ecn=1` in the namespace (no per-socket switch exists).
   The fabric's hosts set it when they start (`emulation.mininet_net.CassiniHost`,
   the one place it is set); the kernel then negotiates ECN on connect and
-  sends data as ECT(0). `ecn_requested` reads it, so a replica started where
-  it is off refuses to run instead of producing a run without marks.
+  sends data as ECT(0). `ecn_requested` reads it, and a replica started where
+  it is off says so on stderr (its records would show no marks).
 - The NIC's rate: a veth sends at memory speed, so a lone sender would
   queue in the switch's port toward its receiver and get marks no real
   50 Gbps NIC could cause. Each connection is paced by the kernel instead
