@@ -16,6 +16,7 @@ from topologies.errors import UserInputError
 
 from . import (
     ecn_cmds,
+    emulate_cmds,
     fabric_cmds,
     program_cmds,
     schedule_cmds,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         target_cmds,
         switch_cmds,
         fabric_cmds,
+        emulate_cmds,
     ):
         module.register(sub)
     return parser

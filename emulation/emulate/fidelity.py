@@ -14,7 +14,9 @@ S = 0.001: a 1500-byte frame takes 0.24 ms on a 50 Mbit/s port):
   `late_frame_ms` after it should have; tracked as a fraction of its wake-ups.
 - CPU: the machine's busy fraction and the switch's share of one core,
   sampled during the run. A saturated machine (`machine_cpu` 95%) or a
-  switch at `switch_cpu` (90% of a core) cannot absorb a burst.
+  switch at `switch_cpu` (90% of a core) cannot absorb a burst. On a virtual
+  machine the hypervisor's steal time counts too: past `machine_steal` (5%
+  of all cores' time) the emulator was not running when it thought it was.
 
 `verdict` names every limit a run passed, so the report says why a run is
 not trustworthy, not only that it is not.
@@ -35,6 +37,7 @@ class FidelityLimits:
     late_frame_fraction: float = 0.01
     late_loop_fraction: float = 0.01
     machine_cpu: float = 0.95
+    machine_steal: float = 0.05
     switch_cpu: float = 0.90
 
 
@@ -50,6 +53,7 @@ class FidelityFigures:
     late_wakeups: int | None = None
     machine_cpu_mean: float | None = None  # busy fraction of all cores
     machine_cpu_max: float | None = None
+    machine_steal: float | None = None  # fraction of all cores' time the hypervisor took
     switch_cpu_mean: float | None = None  # fraction of one core
     switch_cpu_max: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -118,6 +122,11 @@ def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> V
             )
     else:
         unmeasured.append("machine CPU")
+    if figures.machine_steal is not None and figures.machine_steal > lim.machine_steal:
+        reasons.append(
+            f"the hypervisor stole {figures.machine_steal:.0%} of the CPU time "
+            f"(limit {lim.machine_steal:.0%})"
+        )
     if figures.switch_cpu_mean is not None:
         if figures.switch_cpu_mean > lim.switch_cpu:
             reasons.append(

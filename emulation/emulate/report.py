@@ -102,7 +102,7 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     runs = ordered(runs)
     schedulers = {r.scheduler: summarise(r) for r in runs}
-    partial = any(r.partial for r in runs) or bool(settings.get("partial"))
+    partial = any(r.partial for r in runs) or settings.get("all_schedulers_ran") is False
     summary = _finite(
         {
             "schedulers": schedulers,
@@ -402,6 +402,7 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
             _fmt(s["fidelity"].get("late_frames")),
             _fmt(s["fidelity"].get("late_wakeups")),
             _fmt(_pct(s["fidelity"].get("machine_cpu_mean"))),
+            _fmt(_pct(s["fidelity"].get("machine_steal"))),
             _fmt(_pct(s["fidelity"].get("switch_cpu_mean"))),
             "; ".join(s["fidelity"].get("reasons", [])) or "-",
             ", ".join(s["fidelity"].get("unmeasured", [])) or "-",
@@ -429,7 +430,7 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
         (
             "Fidelity (did the emulator keep up?)",
             ["scheduler", "p99 frame lateness ms", "late frames", "late loop wake-ups",
-             "machine CPU %", "switch CPU % of a core", "limits passed", "not measured"],
+             "machine CPU %", "steal %", "switch CPU % of a core", "limits passed", "not measured"],
             fidelity,
         ),
     ]  # fmt: skip

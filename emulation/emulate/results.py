@@ -75,9 +75,9 @@ def fidelity_figures(
     return FidelityFigures(
         **known,
         machine_cpu_mean=machine.get("busy"),
+        machine_steal=machine.get("steal"),
         switch_cpu_mean=measured.get("switch_cpu_cores"),
-        extra={**{k: v for k, v in measured.items() if k != "machine_cpu"}, **late,
-               "machine_steal": machine.get("steal")},
+        extra={**{k: v for k, v in measured.items() if k != "machine_cpu"}, **late},
     )  # fmt: skip
 
 

@@ -1,0 +1,199 @@
+"""`cassini emulate`: a trace placed by each scheduler, run as replicas on the fabric, reported.
+
+Parses flags and calls `emulation.emulate.runner.emulate`; shows progress
+(rich) on a terminal; prints the per-scheduler table and where the report
+is. Ctrl-C or SIGTERM: the replicas stop, the fabric comes down, the report
+of what completed is written (marked partial) and the command exits 130 / 143.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .common import (
+    Interrupted,
+    add_force_argument,
+    add_topology_argument,
+    nonnegative_int,
+    parse_duration,
+    positive_float,
+    positive_int,
+)
+
+if TYPE_CHECKING:
+    from emulation.emulate.report import Report
+    from emulation.emulate.runner import EmulateSettings, Live
+
+DEFAULT_SCHEDULERS = "themis,th+cassini"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `emulate`."""
+    emu = sub.add_parser(
+        "emulate",
+        help="place a trace with each scheduler, run it as replicas on the fabric, report ECN",
+        description="Each scheduler places the trace (the simulator's schedulers), its jobs run "
+        "as replicas on the emulated fabric with the scheduler's time-shifts, the switch's ECN "
+        "marks and the replicas' iteration times are recorded, and a report (summary.json, "
+        "CSVs, plots, report.md, report.html) is written to --out.",
+    )
+    add_topology_argument(emu)
+    emu.add_argument(
+        "--trace",
+        default="four-jobs",
+        help="four-jobs (default) | snapshot | a trace FILE whose jobs arrive at t = 0",
+    )
+    emu.add_argument("--jobs", type=positive_int, default=60, help="jobs of a generated snapshot")
+    emu.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    emu.add_argument(
+        "--schedulers",
+        default=DEFAULT_SCHEDULERS,
+        help=f"comma-separated (default {DEFAULT_SCHEDULERS}; also pollux, po+cassini, random, "
+        "ideal)",
+    )
+    emu.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
+    emu.add_argument("--device-config", metavar="FILE", help="bmv2: the compiled JSON")
+    emu.add_argument(
+        "--scale", type=positive_float, default=None, help="emulation factor S (default 0.001)"
+    )
+    length = emu.add_mutually_exclusive_group()
+    length.add_argument(
+        "--iterations", type=positive_int, default=40, help="iterations per job (default 40)"
+    )
+    length.add_argument(
+        "--duration", default=None, help="stop each scheduler's jobs after this long, e.g. 60s"
+    )
+    emu.add_argument("--drift", default="5%", help="agents' re-align threshold: off, 5%%, 0.1")
+    emu.add_argument("--seed", type=nonnegative_int, default=0, help="seed (default 0)")
+    emu.add_argument(
+        "--prefix", default=None, help="name prefix of the fabric's namespaces and interfaces"
+    )
+    emu.add_argument("--out", required=True, metavar="DIR", help="results folder")
+    add_force_argument(emu)
+    emu.add_argument("--json", action="store_true", help="print summary.json, no progress")
+    emu.set_defaults(handler=_emulate)
+
+
+def settings_from(args: argparse.Namespace) -> EmulateSettings:
+    from emulation.emulate.runner import EmulateSettings
+    from emulation.jobs.agent import parse_drift_threshold
+    from scheduler.baselines import parse_scheduler_names
+    from topologies.errors import UserInputError
+
+    try:
+        drift = parse_drift_threshold(args.drift)
+    except ValueError as err:
+        raise UserInputError(f"--drift: {err}") from None
+    from .fabric_cmds import check_prefix
+
+    if args.prefix is not None:
+        check_prefix(args.prefix)
+    duration = parse_duration(args.duration, "--duration") if args.duration else None
+    return EmulateSettings(
+        topology=args.topology,
+        trace=args.trace,
+        schedulers=tuple(parse_scheduler_names(args.schedulers)),
+        target=args.target,
+        scale=args.scale,
+        iterations=10**6 if duration is not None else args.iterations,
+        duration_s=duration,
+        seed=args.seed,
+        jobs=args.jobs,
+        models=args.models,
+        drift_fraction=drift,
+        device_config=args.device_config,
+        prefix=args.prefix,
+    )
+
+
+def _emulate(args: argparse.Namespace) -> int:
+    from emulation.emulate.runner import emulate
+    from topologies.outputs import check_output
+
+    settings = settings_from(args)
+    out = check_output(args.out, "folder", args.force)
+    if args.json or not sys.stderr.isatty():
+        report, stopped = emulate(settings, out, None if args.json else _print_progress)
+    else:
+        report, stopped = _with_bar(settings, out)
+    if args.json:
+        print((out / "summary.json").read_text(), end="")
+    else:
+        _print_table(report.summary)
+        print(f"report: {report.paths['report_html']} (and {report.paths['report_md'].name})")
+    if stopped is not None:
+        signum = signal.Signals[stopped]
+        raise Interrupted(signum, f"{stopped}: fabric down, partial report in {out}")
+    return 0 if not report.summary["partial"] else 1
+
+
+def _print_progress(live: Live) -> None:
+    p = live.progress
+    if p is not None and int(p.elapsed_s) % 10 == 0:
+        print(
+            f"[{live.index + 1}/{live.total}] {live.scheduler}: {p.records}/{p.expected} "
+            f"iterations, {live.marks_per_s:.0f} ECN marks/s, {p.elapsed_s:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _with_bar(settings: EmulateSettings, out: Path) -> tuple[Report, str | None]:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from emulation.emulate.runner import emulate
+
+    with Progress(
+        TextColumn("{task.description:12s}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[marks]:>8.0f} marks/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        transient=False,
+    ) as bar:
+        tasks = {name: bar.add_task(name, total=None, marks=0.0) for name in settings.schedulers}
+
+        def on_progress(live: Live) -> None:
+            p = live.progress
+            if p is not None:
+                bar.update(
+                    tasks[live.scheduler],
+                    completed=p.records,
+                    total=p.expected,
+                    marks=live.marks_per_s,
+                )
+
+        return emulate(settings, out, on_progress)
+
+
+def _print_table(summary: dict[str, Any]) -> None:
+    print(
+        f"{'scheduler':12s} {'mean ms':>8s} {'p99 ms':>8s} {'sim ms':>8s} {'ECN marks':>10s} "
+        f"{'shared':>8s} {'host CE':>8s}  trustworthy"
+    )
+    for name, s in summary["schedulers"].items():
+        host = "-" if s["host_ce_marks"] is None else str(s["host_ce_marks"])
+        mean = s["mean_iteration_ms"] or 0.0
+        p99 = s["p99_iteration_ms"] or 0.0
+        print(
+            f"{name:12s} {mean:8.1f} {p99:8.1f} {s['sim_mean_iteration_ms']:8.1f} "
+            f"{s['ecn_marks']:10d} {s['ecn_marks_shared_links']:8d} {host:>8s}  "
+            f"{'yes' if s['trustworthy'] else 'NO: ' + '; '.join(s['fidelity']['reasons'])}"
+        )
+    for variant, up in summary["speedups"].items():
+        if up["mean"]:
+            print(f"{variant} vs {up['over']}: mean iteration time {up['mean']:.2f}x")
+    if summary["partial"]:
+        print("PARTIAL: not every scheduler's run completed (see summary.json)")

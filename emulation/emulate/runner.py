@@ -1,0 +1,264 @@
+"""How does one trace go from the schedulers to an ECN measurement report, on one fabric?
+
+    from emulation.emulate.runner import EmulateSettings, emulate
+
+    report = emulate(EmulateSettings(trace="four-jobs", schedulers=("themis", "th+cassini")),
+                     "results/")
+
+1. `plan.plan_trace`: every scheduler decides on the trace (the simulator's
+   own schedulers, so there is one scheduling code path) and the fluid
+   simulator predicts each job's iteration time for those decisions.
+2. One fabric (`EmulatedFabric`, the chosen target) is brought up and
+   programmed once. Per scheduler, in turn: the fabric is idle (no replica
+   left, queues drained: `DRAIN_S`), the counters are read as the baseline
+   by the runner's first snapshot, and `emulation.jobs.run.run_schedule`
+   runs that scheduler's placement and shifts as replicas, polling the
+   switch's counters and the CPU.
+3. `report.write_report` writes the summary, CSVs, plots and pages.
+
+A Ctrl-C or SIGTERM stops the running replicas, tears the fabric down and
+still writes the report of what completed, marked partial; a failed job is
+reported (the run is partial) and the next scheduler runs.
+
+(our choice) Only traces whose jobs all arrive at t = 0 (the snapshot and
+four-jobs traces, or such a file) are emulated: the schedule is each
+scheduler's first decision. Traces with later arrivals are refused with
+that reason rather than run with a different meaning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import platform
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from topologies.errors import UserInputError
+
+from .plan import TracePlan, plan_trace, shared_links
+from .report import Report, write_report
+from .results import SchedulerRun
+
+if TYPE_CHECKING:
+    from emulation.fabric import EmulatedFabric
+    from emulation.jobs.run import Progress, RunResult, RunSettings
+    from scheduler.traces import TraceJob
+    from topologies.model import Topology
+
+# How long the fabric idles between two schedulers so the queues drain (our
+# choice: a full WRED queue at the scaled rate empties in a few ms; this is
+# far more, and cheap next to a run).
+DRAIN_S = 1.0
+RUNS_FOLDER = "runs"  # DIR/runs/<scheduler>/: what `cassini fabric run` writes for it
+
+
+@dataclass(frozen=True)
+class EmulateSettings:
+    """Everything one `cassini emulate` needs; recorded in summary.json."""
+
+    topology: str = "cassini-testbed"
+    trace: str = "four-jobs"
+    schedulers: tuple[str, ...] = ("themis", "th+cassini")
+    target: str = "softswitch"
+    scale: float | None = None  # None: the fabric's default
+    iterations: int = 40
+    duration_s: float | None = None  # a deadline per scheduler; None: the runner's default
+    seed: int = 0
+    jobs: int = 60  # for generated traces
+    models: str | None = None  # YAML of models
+    drift_fraction: float | None = 0.05
+    poll_interval_s: float = 0.5
+    device_config: str | None = None  # bmv2 JSON
+    prefix: str | None = None  # of the fabric's names; None: a fresh one
+
+
+@dataclass
+class Live:
+    """What a progress display is told: per scheduler, the runner's latest `Progress`."""
+
+    scheduler: str
+    index: int  # 0-based, of `total`
+    total: int
+    progress: Progress | None = None
+    marks_per_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_trace(trace: Sequence[TraceJob], label: str) -> None:
+    """Refuse traces with arrivals after t = 0 (see the module docstring)."""
+    late = [j for j in trace if j.arrival_s > 0]
+    if late:
+        first = min(late, key=lambda j: j.arrival_s)
+        raise UserInputError(
+            f"--trace {label}: job '{first.name}' arrives at {first.arrival_s:g} s; `cassini "
+            "emulate` runs traces whose jobs all arrive at t = 0 (snapshot, four-jobs, or such "
+            "a file); simulate dynamic traces with `cassini simulate`"
+        )
+
+
+def make_plan(settings: EmulateSettings, topo: Topology) -> TracePlan:
+    """Resolve the trace and let every scheduler decide on it (no fabric yet)."""
+    from scheduler.baselines import parse_scheduler_names
+    from scheduler.profiles import load_models
+    from scheduler.traces import check_fits, resolve_trace
+
+    names = parse_scheduler_names(",".join(settings.schedulers))
+    models = load_models(settings.models)
+    trace, label = resolve_trace(
+        settings.trace, topo.total_gpus(), settings.jobs, seed=settings.seed, models=models
+    )
+    check_fits(trace, topo.total_gpus(), label)
+    check_trace(trace, label)
+    return plan_trace(trace, topo, names, settings.iterations, settings.seed, models, label)
+
+
+def link_rates(topo: Topology, scale: float) -> dict[str, float]:
+    """Each directed link's emulated rate in Gbit/s, named as the switch's link series."""
+    return {f"{a}->{b}": gbps * scale for (a, b), gbps in topo.capacity_gbps().items()}
+
+
+def run_settings(settings: EmulateSettings) -> RunSettings:
+    from emulation.jobs.run import RunSettings
+
+    return RunSettings(
+        iterations=settings.iterations,
+        deadline_s=settings.duration_s,
+        drift_fraction=settings.drift_fraction,
+        poll_interval_s=settings.poll_interval_s,
+    )
+
+
+def run_one(
+    fabric: EmulatedFabric,
+    plan: TracePlan,
+    scheduler: str,
+    settings: EmulateSettings,
+    out_dir: Path,
+    models: Mapping[str, Any] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> SchedulerRun:
+    """One scheduler's first decision as replicas on `fabric`, measured."""
+    from emulation.jobs.launch import plan_jobs
+    from emulation.jobs.run import run_schedule, write_run
+
+    topo = fabric.topo
+    scheduler_plan = plan.of(scheduler)
+    schedule = scheduler_plan.first.as_schedule(topo.name)
+    jobs = plan_jobs(schedule, topo, models=models, where=f"{scheduler}'s schedule")
+    folder = out_dir / RUNS_FOLDER / scheduler
+    result = run_schedule(fabric, jobs, run_settings(settings), folder, progress)
+    write_run(result, folder)
+    parallelism = {j.name: j.profile.parallelism for j in jobs}
+    return SchedulerRun(
+        scheduler=scheduler,
+        plan=scheduler_plan,
+        result=result,
+        shared_links=shared_links(scheduler_plan.first, topo, parallelism),
+        link_gbps=link_rates(topo, fabric.profile.scale),
+        switch_lateness=switch_lateness(result),
+    )
+
+
+def switch_lateness(result: RunResult) -> dict[str, Any]:
+    """The switch's frame and packet-loop lateness over the run, where the target reports them."""
+    return dict(result.fidelity.get("switch_lateness") or {})
+
+
+def run_settings_record(settings: EmulateSettings, plan: TracePlan, fabric: Any) -> dict[str, Any]:
+    """The settings block of summary.json: what ran, on what, with which versions."""
+    record: dict[str, Any] = {
+        **asdict(settings),
+        "trace": plan.label,
+        "trace_spec": settings.trace,
+        "jobs": [asdict(j) for j in plan.trace],
+        "harness": importlib.metadata.version("cassini-harness"),
+        "python": platform.python_version(),
+    }
+    if fabric is not None:
+        record["scale"] = fabric.profile.scale
+        record["emulation_profile"] = fabric.profile.describe(fabric.chip).splitlines()
+        record["prefix"] = fabric.prefix
+    return record
+
+
+@contextlib.contextmanager
+def _fabric(settings: EmulateSettings, topo: Topology) -> Iterator[EmulatedFabric]:
+    from emulation.fabric import DEFAULT_SCALE, EmulatedFabric
+
+    scale = DEFAULT_SCALE if settings.scale is None else settings.scale
+    with EmulatedFabric(
+        topo,
+        scale,
+        prefix=settings.prefix,
+        seed=settings.seed,
+        target=settings.target,
+        device_config=settings.device_config,
+    ) as fabric:
+        yield fabric
+
+
+def emulate(
+    settings: EmulateSettings,
+    out_dir: str | Path,
+    on_progress: Callable[[Live], None] | None = None,
+) -> tuple[Report, str | None]:
+    """Plan, run every scheduler on one fabric, report; returns the report and why it stopped
+    early (a signal's name) or None. The report is written in every case."""
+    from emulation.netns import SignalExit, signals_raise
+    from scheduler.profiles import load_models
+    from topologies.library import load_topology
+
+    out = Path(out_dir)
+    topo = load_topology(settings.topology)
+    plan = make_plan(settings, topo)
+    models = load_models(settings.models) if settings.models else None
+    runs: list[SchedulerRun] = []
+    stopped: str | None = None
+    fabric_ref: list[Any] = [None]
+    began = time.monotonic()
+    try:
+        with signals_raise(), _fabric(settings, topo) as fabric:
+            fabric_ref[0] = fabric
+            for index, name in enumerate(plan_names(plan)):
+                live = Live(name, index, len(plan.plans))
+                last: list[tuple[float, int]] = []
+
+                def report(
+                    p: Progress, live: Live = live, last: list[tuple[float, int]] = last
+                ) -> None:
+                    if last:
+                        dt = p.elapsed_s - last[-1][0]
+                        if dt > 0:
+                            live.marks_per_s = (p.ecn_marked - last[-1][1]) / dt
+                    last[:] = [(p.elapsed_s, p.ecn_marked)]
+                    live.progress = p
+                    if on_progress is not None:
+                        on_progress(live)
+
+                if index:
+                    time.sleep(DRAIN_S)
+                run = run_one(fabric, plan, name, settings, out, models, report)
+                runs.append(run)
+                if run.result.interrupted:
+                    stopped = run.result.interrupted
+                    break
+                failure = fabric.switch_failure()
+                if failure is not None:
+                    raise RuntimeError(f"the switch stopped: {failure}")
+    except SignalExit as signal_exit:
+        stopped = signal_exit.signal_name
+    except KeyboardInterrupt:
+        stopped = "SIGINT"
+    record = run_settings_record(settings, plan, fabric_ref[0])
+    record["wall_s"] = round(time.monotonic() - began, 1)
+    record["all_schedulers_ran"] = stopped is None and len(runs) == len(plan.plans)
+    record["stopped_by"] = stopped
+    return write_report(runs, record, out), stopped
+
+
+def plan_names(plan: TracePlan) -> list[str]:
+    return [p.scheduler for p in plan.plans]
