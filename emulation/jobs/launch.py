@@ -226,13 +226,15 @@ def replica_specs(
     drift_fraction: float | None = DEFAULT_DRIFT_FRACTION,
     timeout_s: float = 10.0,
     base_port: int = BASE_PORT,
+    nic_gbps: float | None = 50.0,
 ) -> tuple[Placed, ...]:
     """One replica per worker, in job then worker order.
 
     `addresses` maps server -> IP (the fabric's hosts); worker i of the run
     listens on `base_port + i`; worker w of job j writes
     `out_dir/j-w{w}.jsonl`. All jobs share `epoch_ms` (their grids' origin)
-    and `deadline_ms`.
+    and `deadline_ms`; connections are paced at `nic_gbps` x `scale` (the
+    topology's NIC rate; None: unpaced), in the pattern of the profile's parallelism.
 
     >>> from scheduler.types import Phase
     >>> prof = Profile("x", "x", "data", 2, 10.0, (Phase(10.0, 0.0),))
@@ -265,6 +267,8 @@ def replica_specs(
                 drift_fraction=drift_fraction,
                 timeout_s=timeout_s,
                 epoch_ms=epoch_ms,
+                parallelism=job.profile.parallelism,
+                nic_gbps=nic_gbps,
             )
             out.append(Placed(server, spec))
     if port - 1 > 65535:

@@ -377,6 +377,7 @@ def run_schedule(
         drift_fraction=settings.drift_fraction,
         timeout_s=settings.socket_timeout_s,
         base_port=settings.base_port,
+        nic_gbps=fabric.topo.nic_gbps(),
     )
     slowest_ms = max(max(j.period_ms or 0.0, j.profile.iteration_ms) for j in jobs)
     hard_limit = (

@@ -125,5 +125,9 @@ def test_specs_give_every_worker_its_own_port_and_the_job_one_ring() -> None:
     second = [p.spec for p in placed if p.spec.job == "vgg19-1"]
     assert {s.shift_ms for s in second} == {126.5} and {s.period_ms for s in second} == {253.0}
     assert second[2].out == str(Path("out") / "vgg19-1-w2.jsonl")
+    assert {p.spec.parallelism for p in placed} == {"data"} and placed[0].spec.nic_gbps == 50.0
+    pipeline = plan_jobs({"placement": {"gpt2-0": ["s01", "s02", "s03", "s04"]}}, TOPO)
+    (first, *_) = replica_specs(pipeline, ips, "out", 1, 0.001, nic_gbps=None)
+    assert (first.spec.parallelism, first.spec.nic_gbps) == ("pipeline", None)
     with pytest.raises(UserInputError, match="no host for server"):
         replica_specs(jobs, {"s01": "10.0.0.1"}, "out", 1, 0.001)
