@@ -1,8 +1,9 @@
 """`cassini fabric up`: the whole testbed on this machine, programmed and ready to poke at.
 
 One namespace per server (ping/iperf from `ip netns exec NS ...`), one
-software switch holding every logical switch, entries installed by the
-control plane. Runs until Ctrl-C or SIGTERM (then it tears down, says so and
+switch holding every logical switch (the software switch, or bmv2 with
+`--target bmv2`), entries installed by the control plane; on request a pcap
+per switch port (`--pcap`) and the switch's log (`--log-dir`). Runs until Ctrl-C or SIGTERM (then it tears down, says so and
 exits 130 or 143, as during bring-up); `--check` pings every server pair
 once and exits instead. Either way a switch process that dies is reported (which pid,
 which signal or exit code, its last log lines) and the command exits with
@@ -42,8 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "up",
         help="namespaces per server + one programmed software switch, until Ctrl-C",
         description="Bring the topology up: a namespace per server, the logical switches in "
-        "one software P4Runtime switch (loopback cables inside it), forwarding and WRED "
-        "entries installed over P4Runtime. Rates and thresholds are scaled by --scale.",
+        "one P4Runtime switch (the software switch, loopback cables inside it; or bmv2, "
+        "cables as veth pairs), forwarding and WRED entries installed over P4Runtime. "
+        "Rates and thresholds are scaled by --scale.",
     )
     add_topology_argument(up)
     up.add_argument(
