@@ -349,7 +349,13 @@ class EmulatedFabric:
         else:
             switch = partial(ChipSwitch, lab=self.lab)
         self.net = Mininet(
-            topo=CassiniTopo(self.topo, self.chip, self.prefix),
+            topo=CassiniTopo(
+                self.topo,
+                self.chip,
+                self.prefix,
+                nic_mbit=self.profile.nic_mbit(self.chip),
+                wire_overhead=self.profile.tm.wire_overhead_bytes,
+            ),
             host=partial(CassiniHost, lab=self.lab),
             switch=switch,
             controller=None,
@@ -649,7 +655,12 @@ def _check_target(
     if target != "bmv2":
         if isinstance(device_config, bytes) or device_config is None:
             return target, device_config or b""
-        return target, Path(device_config).read_bytes()
+        try:
+            return target, Path(device_config).read_bytes()
+        except OSError as err:
+            raise UserInputError(
+                f"cannot read --device-config {device_config}: {err.strerror}"
+            ) from None
     if not switch_process:
         raise UserInputError("--target bmv2 runs bmv2's own process (switch_process=True)")
     missing = bmv2_available()
@@ -670,6 +681,10 @@ def _check_folders(
 
     checked: dict[Path, Path] = {}
     found: list[Path | None] = []
+    if pcap_dir is not None:
+        from .capture import check_tcpdump
+
+        check_tcpdump()  # before anything is built
     for folder, flag in ((pcap_dir, "--pcap"), (log_dir, "--log-dir")):
         if folder is None:
             found.append(None)

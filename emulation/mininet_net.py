@@ -28,7 +28,7 @@ import contextlib
 import shutil
 import socket
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
@@ -76,9 +76,13 @@ class CassiniTopo(Topo):
         chip: ChipMap,
         prefix: str = "cas",
         host_params: dict[str, Any] | None = None,
+        nic_mbit: Mapping[str, float] | None = None,
+        wire_overhead: int = 24,
         **switch_params: Any,
     ) -> None:
-        """`host_params` go to every host (`mn` has no partial: cls, lab, neighbours)."""
+        """`host_params` go to every host (`mn` has no partial: cls, lab, neighbours);
+        `nic_mbit` is each server's emulated NIC rate (`EmulationProfile.nic_mbit`),
+        `wire_overhead` the bytes per frame the switch's TM charges on top."""
         self.addSwitch(CHIP, dpid="1", **switch_params)
         for index, server in enumerate(topology.servers, start=1):
             port = chip.server_port[server.name]
@@ -88,6 +92,8 @@ class CassiniTopo(Topo):
                 ip=ip,
                 mac=server.mac,
                 namespace=prefix + server.name,
+                nic_mbit=(nic_mbit or {}).get(server.name),
+                wire_overhead=wire_overhead,
                 **(host_params or {}),
             )
             self.addLink(
@@ -98,6 +104,32 @@ class CassiniTopo(Topo):
                 intfName2=switch_ifname(prefix, port),
                 addr1=server.mac,
             )
+
+
+# (our choice) Two full frames of burst: a NIC sends one frame at a time, and
+# the token bucket needs one frame of slack for its timer; the queue may hold
+# 100 ms at the NIC rate (TCP's small-queue limit keeps it far shorter).
+NIC_BURST_BYTES = 2 * 1514
+NIC_QUEUE_MS = 100
+
+
+def nic_qdisc(ifname: str, mbit: float, wire_overhead: int) -> str:
+    """The `tc` line that makes a host's cable end send no faster than its NIC.
+
+    Without it a veth sends as fast as the CPU allows, so one flow alone fills
+    the switch port's queue and gets marked; on the testbed the sender's NIC,
+    at the port's rate, is the bottleneck and the switch queue stays empty.
+    Each frame is charged the same wire overhead (preamble, FCS, gap) as the
+    switch's traffic manager charges, or the host would send a few per cent
+    faster than a port drains.
+
+    >>> nic_qdisc("cash1", 50.0, 24)
+    'qdisc replace dev cash1 root stab overhead 24 tbf rate 50000kbit burst 3028 latency 100ms'
+    """
+    return (
+        f"qdisc replace dev {ifname} root stab overhead {wire_overhead} tbf "
+        f"rate {round(mbit * 1e3)}kbit burst {NIC_BURST_BYTES} latency {NIC_QUEUE_MS}ms"
+    )
 
 
 def _start_recorded_shell(lab: NetnsLab | None, start: Callable[[], None], node: Any) -> None:
@@ -125,11 +157,15 @@ class CassiniHost(Host):
         lab: NetnsLab | None = None,
         namespace: str | None = None,
         neighbours: Sequence[tuple[str, str]] = (),
+        nic_mbit: float | None = None,
+        wire_overhead: int = 24,
         **params: Any,
     ) -> None:
         self.lab = lab
         self.namespace = namespace or name
         self.neighbours = tuple(neighbours)
+        self.nic_mbit = nic_mbit
+        self.wire_overhead = wire_overhead  # bytes per frame, as the switch's TM charges
         if lab is not None:
             lab.claim().add("namespaces", self.namespace)
             lab.namespaces.append(self.namespace)
@@ -154,6 +190,11 @@ class CassiniHost(Host):
             name = intf.name
             self.cmd(f"sysctl -qw net.ipv6.conf.{name}.disable_ipv6=1")
             self.cmd("ethtool -K " + name + "".join(f" {o} off" for o in OFFLOADS))
+            if self.nic_mbit is not None:
+                _ip_batch(
+                    ["tc", "-n", self.namespace],
+                    [nic_qdisc(name, self.nic_mbit, self.wire_overhead)],
+                )
         mine = self.IP()
         lines = neighbour_lines([n for n in self.neighbours if n[0] != mine], self.defaultIntf())
         if lines:

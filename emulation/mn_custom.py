@@ -95,6 +95,8 @@ def cassini_topo(topology: str = "cassini-testbed", scale: float = 0.001) -> Any
         chip,
         lab.prefix,
         host_params={"cls": CassiniHost, "lab": lab, "neighbours": neighbours},
+        nic_mbit=profile.nic_mbit(chip),
+        wire_overhead=profile.tm.wire_overhead_bytes,
         lab=lab,
         launch=partial(lab.popen, None),
         tm_config=str(tm_file),

@@ -19,6 +19,7 @@ from scapy.layers.inet import ICMP, IP
 from scapy.utils import rdpcap
 
 import emulation.mn_custom
+from controlplane.p4names import ECN_MARKED
 from emulation.capture import pcap_name
 from emulation.fabric import EmulatedFabric
 from emulation.mininet_net import CHIP, Bmv2Switch, CassiniTopo, bmv2_available, fixed_address
@@ -292,3 +293,69 @@ def test_mn_custom_switch_failure_after_bring_up_began_leaves_nothing() -> None:
     assert "Removing" not in shown  # Mininet's global cleanup did not run
     prefix = found.group(1)
     assert leftovers(prefix) == [] and runs((prefix,)) == []
+
+
+_RECEIVER = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5001)); s.listen(1); print("ready", flush=True)
+c, _ = s.accept(); n = 0
+while True:
+    d = c.recv(1 << 16)
+    if not d: break
+    n += len(d)
+print(n, flush=True)
+"""
+_SENDER = """
+import socket, sys, time
+c = socket.create_connection((sys.argv[1], 5001)); t = time.monotonic(); block = bytes(1 << 16)
+while time.monotonic() - t < float(sys.argv[2]):
+    c.sendall(block)
+c.close()
+"""
+
+
+@pytest.mark.root
+def test_a_host_sends_no_faster_than_its_nic_so_one_flow_alone_is_never_marked(
+    prefix: str,
+) -> None:
+    """One TCP flow alone, as on the testbed: its NIC is the bottleneck, the switch queue stays
+    empty. Without the host's shaping a veth sends as fast as the CPU allows and fills the port."""
+    seconds = 3.0
+    with EmulatedFabric(load_topology(SMALL), 0.001, prefix=prefix) as fabric:
+        assert fabric.net is not None
+        src, dst = fabric.net.hosts[0], fabric.net.hosts[-1]
+        nic = fabric.profile.nic_mbit(fabric.chip)[src.name]
+        shown = src.cmd(f"tc qdisc show dev {src.defaultIntf()}")
+        rate = re.search(r"rate (\d+)([KM])bit", shown)
+        assert rate is not None, shown
+        assert int(rate.group(1)) * (1e-3 if rate.group(2) == "K" else 1.0) == pytest.approx(nic)
+        with fabric.session() as session:
+            before = session.read_counters()
+            receiver = dst.popen(
+                [sys.executable, "-c", _RECEIVER], stdout=subprocess.PIPE, text=True
+            )
+            assert receiver.stdout is not None and receiver.stdout.readline().strip() == "ready"
+            sender = src.popen([sys.executable, "-c", _SENDER, dst.IP(), str(seconds)])
+            assert sender.wait(seconds + 30) == 0
+            received = int(receiver.stdout.readline())
+            receiver.wait(10)
+            after = session.read_counters()
+    mbit = received * 8 / seconds / 1e6
+    assert 0.6 * nic < mbit < 1.05 * nic, (mbit, nic)
+    old = {(c.counter, c.index): c.packets for c in before if c.counter == ECN_MARKED}
+    marked = {
+        c.index: c.packets - old.get((c.counter, c.index), 0)
+        for c in after
+        if c.counter == ECN_MARKED and c.packets != old.get((c.counter, c.index), 0)
+    }
+    assert marked == {}  # no port marked a packet
+
+
+def test_an_unreadable_device_config_is_one_line_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    with pytest.raises(UserInputError, match=f"cannot read --device-config {missing}: No such"):
+        EmulatedFabric(load_topology(SMALL), device_config=missing)
+    given = tmp_path / "config.bin"
+    given.write_bytes(b"\x01\x02")  # the software switch takes any device config
+    assert EmulatedFabric(load_topology(SMALL), device_config=given).device_config == b"\x01\x02"
