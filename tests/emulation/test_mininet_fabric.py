@@ -27,6 +27,7 @@ from emulation.netns import leftovers
 from emulation.runs import runs
 from emulation.target.switch import READY_PATTERN
 from tests.helpers import CASSINI
+from tests.helpers.waiting import wait_for
 from topologies.addressing import SERVER_PREFIX_LEN
 from topologies.chip_mapping import forwarding_entries, map_to_chip
 from topologies.errors import UserInputError
@@ -359,3 +360,41 @@ def test_an_unreadable_device_config_is_one_line_naming_it(tmp_path: Path) -> No
     given = tmp_path / "config.bin"
     given.write_bytes(b"\x01\x02")  # the software switch takes any device config
     assert EmulatedFabric(load_topology(SMALL), device_config=given).device_config == b"\x01\x02"
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not MN.exists(), reason="the venv has no `mn` (PyPI's mininet installs it)")
+def test_cassini_clean_after_sigkill_of_mn_removes_what_it_left() -> None:
+    process = subprocess.Popen(
+        [str(MN), "--custom", str(MN_CUSTOM), "--topo", f"cassini,{SMALL},0.01",
+         "--switch", "cassini", "--controller", "none"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    prefix = None
+    try:
+        assert process.stdout is not None
+        seen = []
+        for line in process.stdout:
+            seen.append(line)
+            found = re.search(r"\*\*\* cassini: fabric (cas[0-9a-f]+),", line)
+            if found:
+                prefix = found.group(1)
+                break
+        assert prefix is not None, "".join(seen)
+        assert wait_for(lambda: len(leftovers(prefix)) >= 4 + 4 + 2, timeout=10), leftovers(prefix)
+        process.kill()
+        process.wait(10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    left = leftovers(prefix)
+    assert sum(item.startswith("netns") for item in left) == 4, left  # SIGKILL removed nothing
+    run = next(r for r in runs((prefix,)))
+    recorded = [p.pid for p in run.processes]
+    cleaned = subprocess.run(
+        [CASSINI, "clean", "--prefix", prefix], capture_output=True, text=True, timeout=60
+    )
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert leftovers(prefix) == [] and runs((prefix,)) == []
+    assert [pid for pid in recorded if _alive(pid)] == []
