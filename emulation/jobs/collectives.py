@@ -48,6 +48,14 @@ SCRATCH_BYTES = 1 << 20
 # (our choice) The barrier's start lies this far ahead, so every worker is
 # waiting for it when it comes, not still reading the barrier's last message.
 START_MARGIN_MS = 100.0
+# What a link carries per full TCP segment, on the wire: payload (MSS 1448 with
+# timestamps), TCP/IP headers 52, Ethernet 14, preamble, FCS and gap 24; plus
+# half an ACK (66 + 24, one per two segments) of the reverse flow, which in a
+# ring shares the same NIC. The profile's bytes are what the link carries in
+# the phase at its rate, so a replica sends the payload share of them.
+TCP_MSS = 1448
+TCP_WIRE_BYTES = TCP_MSS + 52 + 14 + 24 + (66 + 24) / 2
+TCP_PAYLOAD_SHARE = TCP_MSS / TCP_WIRE_BYTES
 
 
 @dataclass(frozen=True)
@@ -132,14 +140,19 @@ def ring_allreduce_plan(total_bytes: int, workers: int, rank: int) -> tuple[Ring
     return tuple(steps)
 
 
-def phase_bytes(phase: Phase, scale: float) -> int:
-    """The bytes one worker sends in an Up phase, times the emulation scale S:
-    at the scaled port rate the phase then lasts as long as on the testbed.
+def phase_bytes(phase: Phase, scale: float, payload_share: float = TCP_PAYLOAD_SHARE) -> int:
+    """The payload bytes one worker sends in an Up phase, times the emulation scale S.
 
-    >>> phase_bytes(Phase(100.0, 50.0), 0.001)
+    The phase's bytes at its rate are what the link carries on the wire;
+    `payload_share` of them is TCP payload (`TCP_PAYLOAD_SHARE`), so at the
+    scaled port rate the phase lasts as long as on the testbed.
+
+    >>> phase_bytes(Phase(100.0, 50.0), 0.001, payload_share=1.0)
     625000
+    >>> phase_bytes(Phase(100.0, 50.0), 0.001)
+    571699
     """
-    return round(phase.duration_ms * 1e-3 * phase.gbps * 1e9 / 8 * scale)
+    return round(phase.duration_ms * 1e-3 * phase.gbps * 1e9 / 8 * scale * payload_share)
 
 
 def gradient_bytes(bytes_per_worker: int, workers: int) -> int:

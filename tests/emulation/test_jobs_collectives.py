@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from emulation.jobs.collectives import (
+    TCP_PAYLOAD_SHARE,
     Address,
     chunk_sizes,
     gradient_bytes,
@@ -63,12 +64,15 @@ def test_every_worker_receives_2_n_minus_1_over_n_of_the_gradients(
 def test_profile_bytes_scale_with_s_and_match_the_scheduler() -> None:
     profile = build_profile("vgg19", 4)
     up = next(p for p in profile.phases if p.gbps > 0)
-    per_worker = phase_bytes(up, 1.0)
+    per_worker = phase_bytes(up, 1.0, payload_share=1.0)
     assert gradient_bytes(per_worker, 4) * 1.5 == pytest.approx(per_worker, rel=1e-6)
     assert per_worker == pytest.approx(
         allreduce_bytes_per_worker(gradient_bytes(per_worker, 4) / 4, 4), rel=1e-6
     )
-    assert phase_bytes(up, 0.001) == pytest.approx(per_worker * 0.001, abs=1)
+    assert phase_bytes(up, 0.001, payload_share=1.0) == pytest.approx(per_worker * 0.001, abs=1)
+    # the payload share: the rest of what the link carries is headers and the reverse ACKs
+    assert phase_bytes(up, 0.001) == pytest.approx(per_worker * 0.001 * TCP_PAYLOAD_SHARE, abs=1)
+    assert 0.9 < TCP_PAYLOAD_SHARE < 0.95
     assert Address.parse("10.0.0.2:47001") == Address("10.0.0.2", 47001)
     with pytest.raises(ValueError, match="HOST:PORT"):
         Address.parse("10.0.0.2")
