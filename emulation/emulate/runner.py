@@ -84,7 +84,7 @@ class Live:
     index: int  # 0-based, of `total`
     total: int
     progress: Progress | None = None
-    marks_per_s: float = 0.0
+    marks_per_s: float = 0.0  # the switch's ECN marks per second since the scheduler's start
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -225,16 +225,11 @@ def emulate(
             fabric_ref[0] = fabric
             for index, name in enumerate(plan_names(plan)):
                 live = Live(name, index, len(plan.plans))
-                last: list[tuple[float, int]] = []
 
-                def report(
-                    p: Progress, live: Live = live, last: list[tuple[float, int]] = last
-                ) -> None:
-                    if last:
-                        dt = p.elapsed_s - last[-1][0]
-                        if dt > 0:
-                            live.marks_per_s = (p.ecn_marked - last[-1][1]) / dt
-                    last[:] = [(p.elapsed_s, p.ecn_marked)]
+                def report(p: Progress, live: Live = live) -> None:
+                    # the switch's counters arrive every few seconds: a rate since the
+                    # start is steadier than one between two progress calls
+                    live.marks_per_s = p.ecn_marked / p.elapsed_s if p.elapsed_s > 0 else 0.0
                     live.progress = p
                     if on_progress is not None:
                         on_progress(live)
