@@ -208,6 +208,13 @@ def _print_fabric(fabric: EmulatedFabric, as_json: bool) -> None:
     )
     for line in facts["profile"]:
         print(f"  {line}")
+    if fabric.target == "bmv2":
+        wred = fabric.wred
+        print(
+            f"  bmv2: cables are veth pairs, no PFC; WRED min {wred.min_cells} / max "
+            f"{wred.max_cells} packets; queues set by {len(fabric.bmv2_queue_commands())} "
+            "simple_switch_CLI lines"
+        )
     if facts["switch_pid"] is not None:
         print(f"  switch process: pid {facts['switch_pid']}")
     if facts["log_dir"] is not None:
