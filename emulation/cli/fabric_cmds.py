@@ -66,16 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="name prefix of namespaces and interfaces (default: cas + 4 random hex digits)",
     )
-    up.add_argument(
-        "--target",
-        default="softswitch",
-        help="the chip: softswitch (default, `cassini switch serve`) or bmv2 (simple_switch_grpc)",
-    )
-    up.add_argument(
-        "--device-config",
-        default=None,
-        help="bmv2: the compiled JSON to push (default: where `make p4` writes it)",
-    )
+    up.add_argument("--target", default="softswitch", help="the chip: softswitch or bmv2")
+    up.add_argument("--device-config", help="bmv2's compiled JSON (default: `make p4`'s)")
     up.add_argument("--pcap", default=None, metavar="DIR", help="a pcap per switch port in DIR")
     up.add_argument(
         "--log-dir", default=None, metavar="DIR", help="the switch's log in DIR (may be --pcap's)"
