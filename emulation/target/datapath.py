@@ -31,13 +31,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from controlplane.p4info import load_p4info
 from controlplane.p4names import COUNTERS as COUNTER_NAMES
 from controlplane.p4names import check_p4_names
 from topologies.errors import UserInputError
 
+from .fast_pipeline import FastSwitchProgram
 from .packet import parse_mac_control
-from .port_stats import P4_COUNTED_STATS, STAT_NAMES
+from .port_stats import LATENESS_BUCKETS, P4_COUNTED_STATS, STAT_NAMES, lateness_bucket
 from .ports import (
     MAX_FRAME_BYTES,
     PACKET_OUTGOING,
@@ -57,7 +60,7 @@ log = logging.getLogger(__name__)
 
 # How a port's frames are read: mmap ring, recv(), recvfrom() + PACKET_OUTGOING
 # filter, or recvmsg() with the SO_TIMESTAMPNS receive time.
-_RING, _RECV, _RECVFROM, _RECVMSG = 0, 1, 2, 3
+_RING, _RECV, _RECVFROM, _RECVMSG, _FAST_RING = 0, 1, 2, 3, 4
 RECV_BATCH = 64  # frames read from one socket before looking at the others
 COUNTER_FLUSH_S = 1e-3
 # (our choice) Per-port statistics (every loss by cause) reach the shared block
@@ -87,8 +90,21 @@ def checked_counter_names() -> tuple[str, ...]:
     return tuple(index.counter(name).name for name in COUNTER_NAMES)
 
 
+def program_ports(config: TmConfig, interface_ports: Iterable[int]) -> tuple[list[int], list[int]]:
+    """(interface ports, all ports: interfaces and cable ends), sorted; a port may not be both."""
+    interfaces = sorted(set(interface_ports))
+    cabled = set(config.cable_peers())
+    both = cabled & set(interfaces)
+    if both:
+        raise UserInputError(
+            f"port {min(both)} is both an interface port and one end of a loopback cable"
+        )
+    return interfaces, sorted(set(interfaces) | cabled)
+
+
 class SwitchProgram:
-    """The switch program over one DataplaneState and one TrafficManager."""
+    """The switch program over one DataplaneState and one TrafficManager (the reference:
+    `fast_pipeline.FastSwitchProgram` is the compiled one, tested against it)."""
 
     def __init__(
         self,
@@ -105,14 +121,7 @@ class SwitchProgram:
         # In a packet-loop process: the block the counters live in (state's arrays
         # are views of it) and the statistics are published to.
         self.shared = shared
-        self.interface_ports = sorted(set(interface_ports))
-        cabled = set(config.cable_peers())
-        both = cabled & set(self.interface_ports)
-        if both:
-            raise UserInputError(
-                f"port {min(both)} is both an interface port and one end of a loopback cable"
-            )
-        self.ports = sorted(set(self.interface_ports) | cabled)
+        self.interface_ports, self.ports = program_ports(config, interface_ports)
         self.valid_ports = frozenset(self.ports)
         self.tm = TrafficManager(
             config, self.ports, state.wred, seed=seed, port_macs=port_macs, on_arrival=self.ingress
@@ -157,6 +166,18 @@ class SwitchProgram:
             "pfc_resumes_sent": tm.pfc_resumes_sent,
         }
         assert tuple(self._stat_lists) == STAT_NAMES
+        self.departure_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)
+        self.wakeup_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)
+        self.late_max = self.wakeup_max = 0.0
+
+    def note_departures(self, now: float) -> None:
+        """The frames in `tm.transmitted` are handed to their sockets at `now`."""
+        histogram = self.departure_lateness
+        for due in self.tm.transmitted_due:
+            late = now - due
+            histogram[lateness_bucket(late)] += 1
+            if late > self.late_max:
+                self.late_max = late
 
     def ingress(self, port: int, frame: bytes, now: float) -> None:
         """One received frame through parser, ingress counter, table and queue."""
@@ -238,6 +259,9 @@ class SwitchProgram:
         shared.begin()
         for i, values in enumerate(self._stat_lists.values()):
             rows[i, ports] = [values[p] for p in ports]
+        shared.publish_fidelity(
+            (self.departure_lateness, self.wakeup_lateness), (self.late_max, self.wakeup_max)
+        )
         shared.end()
 
     def port_stats(self) -> dict[str, dict[int, int]]:
@@ -265,7 +289,7 @@ class Datapath:
 
     def __init__(
         self,
-        pipeline: SwitchProgram,
+        pipeline: SwitchProgram | FastSwitchProgram,
         sockets: Sequence[PortSocket],
         clock: Callable[[], float] = time.monotonic,
         kernel_timestamps: bool = True,
@@ -326,13 +350,17 @@ class Datapath:
     def run(self) -> None:
         _set_timer_slack(DATAPATH_TIMER_SLACK_NS)
         pipeline = self.pipeline
-        tm = pipeline.tm
+        tm: Any = pipeline.tm
         clock = self.clock
         receive = tm.receive
         advance = pipeline.advance
         wake_fd = self._wake_fd
         transmitted = tm.transmitted  # drained in place, never replaced
         stamped = self.kernel_timestamps
+        fast = isinstance(pipeline, FastSwitchProgram)
+        fds = [-1] * COUNTER_CELLS  # the compiled sender's socket per port
+        rings = {}  # fd -> ring the compiled reader reads
+        wakeup_lateness = pipeline.wakeup_lateness
         epoll = select.epoll()
         readers: dict[int, tuple[int, Callable[..., Any], int]] = {}
         senders: dict[int, Callable[[bytes], int]] = {}
@@ -340,7 +368,11 @@ class Datapath:
             epoll.register(port_socket.fileno(), select.EPOLLIN)
             sock = port_socket.sock
             reader: tuple[int, Callable[..., Any], int]
-            if port_socket.rx_ring is not None:
+            fds[port_socket.port] = port_socket.fileno()
+            if port_socket.rx_ring is not None and fast:
+                rings[port_socket.fileno()] = port_socket.rx_ring
+                reader = (port_socket.port, port_socket.rx_ring.receive, _FAST_RING)
+            elif port_socket.rx_ring is not None:
                 ring = port_socket.rx_ring
                 reader = (
                     port_socket.port,
@@ -388,12 +420,18 @@ class Datapath:
                         next_event = due if next_event is None else min(next_event, due)
                     if next_event is None:
                         select.select(epoll_fd, [], [], OVERRUNS_CHECK_S if publish else None)
+                        now = clock()
                     else:
                         # select() sleeps with microsecond resolution; epoll only in ms.
                         wait = next_event - clock()
-                        if wait > 0:
-                            select.select(epoll_fd, [], [], wait)
-                    now = clock()
+                        if wait > 0 and not select.select(epoll_fd, [], [], wait)[0]:
+                            now = clock()  # slept to the event: how late did we wake?
+                            late = now - next_event
+                            wakeup_lateness[lateness_bucket(late)] += 1
+                            if late > pipeline.wakeup_max:
+                                pipeline.wakeup_max = late
+                        else:
+                            now = clock()
                     events = epoll.poll(0)
                 if events:
                     unpublished = True
@@ -409,7 +447,23 @@ class Datapath:
                         continue
                     port, recv, kind = found
                     try:
-                        if kind == _RING:
+                        if kind == _FAST_RING:
+                            ring = rings[fd]
+                            ring.next_slot, _n, fallbacks, stamp, truncated = tm.read_ring(
+                                port,
+                                ring.memory,
+                                ring.next_slot,
+                                ring.slots,
+                                ring.slot_bytes,
+                                RECV_BATCH,
+                                offset if stamped else None,
+                                clock(),
+                            )
+                            self.stamp_fallbacks += fallbacks
+                            ring.truncated += truncated
+                            if _n == RECV_BATCH and stamp < horizon:
+                                horizon = stamp  # more frames wait in this ring
+                        elif kind == _RING:
                             batch = recv(RECV_BATCH)
                             if stamped:
                                 read_time = clock()
@@ -446,9 +500,14 @@ class Datapath:
                         log.error("port %d: receive failed, port disabled: %s", port, err)
                         epoll.unregister(fd)
                 advance(horizon)
-                if transmitted:
+                if fast:
+                    if transmitted or tm.control:
+                        tm.send(fds, clock())
+                elif transmitted:
+                    pipeline.note_departures(clock())
                     self._send_all(transmitted, senders)
                     transmitted.clear()
+                    tm.transmitted_due.clear()
                 if tm.control:
                     self._send_all(tm.control, senders)
                     tm.control.clear()

@@ -48,7 +48,13 @@ import numpy as np
 from emulation.netns import DATAPATH_MODULE, exit_cause
 from topologies.errors import UserInputError
 
-from .port_stats import STAT_NAMES
+from .port_stats import (
+    FIDELITY_NAMES,
+    LATENESS_BUCKETS,
+    STAT_NAMES,
+    Lateness,
+    lateness_summary,
+)
 from .state import COUNTER_CELLS, Change, DataplaneState, apply_batch, reduce_changes
 from .tm_config import TmConfig
 
@@ -82,6 +88,8 @@ class DatapathSpec:
     # p99 delays of 2-3 ms and 10-30 ms peaks; real-time scheduling took p99 to 0.2 ms.
     # The kernel's real-time throttling still leaves 5% of that core to the others.
     realtime_priority: int = 10
+    # The compiled switch program (fast_pipeline.py); False runs the Python reference.
+    fast: bool = True
 
 
 class SharedCounters:
@@ -98,7 +106,8 @@ class SharedCounters:
         header = _HEADER_WORDS * 8
         counters = len(self.counter_names) * COUNTER_CELLS * 2 * 8
         stats = len(STAT_NAMES) * COUNTER_CELLS * 8
-        size = header + counters + stats
+        fidelity = len(FIDELITY_NAMES) * (LATENESS_BUCKETS + 1) * 8
+        size = header + counters + stats + fidelity
         if os.fstat(fd).st_size < size:
             os.ftruncate(fd, size)
         self._memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
@@ -109,6 +118,14 @@ class SharedCounters:
         )
         self.stats = np.frombuffer(buffer, np.int64, stats // 8, header + counters).reshape(
             len(STAT_NAMES), COUNTER_CELLS
+        )
+        # Per FIDELITY_NAMES: its lateness histogram, then its largest lateness (float).
+        at = header + counters + stats
+        self.lateness = np.frombuffer(
+            buffer, np.int64, len(FIDELITY_NAMES) * LATENESS_BUCKETS, at
+        ).reshape(len(FIDELITY_NAMES), LATENESS_BUCKETS)
+        self.lateness_max = np.frombuffer(
+            buffer, np.float64, len(FIDELITY_NAMES), at + self.lateness.nbytes
         )
 
     @classmethod
@@ -136,6 +153,20 @@ class SharedCounters:
             if int(header[_SEQUENCE]) == before:
                 return taken
 
+    def publish_fidelity(self, histograms: Sequence[np.ndarray], largest: Sequence[float]) -> None:
+        """Copy the lateness histograms (FIDELITY_NAMES order); inside begin()/end()."""
+        for i, histogram in enumerate(histograms):
+            self.lateness[i] = histogram
+        self.lateness_max[:] = largest
+
+    def read_fidelity(self) -> dict[str, Lateness]:
+        """Summaries of the lateness histograms, all from one instant."""
+        taken = self._consistent(lambda: (self.lateness.copy(), self.lateness_max.copy()))
+        return {
+            name: lateness_summary(taken[0][i], float(taken[1][i]))
+            for i, name in enumerate(FIDELITY_NAMES)
+        }
+
     def read_counters(self, names: Iterable[str]) -> dict[str, np.ndarray]:
         """Copies of the named counters, all from one instant."""
         wanted = list(names)
@@ -158,7 +189,7 @@ class SharedCounters:
 
     def close(self) -> None:
         # Views into the mapping must go before it can close.
-        del self.header, self.counters, self.stats
+        del self.header, self.counters, self.stats, self.lateness, self.lateness_max
         with contextlib.suppress(BufferError):
             self._memory.close()
         with contextlib.suppress(OSError):
@@ -226,9 +257,7 @@ class DatapathProcess:
             return self._control.recv()
         except (EOFError, OSError):
             code = self.process.wait(1.0) if self.process is not None else None
-            raise RuntimeError(
-                f"the packet loop (process {self.pid}) {exit_cause(code)}"
-            ) from None
+            raise RuntimeError(f"the packet loop (process {self.pid}) {exit_cause(code)}") from None
 
     # --- the Dataplane protocol ------------------------------------------------------
 
@@ -255,6 +284,12 @@ class DatapathProcess:
         if self.shared is None:
             return {}
         return self.shared.read_stats()
+
+    def fidelity(self) -> dict[str, Lateness]:
+        """How late frames left and the loop woke up (port_stats.FIDELITY_NAMES)."""
+        if self.shared is None:
+            return {}
+        return self.shared.read_fidelity()
 
     def stall(self, seconds: float) -> None:
         """Make the loop sleep once, as if it had lost its core (for tests)."""
@@ -297,6 +332,7 @@ class DatapathProcess:
 def _child(control: Connection, memory_fd: int) -> int:
     """Run the packet loop until told to stop; returns the exit code."""
     from .datapath import Datapath, SwitchProgram
+    from .fast_pipeline import FastSwitchProgram, available
     from .ports import open_ports
 
     spec: DatapathSpec = control.recv()
@@ -308,7 +344,9 @@ def _child(control: Connection, memory_fd: int) -> int:
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(spec.realtime_priority))
         except (PermissionError, OSError) as err:
-            log.info("packet loop: no real-time scheduling (%s); running at nice %d", err, spec.nice)
+            log.info(
+                "packet loop: no real-time scheduling (%s); running at nice %d", err, spec.nice
+            )
     logging.basicConfig(
         level=spec.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -319,7 +357,10 @@ def _child(control: Connection, memory_fd: int) -> int:
         return 2
     shared = SharedCounters(memory_fd, spec.counter_names)
     state = DataplaneState(counters=shared.counter_views())
-    pipeline = SwitchProgram(
+    if spec.fast and not available():
+        log.warning("packet loop: the compiled path is not built; running the Python reference")
+    program = FastSwitchProgram if spec.fast and available() else SwitchProgram
+    pipeline = program(
         state,
         spec.tm,
         spec.ports,

@@ -25,7 +25,7 @@ import numpy as np
 from ..runs import InterfaceLocks
 from .datapath import checked_counter_names
 from .datapath_process import DatapathProcess, DatapathSpec
-from .port_stats import PortCounters, port_counters
+from .port_stats import Lateness, PortCounters, port_counters
 from .ports import check_interfaces
 from .state import Change, ForwardChange, WredChange, WredProfile
 from .tm_config import TmConfig
@@ -54,8 +54,10 @@ class SoftwareSwitch:
         rx_ring: bool = True,
         log_level: int = logging.INFO,
         tls: ServerTlsSettings | None = None,
+        fast: bool = True,
     ) -> None:
         self.device_id = device_id
+        self.fast = fast  # False: the Python reference pipeline instead of the compiled one
         self.port_names = dict(ports)
         self.requested_grpc_address = grpc_address
         self.tm = tm if tm is not None else TmConfig()
@@ -85,6 +87,7 @@ class SoftwareSwitch:
                 seed=self.seed,
                 rx_ring=self.rx_ring,
                 log_level=self.log_level,
+                fast=self.fast,
             )
             for line in self.tm.describe(self.port_names).splitlines():
                 log.info("device %d TM: %s", self.device_id, line)
@@ -132,6 +135,11 @@ class SoftwareSwitch:
     def stats(self) -> dict[str, dict[int, int]]:
         """Every per-port statistic of the packet path ({name: {port: value}}, see port_stats)."""
         return self.datapath.stats() if self.datapath is not None else {}
+
+    def fidelity(self) -> dict[str, Lateness]:
+        """How late frames left against their scheduled departure and how late the loop
+        woke up ({port_stats.FIDELITY_NAMES: Lateness})."""
+        return self.datapath.fidelity() if self.datapath is not None else {}
 
     def port_counters(self) -> list[PortCounters]:
         """Interface counters of every port (attached and cabled), as gNMI serves them."""

@@ -23,7 +23,8 @@ cable delays however late the caller wakes up: lateness only delays the
 hand-over of the finished frame to the host socket, it never shortens a hop.
 
 Everything the caller must act on is left in lists it drains: `transmitted`
-(port, frame) for frames that finished serialising on host-facing ports,
+(port, frame) for frames that finished serialising on host-facing ports (and
+`transmitted_due`, the time each finished),
 `control` (port, frame) for PFC frames to send to a host, and - only when no
 `on_arrival` callback is set - `arrived` (port, frame) for frames entering a
 port from a cable.
@@ -144,6 +145,9 @@ class TrafficManager:
         self.pfc_resumes_sent = [0] * n
 
         self.transmitted: list[tuple[int, bytes]] = []
+        # When each of them finished serialising (its scheduled departure), for
+        # the fidelity figures: how late the loop handed it to the host.
+        self.transmitted_due: list[float] = []
         self.arrived: list[tuple[int, bytes]] = []
         self.control: list[tuple[int, bytes]] = []
 
@@ -194,6 +198,7 @@ class TrafficManager:
                 heappush(events, (when, next(self._sequence), _ARRIVE, peer, frame))
             elif end <= self._limit and (not events or end < events[0][0]):
                 self.transmitted.append((out_port, frame))  # nothing is due before it
+                self.transmitted_due.append(end)
             else:
                 heappush(events, (end, next(self._sequence), _DELIVER, out_port, frame))
             return Verdict.QUEUED
@@ -267,6 +272,7 @@ class TrafficManager:
             self._limit = limit
         on_arrival = self.on_arrival
         transmitted = self.transmitted
+        transmitted_due = self.transmitted_due
         while events and events[0][0] <= limit:
             when, _sequence, kind, port, frame = heappop(events)
             if when > self.now:
@@ -278,6 +284,7 @@ class TrafficManager:
                     self.arrived.append((port, frame))  # type: ignore[arg-type]
             elif kind == _DELIVER:
                 transmitted.append((port, frame))  # type: ignore[arg-type]
+                transmitted_due.append(when)
             elif kind == _START:
                 if self.start_at[port] == when:
                     self.start_at[port] = NEVER
@@ -354,6 +361,7 @@ class TrafficManager:
             # Finished within the advance() under way and nothing is due before
             # it: hand it over at once instead of through the heap.
             self.transmitted.append((port, frame))
+            self.transmitted_due.append(end)
         else:
             heappush(self.events, (end, next(self._sequence), _DELIVER, port, frame))
 
