@@ -45,7 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     emu.add_argument(
         "--trace",
         default="four-jobs",
-        help="four-jobs (default) | snapshot | a trace FILE whose jobs arrive at t = 0",
+        help="four-jobs (default) | snapshot | dynamic | a trace FILE",
+    )
+    emu.add_argument(
+        "--compress",
+        type=positive_float,
+        default=1.0,
+        help="trace seconds per emulated second: arrivals come this much sooner (default 1)",
     )
     emu.add_argument("--jobs", type=positive_int, default=60, help="jobs of a generated snapshot")
     emu.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
@@ -107,6 +113,7 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
         drift_fraction=drift,
         device_config=args.device_config,
         prefix=args.prefix,
+        compress=args.compress,
     )
 
 

@@ -4,10 +4,9 @@ The emulation runs each job for a fixed number of iterations, so the trace
 given to the schedulers and the fluid simulator is the trace with every
 job's iteration count replaced by that number: the decisions, departures and
 the simulator's per-job mean iteration time then cover the same iterations
-the fabric runs. (our choice) For a trace whose jobs all arrive at 0 (a
-snapshot) the first decision is the schedule; later decisions (departures,
-ticks) are kept in the plan and reported, and the ones that move a running
-job or change shifts are replayed by the runner.
+the fabric runs (a run for a duration gives each job the iterations it would
+run alone in that time, `iterations_in`). The runner replays the arrival
+decisions (`segments`); the others are kept in the plan.
 """
 
 from __future__ import annotations
@@ -55,23 +54,50 @@ class TracePlan:
         raise LookupError(f"no plan for scheduler {scheduler!r}")
 
 
-def emulated_trace(trace: Sequence[TraceJob], iterations: int) -> tuple[TraceJob, ...]:
-    """`trace` with every job running `iterations` iterations, the count the fabric runs."""
-    if iterations < 1:
-        raise ValueError(f"iterations must be >= 1, got {iterations}")
-    return tuple(replace(job, iterations=iterations) for job in trace)
+def emulated_trace(
+    trace: Sequence[TraceJob], iterations: int | Mapping[str, int]
+) -> tuple[TraceJob, ...]:
+    """`trace` with every job running the iterations the fabric runs (one count, or per job)."""
+    counts = (
+        iterations
+        if isinstance(iterations, Mapping)
+        else dict.fromkeys((j.name for j in trace), iterations)
+    )
+    bad = {name: n for name, n in counts.items() if n < 1}
+    if bad:
+        raise ValueError(f"iterations must be >= 1, got {bad}")
+    return tuple(replace(job, iterations=counts[job.name]) for job in trace)
+
+
+def iterations_in(
+    trace: Sequence[TraceJob],
+    duration_s: float,
+    nic_gbps: float,
+    models: Mapping[str, ModelSpec] | None = None,
+) -> dict[str, int]:
+    """Per job, about how many iterations it runs alone in `duration_s` from its arrival
+    (what the simulator is given when the emulation runs for a duration)."""
+    from scheduler.profiles import build_profile
+
+    out = {}
+    for job in trace:
+        ms = build_profile(job.model, job.workers, nic_gbps=nic_gbps, models=models).iteration_ms
+        left = max(0.0, duration_s - job.arrival_s)
+        out[job.name] = max(1, int(left * 1e3 / ms))
+    return out
 
 
 def plan_trace(
     trace: Sequence[TraceJob],
     topology: Topology,
     schedulers: Sequence[str],
-    iterations: int,
+    iterations: int | Mapping[str, int],
     seed: int = 0,
     models: Mapping[str, ModelSpec] | None = None,
     label: str = "",
 ) -> TracePlan:
-    """Each scheduler's decisions for `trace` run for `iterations` iterations, simulated."""
+    """Each scheduler's decisions for `trace` run for `iterations` iterations (one count or
+    per job), simulated."""
     jobs = emulated_trace(trace, iterations)
     log = DecisionLog()
     experiment = run_experiment(

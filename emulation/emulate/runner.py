@@ -20,33 +20,33 @@ A Ctrl-C or SIGTERM stops the running replicas, tears the fabric down and
 still writes the report of what completed, marked partial; a failed job is
 reported (the run is partial) and the next scheduler runs.
 
-(our choice) Only traces whose jobs all arrive at t = 0 (the snapshot and
-four-jobs traces, or such a file) are emulated: the schedule is each
-scheduler's first decision. Traces with later arrivals are refused with
-that reason rather than run with a different meaning.
+Jobs that arrive later (the dynamic trace, or such a file) start at their
+arrival time divided by `compress` (scaled time is real time, so a trace can
+be compressed), with the scheduler's decision at that arrival applied
+(`segments`: new jobs start, moved jobs restart, agents re-aim).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import math
 import platform
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
-from .plan import TracePlan, plan_trace, shared_links
+from .plan import TracePlan, iterations_in, plan_trace, shared_links
 from .report import Report, write_report
 from .results import SchedulerRun
 
 if TYPE_CHECKING:
     from emulation.fabric import EmulatedFabric
     from emulation.jobs.run import Progress, RunResult, RunSettings
-    from scheduler.traces import TraceJob
     from topologies.model import Topology
 
 # How long the fabric idles between two schedulers so the queues drain (our
@@ -74,6 +74,7 @@ class EmulateSettings:
     poll_interval_s: float = 0.5
     device_config: str | None = None  # bmv2 JSON
     prefix: str | None = None  # of the fabric's names; None: a fresh one
+    compress: float = 1.0  # trace seconds per emulated second (arrivals come sooner)
 
 
 @dataclass
@@ -88,18 +89,6 @@ class Live:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def check_trace(trace: Sequence[TraceJob], label: str) -> None:
-    """Refuse traces with arrivals after t = 0 (see the module docstring)."""
-    late = [j for j in trace if j.arrival_s > 0]
-    if late:
-        first = min(late, key=lambda j: j.arrival_s)
-        raise UserInputError(
-            f"--trace {label}: job '{first.name}' arrives at {first.arrival_s:g} s; `cassini "
-            "emulate` runs traces whose jobs all arrive at t = 0 (snapshot, four-jobs, or such "
-            "a file); simulate dynamic traces with `cassini simulate`"
-        )
-
-
 def make_plan(settings: EmulateSettings, topo: Topology) -> TracePlan:
     """Resolve the trace and let every scheduler decide on it (no fabric yet)."""
     from scheduler.baselines import parse_scheduler_names
@@ -112,8 +101,17 @@ def make_plan(settings: EmulateSettings, topo: Topology) -> TracePlan:
         settings.trace, topo.total_gpus(), settings.jobs, seed=settings.seed, models=models
     )
     check_fits(trace, topo.total_gpus(), label)
-    check_trace(trace, label)
-    return plan_trace(trace, topo, names, settings.iterations, settings.seed, models, label)
+    if settings.compress <= 0:
+        raise UserInputError(f"--compress: expected a factor > 0, got {settings.compress:g}")
+    # The schedulers and the simulator see the compressed trace, so their decisions
+    # come at the times the fabric runs them (jobs run at real speed in both).
+    trace = tuple(replace(j, arrival_s=j.arrival_s / settings.compress) for j in trace)
+    if settings.compress != 1.0:
+        label = f"{label}, compressed {settings.compress:g}x"
+    iterations: int | dict[str, int] = settings.iterations
+    if settings.duration_s is not None:
+        iterations = iterations_in(trace, settings.duration_s, topo.nic_gbps(), models)
+    return plan_trace(trace, topo, names, iterations, settings.seed, models, label)
 
 
 def link_rates(topo: Topology, scale: float) -> dict[str, float]:
@@ -141,25 +139,68 @@ def run_one(
     models: Mapping[str, Any] | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> SchedulerRun:
-    """One scheduler's first decision as replicas on `fabric`, measured."""
+    """One scheduler's arrival decisions as replicas on `fabric`, segment by segment, measured."""
     from emulation.jobs.launch import plan_jobs
     from emulation.jobs.run import run_schedule, write_run
 
+    from .segments import iterations_done, merge, segments
+
     topo = fabric.topo
     scheduler_plan = plan.of(scheduler)
-    schedule = scheduler_plan.first.as_schedule(topo.name)
-    jobs = plan_jobs(schedule, topo, models=models, where=f"{scheduler}'s schedule")
+    parts = segments(scheduler_plan.decisions)  # the plan's times are already compressed
     folder = out_dir / RUNS_FOLDER / scheduler
-    result = run_schedule(fabric, jobs, run_settings(settings), folder, progress)
-    write_run(result, folder)
-    parallelism = {j.name: j.profile.parallelism for j in jobs}
+    wanted = {j.name: j.iterations for j in plan.trace}  # the iterations the simulator ran
+    done: dict[str, int] = {}
+    results, starts, shared = [], [], {}
+    last: dict[str, Any] = {}
+    end_all = settings.duration_s if settings.duration_s is not None else math.inf
+    began = time.monotonic()
+    for index, part in enumerate(parts):
+        elapsed = time.monotonic() - began
+        if part.end_s is not None and elapsed >= part.end_s:
+            continue  # the run is past this decision's stretch: the next one supersedes it
+        if elapsed >= end_all:
+            break
+        if part.start_s > elapsed:
+            time.sleep(part.start_s - elapsed)  # every job finished before this arrival
+        schedule = part.decision.as_schedule(topo.name)
+        jobs = [
+            replace(j, iterations=wanted.get(j.name, settings.iterations) - done.get(j.name, 0))
+            for j in plan_jobs(schedule, topo, models=models, where=f"{scheduler}'s schedule")
+        ]
+        jobs = [j for j in jobs if j.iterations is not None and j.iterations > 0]
+        if not jobs:
+            continue
+        stop_at = min(part.end_s if part.end_s is not None else math.inf, end_all)
+        now = time.monotonic() - began
+        run = replace(
+            run_settings(settings),
+            iterations=max(j.iterations or 1 for j in jobs),
+            deadline_s=None if math.isinf(stop_at) else max(1.0, stop_at - now),
+        )
+        sub = folder if len(parts) == 1 else folder / f"segment-{index}"
+        starts.append(now)
+        result = run_schedule(fabric, jobs, run, sub, progress)
+        write_run(result, sub)
+        results.append(result)
+        for job, n in iterations_done(result.records).items():
+            done[job] = done.get(job, 0) + n
+        last.update({j.name: replace(j, iterations=None) for j in jobs})
+        shared.update(
+            shared_links(part.decision, topo, {j.name: j.profile.parallelism for j in jobs})
+        )
+        if result.interrupted or fabric.switch_failure() is not None:
+            break
+    if not results:
+        raise RuntimeError(f"scheduler {scheduler} placed no job to run")
+    merged = results[0] if len(results) == 1 else merge(results, starts, list(last.values()))
     return SchedulerRun(
         scheduler=scheduler,
         plan=scheduler_plan,
-        result=result,
-        shared_links=shared_links(scheduler_plan.first, topo, parallelism),
+        result=merged,
+        shared_links=shared,
         link_gbps=link_rates(topo, fabric.profile.scale),
-        switch_lateness=switch_lateness(result),
+        switch_lateness=switch_lateness(merged),
     )
 
 

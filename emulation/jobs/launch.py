@@ -61,6 +61,7 @@ class JobPlan:
     profile: Profile
     shift_ms: float = 0.0
     period_ms: float | None = None  # None: unpaced
+    iterations: int | None = None  # None: the run's count (a resumed job runs what it has left)
 
     @property
     def workers(self) -> int:
@@ -259,7 +260,7 @@ def replica_specs(
                 peers=peers,
                 phases=job.profile.phases,
                 out=str(Path(out_dir) / f"{job.name}-w{worker}.jsonl"),
-                iterations=iterations,
+                iterations=job.iterations or iterations,
                 deadline_ms=deadline_ms,
                 scale=scale,
                 shift_ms=job.shift_ms,

@@ -98,15 +98,35 @@ def test_ctrl_c_leaves_a_partial_report_and_a_clean_machine(tmp_path: Path, pref
     assert _replicas_running(str(out)) == []
 
 
-def test_a_trace_with_later_arrivals_is_refused_by_name(tmp_path: Path) -> None:
+def test_a_job_arriving_later_starts_at_its_compressed_arrival(tmp_path: Path, prefix: str) -> None:
+    """The dynamic case: a second job arrives at 8 s of trace time, compressed 2x: 4 s in."""
     trace = write_trace(
-        [TraceJob("a", "vgg19", 2, 10), TraceJob("late", "dlrm", 2, 10, arrival_s=30.0)],
+        [
+            TraceJob("vgg19-a", "vgg19", 4, 1000),
+            TraceJob("vgg16-b", "vgg16", 4, 1000, arrival_s=8.0),
+        ],
         tmp_path / "t.csv",
     )
-    run = subprocess.run(
-        [sys.executable, "-m", "emulation", "emulate", "--trace", str(trace), "--out",
-         str(tmp_path / "o")], capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert run.returncode == 2
-    assert "job 'late' arrives at 30 s" in run.stderr and "Traceback" not in run.stderr
-    assert not (tmp_path / "o" / "summary.json").exists()
+    settings = EmulateSettings(trace=str(trace), schedulers=("th+cassini",), iterations=30,
+                               prefix=prefix, compress=2.0)  # fmt: skip
+    report, stopped = emulate(settings, tmp_path / "out")
+    assert stopped is None and not report.summary["partial"]
+    s = report.summary["schedulers"]["th+cassini"]
+    assert {j: v["iterations"] for j, v in s["jobs"].items()} == {"vgg19-a": 30, "vgg16-b": 30}
+    rows = (tmp_path / "out" / "iterations.csv").read_text().splitlines()[1:]
+    first = {}
+    for row in rows:
+        _, job, _, _, iteration, start, *_ = row.split(",")
+        if iteration == "0":
+            first[job] = min(first.get(job, float("inf")), float(start))
+    # b starts after its arrival (4 s), a was already running then
+    assert first["vgg16-b"] - first["vgg19-a"] > 3900
+    # the job running across the arrival kept its count: iterations numbered on, none twice
+    its = sorted(
+        int(r.split(",")[4])
+        for r in rows
+        if r.split(",")[1] == "vgg19-a" and r.split(",")[3] == "0"
+    )
+    assert its == list(range(30))
+    assert (tmp_path / "out" / "runs" / "th+cassini" / "segment-1" / "summary.json").exists()
+    assert leftovers(prefix) == []

@@ -166,3 +166,19 @@ def test_report_files(tmp_path: Path) -> None:
     md = (tmp_path / "report.md").read_text()
     for target in re.findall(r"\]\(([^)]+)\)", md):
         assert (tmp_path / target).exists(), target
+
+
+def test_segments_merge_numbering_iterations_on_and_counters_on_one_clock() -> None:
+    from emulation.emulate.segments import iterations_done, merge
+
+    first = _run("th+cassini", [300.0, 310.0], [1, 2], {"tor1->agg1": 4}).result
+    second = _run("th+cassini", [320.0, 330.0, 340.0], [3, 4, 5], {"tor1->agg1": 6}).result
+    merged = merge([first, second], [0.0, 10.0], list(second.jobs))
+    assert iterations_done(merged.records) == {"a": 5, "b": 5}
+    worker0 = sorted(r.iteration for r in merged.records if r.job == "a" and r.worker == 0)
+    assert worker0 == [0, 1, 2, 3, 4]
+    assert [r.time_s for r in merged.ports] == [0.1, 0.2, 10.1, 10.2]
+    assert merged.switch_ecn_marked == 2 * 4 + 2 * 6
+    assert merged.duration_s == 120.0
+    assert {s.name: s.iterations for s in merged.summaries} == {"a": 5, "b": 5}
+    assert merged.fidelity["segments"] == 2
