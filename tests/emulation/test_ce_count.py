@@ -75,7 +75,9 @@ def tcp_frame(
     ip = IP(src=src, dst=dst, tos=tos, frag=frag)
     if options:
         ip.options = [IPOption(b"\x01\x01\x01\x00")]  # NOPs and an end: IHL 6
-    return bytes(Ether(src=src_mac, dst=dst_mac) / ip / TCP(sport=sport, dport=dport) / (b"x" * 100))
+    return bytes(
+        Ether(src=src_mac, dst=dst_mac) / ip / TCP(sport=sport, dport=dport) / (b"x" * 100)
+    )
 
 
 def test_the_program_ends_in_reject_then_accept_with_jumps_in_range() -> None:
