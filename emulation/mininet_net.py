@@ -41,10 +41,10 @@ from topologies.chip_mapping import ChipMap
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
 
-from .netns import OFFLOADS, NetnsLab, _signals_deferred
+from .netns import BMV2_PROCESS, OFFLOADS, NetnsLab, _signals_deferred
 
 CHIP = "chip"  # the Mininet name of the one switch holding every logical switch
-BMV2_BINARY = "simple_switch_grpc"
+BMV2_BINARY = BMV2_PROCESS  # the name cassini clean looks for
 BMV2_CLI = "simple_switch_CLI"
 BMV2_CPU_PORT = 255
 # (our choice) bmv2 logs every table hit at debug and trace (its default level);

@@ -414,9 +414,12 @@ def _namespaces() -> list[str]:
     return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
 
 
+BMV2_PROCESS = "simple_switch_grpc"  # bmv2 as the fabric's switch (emulation.mininet_net)
+
+
 def _switch_processes(prefixes: Iterable[str]) -> list[int]:
-    """`cassini switch serve` processes (and their packet loops) bound to interfaces
-    with one of the prefixes."""
+    """`cassini switch serve` processes (and their packet loops) and bmv2's
+    `simple_switch_grpc` bound to interfaces with one of the prefixes."""
     found = []
     prefixes = tuple(prefixes)
     for entry in os.listdir("/proc"):
@@ -427,7 +430,9 @@ def _switch_processes(prefixes: Iterable[str]) -> list[int]:
         except OSError:
             continue
         args = [a.decode(errors="replace") for a in argv]
-        serving = "switch" in args and "serve" in args
+        serving = ("switch" in args and "serve" in args) or (
+            bool(args) and Path(args[0]).name == BMV2_PROCESS
+        )
         if not serving and DATAPATH_MODULE not in args:
             continue
         interfaces = [a.split("@", 1)[1] for a in args if "@" in a]

@@ -285,3 +285,30 @@ def test_a_mac_with_a_trailing_newline_is_refused(prefix: str) -> None:
     with NetnsLab(prefix) as lab, pytest.raises(ValueError, match="is not six hex pairs"):
         lab.veth("a", "b", mac_a="02:00:00:00:00:01\n")
     assert leftovers(prefix) == []
+
+
+@pytest.mark.root
+def test_a_bmv2_on_our_interfaces_is_a_leftover_and_cleaned(prefix: str) -> None:
+    """bmv2 as the fabric's switch runs as `simple_switch_grpc -i PORT@IFACE ...`."""
+    import subprocess
+    import sys
+    import time
+
+    from emulation.netns import BMV2_PROCESS, cleanup_all, leftovers
+
+    code = "import time; time.sleep(60)"
+    real_python = os.path.realpath(sys.executable)  # not a shim that re-executes itself
+    fake = subprocess.Popen(
+        ["bash", "-c", f'exec -a {BMV2_PROCESS} {real_python} -c "{code}" -i 1@{prefix}p1']
+    )
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and f"process {fake.pid}" not in leftovers(prefix):
+            time.sleep(0.05)
+        assert f"process {fake.pid}" in leftovers(prefix)
+        assert f"process {fake.pid}" in cleanup_all(prefix)
+        assert fake.wait(5) is not None
+        assert leftovers(prefix) == []
+    finally:
+        if fake.poll() is None:
+            fake.kill()
