@@ -74,6 +74,9 @@ typedef struct {
     int pfc_enabled;
     PyObject *forward, *wred, *random;
     PyObject **pause_frame, **resume_frame;
+    /* the WRED profile last read per port (owned; frozen, so its fields stay valid) */
+    PyObject **wred_obj;
+    double *wred_min, *wred_max, *wred_prob;
     /* state */
     Queue *queues;
     long *queue_cells, *peak_queue_cells, *ingress_cells;
@@ -359,13 +362,19 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
     Py_DECREF(key);
     if (profile == NULL && PyErr_Occurred()) return -1;
     if (profile != NULL && profile != Py_None) {
-        double min_cells, max_cells, max_prob;
-        if (wred_field(profile, "min_cells", &min_cells) < 0) return -1;
+        if (profile != p->wred_obj[out_port]) {
+            if (wred_field(profile, "min_cells", &p->wred_min[out_port]) < 0 ||
+                wred_field(profile, "max_cells", &p->wred_max[out_port]) < 0 ||
+                wred_field(profile, "max_prob_percent", &p->wred_prob[out_port]) < 0)
+                return -1;
+            Py_INCREF(profile);
+            Py_XSETREF(p->wred_obj[out_port], profile);
+        }
+        double min_cells = p->wred_min[out_port], max_cells = p->wred_max[out_port];
+        double max_prob = p->wred_prob[out_port];
         if (depth > min_cells) {
-            if (wred_field(profile, "max_cells", &max_cells) < 0) return -1;
             int mark = 1;
             if (!(depth > max_cells)) {
-                if (wred_field(profile, "max_prob_percent", &max_prob) < 0) return -1;
                 PyObject *drawn = PyObject_CallNoArgs(p->random);
                 if (drawn == NULL) return -1;
                 double r = PyFloat_AsDouble(drawn);
@@ -536,11 +545,15 @@ static void pipeline_dealloc(Pipeline *p) {
             Py_XDECREF(p->resume_frame[port]);
         }
     }
+    if (p->wred_obj != NULL) {
+        for (int port = 0; port < p->n; port++) Py_XDECREF(p->wred_obj[port]);
+    }
     void *arrays[] = {p->seconds_per_byte, p->cable_delay, p->pause_seconds, p->queue_limit,
                       p->cable_peer, p->valid, p->pause_frame, p->resume_frame,
                       p->queue_cells, p->peak_queue_cells, p->ingress_cells, p->tx_free_at,
                       p->paused_until, p->start_at, p->last_reception, p->refresh_at,
-                      p->ingress_paused, p->has_refresh};
+                      p->ingress_paused, p->has_refresh, p->wred_obj, p->wred_min,
+                      p->wred_max, p->wred_prob};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) PyMem_Free(arrays[i]);
     if (p->counts_obj != NULL) PyBuffer_Release(&p->counts_view);
     if (p->late_obj != NULL) PyBuffer_Release(&p->late_view);
@@ -645,6 +658,10 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     p->valid = PyMem_Calloc(n, 1);
     p->pause_frame = PyMem_Calloc(n, sizeof(PyObject *));
     p->resume_frame = PyMem_Calloc(n, sizeof(PyObject *));
+    p->wred_obj = PyMem_Calloc(n, sizeof(PyObject *));
+    p->wred_min = PyMem_Calloc(n, sizeof(double));
+    p->wred_max = PyMem_Calloc(n, sizeof(double));
+    p->wred_prob = PyMem_Calloc(n, sizeof(double));
     p->queues = PyMem_Calloc(n, sizeof(Queue));
     p->queue_cells = PyMem_Calloc(n, sizeof(long));
     p->peak_queue_cells = PyMem_Calloc(n, sizeof(long));
@@ -662,7 +679,8 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
         !p->cable_peer || !p->valid || !p->pause_frame || !p->resume_frame || !p->queues ||
         !p->queue_cells || !p->peak_queue_cells || !p->ingress_cells || !p->tx_free_at ||
         !p->paused_until || !p->start_at || !p->last_reception || !p->refresh_at ||
-        !p->ingress_paused || !p->has_refresh) {
+        !p->ingress_paused || !p->has_refresh || !p->wred_obj || !p->wred_min ||
+        !p->wred_max || !p->wred_prob) {
         PyErr_NoMemory();
         return -1;
     }

@@ -7,9 +7,11 @@ the caller, so tests run it on a fake clock. `Datapath` is the loop around
 it: wait on the port sockets with a timeout to the next departure, read
 frames in batches, advance the traffic manager, send.
 
-P4 counters are kept as Python ints in the hot path and added to the shared
-numpy arrays at most every millisecond and whenever the loop goes idle, so a
-P4Runtime read lags the wire by at most about a millisecond.
+P4 counters are kept apart in the hot path (Python ints, or the compiled
+pipeline's array) and added to the shared numpy arrays at most every
+millisecond, also while the loop sleeps between departures, and before it
+sleeps with nothing due, so a P4Runtime read lags the wire by at most about a
+millisecond.
 
 Frames enter the traffic manager at the time the kernel received them, not
 when this thread got round to reading them: a loop that lost its core for a
@@ -395,6 +397,7 @@ class Datapath:
         last_flush = last_offset_check = last_publish = last_overruns = clock()
         publish = pipeline.shared is not None
         unpublished = False  # statistics changed since the last publish_stats()
+        unflushed = False  # counters changed since the last flush_counters()
         offset = self.realtime_offset()
         try:
             while not self._stopping:
@@ -406,7 +409,14 @@ class Datapath:
                 now = clock()
                 events = epoll.poll(0)
                 if not events:
-                    pipeline.flush_counters()
+                    # Idle: flush what changed if it has waited a millisecond or nothing
+                    # is due (a flush costs more than forwarding a frame: not per wake-up).
+                    if unflushed and (
+                        now - last_flush >= COUNTER_FLUSH_S or tm.next_event_time() is None
+                    ):
+                        pipeline.flush_counters()
+                        last_flush = now
+                        unflushed = False
                     if publish and now - last_overruns >= OVERRUNS_CHECK_S:
                         unpublished |= self._read_overruns()
                         last_overruns = now
@@ -417,6 +427,9 @@ class Datapath:
                     next_event = tm.next_event_time()
                     if unpublished:  # wake up in time to publish them
                         due = last_publish + STATS_PUBLISH_S
+                        next_event = due if next_event is None else min(next_event, due)
+                    if unflushed:  # ... and to flush the counters
+                        due = last_flush + COUNTER_FLUSH_S
                         next_event = due if next_event is None else min(next_event, due)
                     if next_event is None:
                         select.select(epoll_fd, [], [], OVERRUNS_CHECK_S if publish else None)
@@ -500,6 +513,7 @@ class Datapath:
                         log.error("port %d: receive failed, port disabled: %s", port, err)
                         epoll.unregister(fd)
                 advance(horizon)
+                unflushed = True
                 if fast:
                     if transmitted or tm.control:
                         tm.send(fds, clock())
@@ -514,6 +528,7 @@ class Datapath:
                 if now - last_flush >= COUNTER_FLUSH_S:
                     pipeline.flush_counters()
                     last_flush = now
+                    unflushed = False
                     if publish and now - last_publish >= STATS_PUBLISH_S:
                         if now - last_overruns >= OVERRUNS_CHECK_S:
                             self._read_overruns()
