@@ -6,12 +6,16 @@ from the sender namespace and counts what the receiving interfaces got over
 a measurement window. Needs root; everything it creates is removed on exit
 (also on Ctrl-C).
 
-    sudo .venv/bin/python benchmarks/bench_target.py [--seconds 3] [--senders 2]
+    sudo .venv/bin/python benchmarks/bench_target.py [--seconds 3] [--senders 3] [--hops 1,3,5]
 
 Prints a Markdown table. The switch runs the full pipeline (P4Runtime
 service up, exact-match forwarding, WRED profile installed, counters) with
 ports at 100 Gbps so the traffic manager never throttles: the number is the
-pipeline's packet rate, not a configured port rate.
+pipeline's packet rate, not a configured port rate. A path of h hops crosses
+h logical switches: h - 1 loopback cables inside the switch, as the fabric's
+paths do. Each row runs the Python reference pipeline and the compiled one
+side by side; several sender processes share the interfaces so the sender
+is not the bottleneck (the bridge run's offered rate shows what they offer).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -29,7 +34,7 @@ from controlplane.p4names import PORT_TX  # noqa: E402
 from emulation.netns import NetnsLab  # noqa: E402
 from emulation.target.state import WredProfile  # noqa: E402
 from emulation.target.switch import SoftwareSwitch  # noqa: E402
-from emulation.target.tm_config import PfcConfig, TmConfig  # noqa: E402
+from emulation.target.tm_config import LoopbackCable, PfcConfig, TmConfig  # noqa: E402
 
 SENDER_CODE = """
 import socket, sys, time
@@ -110,7 +115,13 @@ def blast(
     """Received packets/s over the middle of the blast, frames offered, and the
     fraction of one core the `cpu_pids` used meanwhile."""
     frame = test_frame(size)
-    groups = [sender_ifs[i::senders] for i in range(senders) if sender_ifs[i::senders]]
+    # Every interface gets at least one sender process; with more processes than
+    # interfaces, several share one (the sender must not be the bottleneck).
+    groups = [
+        [sender_ifs[j] for j in range(len(sender_ifs)) if j % senders == i % senders]
+        or [sender_ifs[i % len(sender_ifs)]]
+        for i in range(max(senders, 1))
+    ]
     procs = [
         lab.popen(
             src,
@@ -123,9 +134,9 @@ def blast(
     time.sleep(0.5)
     start_count, start = rx_packets(lab, dst, receiver_ifs), time.monotonic()
     pids = cpu_pids or [os.getpid()]
-    cpu_start = _cpu_seconds(pids)
+    cpu_start = cpu_seconds(pids)
     time.sleep(seconds)
-    cpu = _cpu_seconds(pids) - cpu_start
+    cpu = cpu_seconds(pids) - cpu_start
     end_count, end = rx_packets(lab, dst, receiver_ifs), time.monotonic()
     offered = 0
     for proc in procs:
@@ -134,7 +145,7 @@ def blast(
     return (end_count - start_count) / (end - start), offered, cpu / (end - start)
 
 
-def _cpu_seconds(pids: list[int]) -> float:
+def cpu_seconds(pids: list[int]) -> float:
     """CPU time of the processes (the switch: its service here, its packet loop in a child)."""
     total = 0
     for pid in pids:
@@ -143,15 +154,101 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def measure_switch(pairs: int, size: int, seconds: float, senders: int) -> tuple[float, float]:
+def process_tree(root: int) -> list[int]:
+    """`root` and all its descendants (a switch started through nice/ip netns exec)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return sorted(found)
+
+
+def py_spy_profile(pid: int, seconds: float, out: Path) -> Callable[[], None]:
+    """Start sampling `pid` with py-spy (native frames too); the returned call waits for
+    it and writes the functions with the most samples, self and total, to `out`."""
+    raw = out.with_suffix(".raw")
+    py_spy = str(Path(sys.executable).parent / "py-spy")
+    proc = subprocess.Popen(
+        [
+            py_spy,
+            "record",
+            "-p",
+            str(pid),
+            "-d",
+            str(max(1, int(seconds))),
+            "-r",
+            "200",
+            "--native",
+            "--format",
+            "raw",
+            "-o",
+            str(raw),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def finish() -> None:
+        proc.wait(timeout=seconds + 60)
+        own: dict[str, int] = {}
+        inclusive: dict[str, int] = {}
+        samples = 0
+        for line in raw.read_text().splitlines():
+            stack, _, count_text = line.rpartition(" ")
+            count = int(count_text)
+            frames = stack.split(";")
+            samples += count
+            own[frames[-1]] = own.get(frames[-1], 0) + count
+            for frame in set(frames):
+                inclusive[frame] = inclusive.get(frame, 0) + count
+        lines = [f"# py-spy, pid {pid}, {samples} samples"]
+        for title, table in (("self", own), ("total", inclusive)):
+            lines.append(f"\n## {title}")
+            for frame, count in sorted(table.items(), key=lambda kv: -kv[1])[:40]:
+                lines.append(f"{count / max(samples, 1):6.1%}  {frame}")
+        out.write_text("\n".join(lines) + "\n")
+
+    return finish
+
+
+def hop_ports(pairs: int, hops: int) -> tuple[list[LoopbackCable], dict[tuple[int, bytes], int]]:
+    """Loopback cables and forwarding entries that take pair i's frames from port 2i+1
+    over `hops` logical switches (hops - 1 cables inside the switch) to port 2i+2."""
+    dst_mac = bytes.fromhex(DST_MAC)
+    cables, entries = [], {}
+    for i in range(pairs):
+        at = 2 * i + 1
+        for k in range(hops - 1):
+            a, b = 100 + 10 * i + 2 * k, 100 + 10 * i + 2 * k + 1
+            cables.append(LoopbackCable(a, b, 1.0))
+            entries[(at, dst_mac)] = a
+            at = b
+        entries[(at, dst_mac)] = 2 * i + 2
+    return cables, entries
+
+
+def measure_switch(
+    pairs: int, size: int, seconds: float, senders: int, hops: int = 1, fast: bool = True
+) -> tuple[float, float]:
     """Forwarded packets/s, and the switch's share of one core while forwarding."""
     with NetnsLab(prefix="casbench") as lab:
         src, dst, sender_ifs, receiver_ifs, ports = build(lab, pairs)
-        tm = TmConfig(default_rate_gbps=100.0, pfc=PfcConfig(enabled=False))
-        with SoftwareSwitch(1, ports, "127.0.0.1:0", tm) as switch:
-            dst_mac = bytes.fromhex(DST_MAC)
-            switch.forward({(2 * i + 1, dst_mac): 2 * i + 2 for i in range(pairs)})
-            switch.wred({2 * i + 2: WredProfile(1000, 2000, 10) for i in range(pairs)})
+        cables, entries = hop_ports(pairs, hops)
+        tm = TmConfig(
+            default_rate_gbps=100.0, pfc=PfcConfig(enabled=False), loopback_cables=tuple(cables)
+        )
+        with SoftwareSwitch(1, ports, "127.0.0.1:0", tm, fast=fast) as switch:
+            switch.forward(entries)
+            switch.wred({out: WredProfile(1000, 2000, 10) for out in entries.values()})
             assert switch.datapath is not None and switch.datapath.pid is not None
             pps, _offered, cpu = blast(
                 lab,
@@ -187,30 +284,40 @@ def measure_bridge(pairs: int, size: int, seconds: float, senders: int) -> tuple
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--senders", type=int, default=1, help="sender processes")
+    parser.add_argument("--senders", type=int, default=3, help="sender processes")
     parser.add_argument("--sizes", default="64,1500")
     parser.add_argument("--pairs", default="1,4")
+    parser.add_argument("--hops", default="1,3,5", help="logical switches on each path")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(
-        f"# software target vs Linux bridge: {os.cpu_count()} CPUs, load average {load:.2f} "
-        f"at start, {args.seconds:g} s windows, {args.senders} sender process(es)\n"
+        f"# software target (Python reference vs compiled pipeline) vs Linux bridge: "
+        f"{os.cpu_count()} CPUs, load average {load:.2f} at start, {args.seconds:g} s "
+        f"windows, {args.senders} sender process(es)\n"
     )
     print(
-        "| frame (no FCS) | port pairs | target pps | target Mbit/s | target CPU (1 core = 100 %) "
-        "| target pps per core-second | Linux bridge pps | sender offered pps (bridge run) |"
+        "| frame (no FCS) | hops | port pairs | reference pps | reference CPU "
+        "| reference pps per core-second | compiled pps | compiled CPU "
+        "| compiled pps per core-second | per core-second ratio "
+        "| Linux bridge pps (1 hop) | sender offered pps (bridge run) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size in [int(s) for s in args.sizes.split(",")]:
         for pairs in [int(p) for p in args.pairs.split(",")]:
-            pps, cpu = measure_switch(pairs, size, args.seconds, args.senders)
             bridge_pps, offered = measure_bridge(pairs, size, args.seconds, args.senders)
-            print(
-                f"| {size} B | {pairs} | {pps:,.0f} | {pps * size * 8 / 1e6:,.0f} "
-                f"| {cpu:.0%} | {pps / max(cpu, 1e-9):,.0f} "
-                f"| {bridge_pps:,.0f} | {offered:,.0f} |",
-                flush=True,
-            )
+            for hops in [int(h) for h in args.hops.split(",")]:
+                ref_pps, ref_cpu = measure_switch(
+                    pairs, size, args.seconds, args.senders, hops, fast=False
+                )
+                pps, cpu = measure_switch(pairs, size, args.seconds, args.senders, hops)
+                ref_core = ref_pps / max(ref_cpu, 1e-9)
+                core = pps / max(cpu, 1e-9)
+                print(
+                    f"| {size} B | {hops} | {pairs} | {ref_pps:,.0f} | {ref_cpu:.0%} "
+                    f"| {ref_core:,.0f} | {pps:,.0f} | {cpu:.0%} | {core:,.0f} "
+                    f"| {core / max(ref_core, 1e-9):.2f} | {bridge_pps:,.0f} | {offered:,.0f} |",
+                    flush=True,
+                )
     return 0
 
 
