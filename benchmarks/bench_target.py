@@ -237,9 +237,16 @@ def hop_ports(pairs: int, hops: int) -> tuple[list[LoopbackCable], dict[tuple[in
 
 
 def measure_switch(
-    pairs: int, size: int, seconds: float, senders: int, hops: int = 1, fast: bool = True
+    pairs: int,
+    size: int,
+    seconds: float,
+    senders: int,
+    hops: int = 1,
+    fast: bool = True,
+    profile: Path | None = None,
 ) -> tuple[float, float]:
-    """Forwarded packets/s, and the switch's share of one core while forwarding."""
+    """Forwarded packets/s, and the switch's share of one core while forwarding
+    (`profile`: py-spy's summary of the packet loop to that file)."""
     with NetnsLab(prefix="casbench") as lab:
         src, dst, sender_ifs, receiver_ifs, ports = build(lab, pairs)
         cables, entries = hop_ports(pairs, hops)
@@ -250,6 +257,9 @@ def measure_switch(
             switch.forward(entries)
             switch.wred({out: WredProfile(1000, 2000, 10) for out in entries.values()})
             assert switch.datapath is not None and switch.datapath.pid is not None
+            finish = None
+            if profile is not None:
+                finish = py_spy_profile(switch.datapath.pid, seconds + 0.5, profile)
             pps, _offered, cpu = blast(
                 lab,
                 src,
@@ -261,6 +271,8 @@ def measure_switch(
                 senders,
                 [os.getpid(), switch.datapath.pid],
             )
+            if finish is not None:
+                finish()
             time.sleep(0.05)
             tx = int(switch.counter(PORT_TX)[:, 0].sum())
             assert tx > 0, "the switch forwarded nothing"

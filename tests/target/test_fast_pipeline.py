@@ -20,12 +20,16 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
+from emulation.netns import NetnsLab
 from emulation.target.datapath import SwitchProgram
 from emulation.target.fast_pipeline import FastSwitchProgram, available
 from emulation.target.packet import build_pfc_frame
 from emulation.target.port_stats import STAT_NAMES
 from emulation.target.state import DataplaneState, WredProfile
+from emulation.target.switch import SoftwareSwitch
 from emulation.target.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
+from tests.helpers.hosts import make_hosts, udp
+from tests.helpers.waiting import wait_for
 
 A, B, C, D = (bytes.fromhex(h) for h in ("02000000000a", "02000000000b", "02000000000c", "0d"))
 MAC_TEXT = {A: "02:00:00:00:00:0a", B: "02:00:00:00:00:0b", C: "02:00:00:00:00:0c"}
@@ -161,3 +165,25 @@ def test_counters_flush_only_what_changed() -> None:
     fast.ingress(1, one, 1.0)
     fast.flush_counters()
     assert port_rx[1].tolist() == [2, 2 * len(one)]
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("fast", [True, False], ids=["compiled", "reference"])
+def test_switch_reports_how_late_frames_left(lab: NetnsLab, fast: bool) -> None:
+    """Every frame handed to a host is in the departure-lateness histogram, and a slow
+    port makes the loop sleep toward departures (wake-up lateness is counted)."""
+    h1, h2 = make_hosts(lab, 2)
+    ports = {1: h1.switch_ifname, 2: h2.switch_ifname}
+    tm = TmConfig(ports={2: PortSettings(rate_gbps=0.01)})  # 10 Mbit/s: 160 us per frame
+    with SoftwareSwitch(1, ports, None, tm, fast=fast) as switch:
+        switch.forward({(1, h2.mac): 2})
+        sent = [udp(h1, h2.mac, seq=i) for i in range(30)]
+        for frame in sent:
+            h1.send(frame)
+        assert h2.received() == sent
+        assert wait_for(lambda: switch.fidelity()["departure_lateness"].count == 30)
+        fidelity = switch.fidelity()
+        departures, wakeups = fidelity["departure_lateness"], fidelity["wakeup_lateness"]
+        assert 0 <= departures.p50_s <= departures.p99_s <= departures.max_s < 1.0
+        assert wakeups.count > 0 and wakeups.max_s >= 0
+        assert departures.late <= departures.count
