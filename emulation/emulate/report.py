@@ -22,7 +22,6 @@ import base64
 import csv
 import html
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -33,7 +32,7 @@ import numpy as np
 from controlplane.telemetry import LinkDelta, PortDelta
 from emulation.jobs.records import COLUMNS
 from scheduler.baselines.registry import CASSINI_BASE
-from scheduler.report import ORDER
+from scheduler.report import ORDER, _finite
 
 from .results import SchedulerRun, job_iterations, summarise
 
@@ -52,16 +51,6 @@ def ordered(runs: Sequence[SchedulerRun]) -> list[SchedulerRun]:
     """The paper's order (Ideal, Th+Cassini, Themis, ...), unknown names last."""
     rank = {name: i for i, name in enumerate(ORDER)}
     return sorted(runs, key=lambda r: (rank.get(r.scheduler, len(rank)), r.scheduler))
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def speedups(schedulers: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -26,7 +26,6 @@ from scapy.layers.l2 import Ether
 from controlplane.bmv2 import built_bmv2_json
 from controlplane.session import P4RuntimeSession
 from controlplane.settings import ControlPlaneSettings, WredSettings
-from controlplane.telemetry import PortDelta, Snapshot, deltas
 from emulation.fabric import (
     THRESHOLD_FLOOR_PACKETS,
     EmulatedFabric,
@@ -39,6 +38,7 @@ from emulation.mininet_net import bmv2_available
 from emulation.netns import cleanup_all, leftovers, new_prefix
 from emulation.target.tm_config import tm_config_from_dict
 from tests.helpers import CASSINI
+from tests.helpers.counters import settled_deltas, snapshot
 from tests.helpers.waiting import wait_for
 from topologies.chip_mapping import forwarding_entries, map_to_chip, walk
 from topologies.errors import UserInputError
@@ -173,22 +173,6 @@ def sniffers(fabric: EmulatedFabric) -> Iterator[Sniffers]:
         yield sniff
     finally:
         sniff.close()
-
-
-def snapshot(session: P4RuntimeSession) -> Snapshot:
-    return Snapshot.of(time.monotonic(), session.read_counters())
-
-
-def settled_deltas(session: P4RuntimeSession, before: Snapshot) -> list[PortDelta]:
-    """Counter increments once they stop moving (the datapath flushes within ~1 ms)."""
-    last = snapshot(session)
-    for _ in range(50):
-        time.sleep(0.03)
-        now = snapshot(session)
-        if now.cells == last.cells:
-            break
-        last = now
-    return deltas(before, last)
 
 
 @pytest.mark.root
