@@ -9,6 +9,9 @@ two 50 Mbit/s senders into one 50 Mbit/s link). Cases, on one fabric:
 
 - (a) both paced on one grid with shift 0: their Up phases overlap;
 - (b) the shift and period `cassini compat --jobs vgg19,vgg19` gives;
+  (`--model wideresnet101`: two of that model instead, a pair Cassini can
+  interleave fully, compatibility score 1.0, where the VGG19 pair's Up
+  phases, 138 ms each in a 253 ms period, cannot be);
 - (c) vgg19-0 alone.
 
 Printed per case: CE marks per iteration (counted at the receiving hosts,
@@ -60,25 +63,26 @@ def shared_links(topo: Topology, placement: dict[str, tuple[str, ...]]) -> list[
     return sorted(link for link, n in used.items() if n > 1)
 
 
-def shift_cases(topo: Topology) -> dict[str, dict[str, Any]]:
+def shift_cases(topo: Topology, model: str = "vgg19") -> dict[str, dict[str, Any]]:
     """The three schedules (schedule-file keys), with Cassini's shift for (b)."""
-    pair = {JOB_A: SERVERS_A, JOB_B: SERVERS_B}
+    job_a, job_b = (JOB_A, JOB_B) if model == "vgg19" else (f"{model}-0", f"{model}-1")
+    pair = {job_a: SERVERS_A, job_b: SERVERS_B}
     shared = shared_links(topo, pair)
     if len(shared) != 1 or not shared[0].startswith("tor"):
         raise SystemExit(f"placement shares {shared}, not exactly one ToR uplink")
     # What `cassini compat --jobs vgg19,vgg19` computes (a 50 Gbps link, 5 degrees).
-    profiles = profiles_from_list("vgg19,vgg19", 4)
+    profiles = profiles_from_list(f"{model},{model}", 4)
     link = plan_link(profiles, topo.nic_gbps(), 5.0, "auto", pace=True)
     names = list(link.solution.shifts_ms)  # vgg19, vgg19#2
     shift = link.solution.shifts_ms[names[1]] - link.solution.shifts_ms[names[0]]
     period = link.periods_ms[names[0]]
-    both = {JOB_A: list(SERVERS_A), JOB_B: list(SERVERS_B)}
+    both = {job_a: list(SERVERS_A), job_b: list(SERVERS_B)}
     return {
-        "a": {"placement": both, "shifts_ms": {JOB_A: 0.0, JOB_B: 0.0},
-              "periods_ms": {JOB_A: period, JOB_B: period}},
-        "b": {"placement": both, "shifts_ms": {JOB_A: 0.0, JOB_B: shift},
-              "periods_ms": {JOB_A: period, JOB_B: period}},
-        "c": {"placement": {JOB_A: list(SERVERS_A)}, "periods_ms": {JOB_A: period}},
+        "a": {"placement": both, "shifts_ms": {job_a: 0.0, job_b: 0.0},
+              "periods_ms": {job_a: period, job_b: period}},
+        "b": {"placement": both, "shifts_ms": {job_a: 0.0, job_b: shift},
+              "periods_ms": {job_a: period, job_b: period}},
+        "c": {"placement": {job_a: list(SERVERS_A)}, "periods_ms": {job_a: period}},
         "shared_link": shared[0],  # type: ignore[dict-item]
     }  # fmt: skip
 
@@ -128,9 +132,10 @@ def figures(case: str, result: RunResult, jobs: tuple[JobPlan, ...], shared: str
 
 
 def run_cases(fabric: EmulatedFabric, topo: Topology, iterations: int, out: Path,
-              cases: str = "abc", settings: RunSettings | None = None) -> list[CaseFigures]:  # fmt: skip
+              cases: str = "abc", settings: RunSettings | None = None,
+              model: str = "vgg19") -> list[CaseFigures]:  # fmt: skip
     """Each case on the running fabric, one after the other; folders under `out`."""
-    schedules = shift_cases(topo)
+    schedules = shift_cases(topo, model)
     shared = schedules.pop("shared_link")
     rows = []
     for case in cases:
@@ -194,6 +199,9 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--scale", type=float, default=DEFAULT_SCALE)
     parser.add_argument("--cases", default="abc", help="which cases, e.g. ac")
+    parser.add_argument(
+        "--model", default="vgg19", help="both jobs' model (default vgg19; e.g. wideresnet101)"
+    )
     parser.add_argument("--out", type=Path, help="keep each case's run folder here")
     parser.add_argument("--json", action="store_true", help="also print the rows as JSON")
     parser.add_argument("--poll-interval", type=float, default=0.5, help="counter polls (s)")
@@ -204,7 +212,7 @@ def main() -> int:
         out = args.out or Path(scratch)
         with EmulatedFabric(topo, args.scale) as fabric:
             settings = RunSettings(poll_interval_s=args.poll_interval, gnmi=not args.no_gnmi)
-            rows = run_cases(fabric, topo, args.iterations, out, args.cases, settings)
+            rows = run_cases(fabric, topo, args.iterations, out, args.cases, settings, args.model)
     print(table(rows))
     for text, met in goals(rows):
         print(f"  {'met   ' if met else 'MISSED'} {text}")
