@@ -20,6 +20,9 @@
 #include <string.h>
 #include <errno.h>
 #include <sys/socket.h>
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
 
 #define TIME_EPSILON_S 1e-9
 #define PAUSE_QUANTUM_BITS 512
@@ -99,6 +102,20 @@ typedef struct {
     double late_max;
     /* outputs */
     PyObject *transmitted, *transmitted_due, *control;
+    /* the rings run() reads (add_ring), their mappings held while registered */
+    struct Ring {
+        int port;
+        Py_buffer view;
+        Py_ssize_t slots, slot_bytes, next;
+    } *rings;
+    int n_rings;
+    /* wake-up lateness histogram of run() (LATENESS_BUCKETS int64), and its max */
+    PyObject *wakeup_obj;
+    Py_buffer wakeup_view;
+    int64_t *wakeup;
+    Py_ssize_t wakeup_buckets;
+    double wakeup_max;
+    Py_ssize_t stamp_fallbacks, truncated;
 } Pipeline;
 
 #define COUNT(p, row, port) ((p)->counts[(Py_ssize_t)(row) * (p)->n + (port)])
@@ -555,6 +572,10 @@ static void pipeline_dealloc(Pipeline *p) {
                       p->ingress_paused, p->has_refresh, p->wred_obj, p->wred_min,
                       p->wred_max, p->wred_prob};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) PyMem_Free(arrays[i]);
+    for (int i = 0; i < p->n_rings; i++) PyBuffer_Release(&p->rings[i].view);
+    PyMem_Free(p->rings);
+    if (p->wakeup_obj != NULL) PyBuffer_Release(&p->wakeup_view);
+    Py_XDECREF(p->wakeup_obj);
     if (p->counts_obj != NULL) PyBuffer_Release(&p->counts_view);
     if (p->late_obj != NULL) PyBuffer_Release(&p->late_view);
     Py_XDECREF(p->counts_obj);
@@ -627,22 +648,23 @@ static int get_int64_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t items, co
 static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     int n, pfc_enabled;
     PyObject *spb, *qlimit, *peer, *delay, *pause_s, *valid, *pause_frames, *resume_frames;
-    PyObject *forward, *wred, *random, *counts, *lateness;
+    PyObject *forward, *wred, *random, *counts, *lateness, *wakeup = NULL;
     long wire_overhead, cell_bytes, buffer_cells, xoff, xon;
     static char *kwlist[] = {"n", "seconds_per_byte", "queue_limit", "cable_peer",
                              "cable_delay", "pause_seconds", "valid_ports", "pause_frames",
                              "resume_frames", "wire_overhead", "cell_bytes", "buffer_cells",
                              "pfc_enabled", "xoff_cells", "xon_cells", "forward", "wred",
-                             "random", "counts", "lateness", NULL};
+                             "random", "counts", "lateness", "wakeup", NULL};
     if (p->queues != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Pipeline is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOOOOOOOlllpllO!O!OOO", kwlist, &n, &spb,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOOOOOOOlllpllO!O!OOO|O", kwlist, &n, &spb,
                                      &qlimit, &peer, &delay, &pause_s, &valid, &pause_frames,
                                      &resume_frames, &wire_overhead, &cell_bytes, &buffer_cells,
                                      &pfc_enabled, &xoff, &xon, &PyDict_Type, &forward,
-                                     &PyDict_Type, &wred, &random, &counts, &lateness))
+                                     &PyDict_Type, &wred, &random, &counts, &lateness,
+                                     &wakeup))
         return -1;
     if (n <= 0 || cell_bytes <= 0) {
         PyErr_SetString(PyExc_ValueError, "n and cell_bytes must be positive");
@@ -771,6 +793,19 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     p->late_obj = lateness;
     p->late = p->late_view.buf;
     p->late_buckets = p->late_view.len / 8;
+    if (wakeup != NULL && wakeup != Py_None) {
+        if (PyObject_GetBuffer(wakeup, &p->wakeup_view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+            return -1;
+        if (p->wakeup_view.itemsize != 8 || p->wakeup_view.len < 8) {
+            PyBuffer_Release(&p->wakeup_view);
+            PyErr_SetString(PyExc_ValueError, "wakeup: a non-empty int64 array expected");
+            return -1;
+        }
+        Py_INCREF(wakeup);
+        p->wakeup_obj = wakeup;
+        p->wakeup = p->wakeup_view.buf;
+        p->wakeup_buckets = p->wakeup_view.len / 8;
+    }
     p->transmitted = PyList_New(0);
     p->transmitted_due = PyList_New(0);
     p->control = PyList_New(0);
@@ -824,35 +859,204 @@ static PyObject *py_next_event_time(Pipeline *p, PyObject *Py_UNUSED(ignored)) {
     Py_RETURN_NONE;
 }
 
+static double monotonic_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static Py_ssize_t read_slots(Pipeline *p, int port, unsigned char *memory, Py_ssize_t *next,
+                             Py_ssize_t slots, Py_ssize_t slot_bytes, Py_ssize_t limit,
+                             int stamped, double offset, double read_time, double *last_stamp,
+                             Py_ssize_t *fallbacks, Py_ssize_t *truncated, int *failed);
+static Py_ssize_t send_frames(Pipeline *p, PyObject *frames, const int *fds);
+static void note_lateness(Pipeline *p, double now);
+
+/* add_ring(port, ring, slots, slot_bytes): a PACKET_MMAP ring run() reads (the
+ * mapping is held until release_rings()). */
+static PyObject *py_add_ring(Pipeline *p, PyObject *args) {
+    int port;
+    PyObject *ring;
+    Py_ssize_t slots, slot_bytes, next;
+    if (!PyArg_ParseTuple(args, "iOnnn", &port, &ring, &slots, &slot_bytes, &next)) return NULL;
+    if (port_arg(p, port) < 0) return NULL;
+    struct Ring *grown = PyMem_Realloc(p->rings, (p->n_rings + 1) * sizeof(struct Ring));
+    if (grown == NULL) return PyErr_NoMemory();
+    p->rings = grown;
+    struct Ring *r = &p->rings[p->n_rings];
+    if (PyObject_GetBuffer(ring, &r->view, PyBUF_WRITABLE) < 0) return NULL;
+    if (slots <= 0 || slot_bytes < 32 || slots * slot_bytes > r->view.len || next < 0 ||
+        next >= slots) {
+        PyBuffer_Release(&r->view);
+        PyErr_SetString(PyExc_ValueError, "ring geometry does not fit the mapping");
+        return NULL;
+    }
+    r->port = port;
+    r->slots = slots;
+    r->slot_bytes = slot_bytes;
+    r->next = next;
+    p->n_rings++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_release_rings(Pipeline *p, PyObject *Py_UNUSED(ignored)) {
+    for (int i = 0; i < p->n_rings; i++) PyBuffer_Release(&p->rings[i].view);
+    p->n_rings = 0;
+    Py_RETURN_NONE;
+}
+
+#define RUN_BATCH 64
+
+/* run(poll_fds, send_fds, offset, until, busy_until) -> (woken, active)
+ * The packet loop between two looks by Python: read every registered ring (up
+ * to RUN_BATCH frames each), advance to the horizon, send what finished, and
+ * sleep (ppoll, nanosecond timeout) until the next event or a readable fd;
+ * returns at `until` (at `busy_until` once it has done something), on a signal,
+ * or when an fd that is not a ring's is
+ * readable (woken: Python must look at it). active: anything was done. */
+static PyObject *py_run(Pipeline *p, PyObject *args) {
+    PyObject *poll_seq, *send_seq, *offset_obj;
+    double until, busy_until;
+    if (!PyArg_ParseTuple(args, "OOOdd", &poll_seq, &send_seq, &offset_obj, &until, &busy_until))
+        return NULL;
+    int stamped = offset_obj != Py_None;
+    double offset = stamped ? PyFloat_AsDouble(offset_obj) : 0.0;
+    if (offset == -1.0 && PyErr_Occurred()) return NULL;
+    PyObject *pf = PySequence_Fast(poll_seq, "poll_fds: a sequence of fds");
+    if (pf == NULL) return NULL;
+    Py_ssize_t n_poll = PySequence_Fast_GET_SIZE(pf);
+    struct pollfd *pfds = PyMem_Calloc(n_poll ? n_poll : 1, sizeof(struct pollfd));
+    int *fds = PyMem_Malloc(p->n * sizeof(int));
+    if (pfds == NULL || fds == NULL) {
+        Py_DECREF(pf);
+        PyMem_Free(pfds);
+        PyMem_Free(fds);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n_poll; i++) {
+        pfds[i].fd = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(pf, i));
+        pfds[i].events = POLLIN;
+    }
+    Py_DECREF(pf);
+    PyObject *sf = PySequence_Fast(send_seq, "send_fds: one fd per port");
+    if (sf == NULL || PySequence_Fast_GET_SIZE(sf) != p->n) {
+        Py_XDECREF(sf);
+        PyMem_Free(pfds);
+        PyMem_Free(fds);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "send_fds: one entry per port");
+        return NULL;
+    }
+    for (int i = 0; i < p->n; i++) fds[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(sf, i));
+    Py_DECREF(sf);
+    if (PyErr_Occurred()) {
+        PyMem_Free(pfds);
+        PyMem_Free(fds);
+        return NULL;
+    }
+    int woken = 0, active = 0, failed = 0;
+    while (!failed) {
+        /* `now` before reading: every frame received before it is in a ring now. */
+        double now = monotonic_now(), horizon = now;
+        if (active && now >= busy_until) break; /* counters to flush */
+        Py_ssize_t got = 0;
+        for (int i = 0; i < p->n_rings && !failed; i++) {
+            struct Ring *r = &p->rings[i];
+            double last = now;
+            Py_ssize_t n = read_slots(p, r->port, r->view.buf, &r->next, r->slots, r->slot_bytes,
+                                      RUN_BATCH, stamped, offset, now, &last,
+                                      &p->stamp_fallbacks, &p->truncated, &failed);
+            got += n;
+            if (n == RUN_BATCH && last < horizon) horizon = last; /* more wait in this ring */
+        }
+        if (failed) break;
+        if (tm_advance(p, horizon) < 0) {
+            failed = 1;
+            break;
+        }
+        if (PyList_GET_SIZE(p->transmitted) || PyList_GET_SIZE(p->control)) {
+            double sent_at = monotonic_now();
+            note_lateness(p, sent_at);
+            send_frames(p, p->transmitted, fds);
+            send_frames(p, p->control, fds);
+            if (PyList_SetSlice(p->transmitted, 0, PY_SSIZE_T_MAX, NULL) < 0 ||
+                PyList_SetSlice(p->transmitted_due, 0, PY_SSIZE_T_MAX, NULL) < 0 ||
+                PyList_SetSlice(p->control, 0, PY_SSIZE_T_MAX, NULL) < 0) {
+                failed = 1;
+                break;
+            }
+            active = 1;
+        }
+        if (got) {
+            active = 1;
+            continue;
+        }
+        /* Nothing read: sleep to the next event (stale ones dropped) or `until`. */
+        double next = NEVER;
+        while (p->heap_len) {
+            Event *e = &p->heap[0];
+            int stale = (e->kind == START && p->start_at[e->port] != e->when) ||
+                        (e->kind == REFRESH &&
+                         !(p->has_refresh[e->port] && p->refresh_at[e->port] == e->when));
+            if (!stale) {
+                next = e->when;
+                break;
+            }
+            Event gone = heap_pop(p);
+            Py_XDECREF(gone.frame);
+        }
+        double deadline = next < until ? next : until;
+        if (active && busy_until < deadline) deadline = busy_until;
+        now = monotonic_now();
+        if (deadline <= now) {
+            if (next <= now) continue; /* due already */
+            break;                     /* until reached */
+        }
+        double wait = deadline - now;
+        struct timespec timeout = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+        int ready;
+        Py_BEGIN_ALLOW_THREADS
+        ready = ppoll(pfds, n_poll, &timeout, NULL);
+        Py_END_ALLOW_THREADS
+        if (ready < 0) break; /* EINTR: a signal for Python */
+        if (ready == 0) {
+            if (deadline == next && next < until) { /* slept to an event: how late? */
+                double late = monotonic_now() - next;
+                if (late > p->wakeup_max) p->wakeup_max = late;
+                uint64_t us = late > 0 ? (uint64_t)(late * 1e6) : 0;
+                Py_ssize_t bucket = us ? 64 - __builtin_clzll(us) : 0;
+                if (bucket >= p->wakeup_buckets) bucket = p->wakeup_buckets - 1;
+                if (p->wakeup != NULL) p->wakeup[bucket]++;
+                continue;
+            }
+            break; /* until */
+        }
+        int ring_only = 1;
+        for (Py_ssize_t i = 0; i < n_poll; i++) {
+            if (!pfds[i].revents) continue;
+            if (i >= p->n_rings) ring_only = 0; /* the rings' fds come first, in add_ring order */
+        }
+        if (!ring_only) {
+            woken = 1;
+            break;
+        }
+    }
+    PyMem_Free(pfds);
+    PyMem_Free(fds);
+    if (failed) return NULL;
+    return Py_BuildValue("(ii)", woken, active);
+}
+
 /* read_ring(port, ring, next_slot, slots, slot_bytes, limit, offset, read_time)
  *   -> (next_slot, frames, fallbacks, last_stamp, truncated)
  * Up to `limit` frames out of a TPACKET_V2 ring (ports.RxRing), each received
  * at its kernel stamp minus `offset` (or at read_time when the stamp is more
  * than 1 s old or 1 ms ahead), VLAN tag put back; offset None: at read_time. */
-static PyObject *py_read_ring(Pipeline *p, PyObject *args) {
-    int port;
-    PyObject *ring, *offset_obj;
-    Py_ssize_t index, slots, slot_bytes, limit;
-    double read_time;
-    if (!PyArg_ParseTuple(args, "iOnnnnOd", &port, &ring, &index, &slots, &slot_bytes, &limit,
-                          &offset_obj, &read_time))
-        return NULL;
-    if (port_arg(p, port) < 0) return NULL;
-    int stamped = offset_obj != Py_None;
-    double offset = stamped ? PyFloat_AsDouble(offset_obj) : 0.0;
-    if (offset == -1.0 && PyErr_Occurred()) return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(ring, &view, PyBUF_WRITABLE) < 0) return NULL;
-    if (slots <= 0 || slot_bytes < 32 || slots * slot_bytes > view.len || index < 0 ||
-        index >= slots) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "ring geometry does not fit the mapping");
-        return NULL;
-    }
-    unsigned char *memory = view.buf;
+static Py_ssize_t read_slots(Pipeline *p, int port, unsigned char *memory, Py_ssize_t *next,
+                             Py_ssize_t slots, Py_ssize_t slot_bytes, Py_ssize_t limit,
+                             int stamped, double offset, double read_time, double *last_stamp,
+                             Py_ssize_t *fallbacks, Py_ssize_t *truncated, int *failed) {
     double earliest = read_time - 1.0, latest = read_time + 1e-3, stamp = read_time;
-    Py_ssize_t count = 0, fallbacks = 0, truncated = 0;
-    int rc = 0;
+    Py_ssize_t count = 0, index = *next;
     for (; count < limit; count++) {
         unsigned char *slot = memory + index * slot_bytes;
         uint32_t status = __atomic_load_n((uint32_t *)slot, __ATOMIC_ACQUIRE);
@@ -884,28 +1088,59 @@ static PyObject *py_read_ring(Pipeline *p, PyObject *args) {
             frame = PyBytes_FromStringAndSize((const char *)slot + mac, snaplen);
         }
         if (frame == NULL) {
-            rc = -1;
+            *failed = 1;
             break;
         }
-        if (snaplen != length) truncated++;
+        if (snaplen != length) (*truncated)++;
         if (stamped) {
             stamp = (seconds + nanoseconds * 1e-9) - offset;
             if (!(earliest < stamp && stamp < latest)) {
                 stamp = read_time;
-                fallbacks++;
+                (*fallbacks)++;
             }
         }
-        rc = tm_receive(p, port, frame, stamp);
+        int rc = tm_receive(p, port, frame, stamp);
         Py_DECREF(frame);
         __atomic_store_n((uint32_t *)slot, 0, __ATOMIC_RELEASE); /* back to the kernel */
         if (++index == slots) index = 0;
         if (rc < 0) {
+            *failed = 1;
             count++;
             break;
         }
     }
+    *next = index;
+    *last_stamp = stamp;
+    return count;
+}
+
+static PyObject *py_read_ring(Pipeline *p, PyObject *args) {
+    int port;
+    PyObject *ring, *offset_obj;
+    Py_ssize_t index, slots, slot_bytes, limit;
+    double read_time;
+    if (!PyArg_ParseTuple(args, "iOnnnnOd", &port, &ring, &index, &slots, &slot_bytes, &limit,
+                          &offset_obj, &read_time))
+        return NULL;
+    if (port_arg(p, port) < 0) return NULL;
+    int stamped = offset_obj != Py_None;
+    double offset = stamped ? PyFloat_AsDouble(offset_obj) : 0.0;
+    if (offset == -1.0 && PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(ring, &view, PyBUF_WRITABLE) < 0) return NULL;
+    if (slots <= 0 || slot_bytes < 32 || slots * slot_bytes > view.len || index < 0 ||
+        index >= slots) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "ring geometry does not fit the mapping");
+        return NULL;
+    }
+    double stamp = read_time;
+    Py_ssize_t fallbacks = 0, truncated = 0;
+    int failed = 0;
+    Py_ssize_t count = read_slots(p, port, view.buf, &index, slots, slot_bytes, limit, stamped,
+                                  offset, read_time, &stamp, &fallbacks, &truncated, &failed);
     PyBuffer_Release(&view);
-    if (rc < 0) return NULL;
+    if (failed) return NULL;
     return Py_BuildValue("(nnndn)", index, count, fallbacks, stamp, truncated);
 }
 
@@ -957,6 +1192,19 @@ static Py_ssize_t send_frames(Pipeline *p, PyObject *frames, const int *fds) {
     return sent;
 }
 
+/* The frames of `transmitted` leave at `now`: their lateness into the histogram. */
+static void note_lateness(Pipeline *p, double now) {
+    Py_ssize_t due_count = PyList_GET_SIZE(p->transmitted_due);
+    for (Py_ssize_t i = 0; i < due_count; i++) {
+        double late = now - PyFloat_AS_DOUBLE(PyList_GET_ITEM(p->transmitted_due, i));
+        if (late > p->late_max) p->late_max = late;
+        uint64_t us = late > 0 ? (uint64_t)(late * 1e6) : 0;
+        Py_ssize_t bucket = us ? 64 - __builtin_clzll(us) : 0;
+        if (bucket >= p->late_buckets) bucket = p->late_buckets - 1;
+        p->late[bucket]++;
+    }
+}
+
 /* send(fds, now) -> frames sent: the finished frames, then PFC frames, out of the
  * lists (which are emptied); the departure lateness (now - due) of every finished
  * frame goes into the lateness histogram (bucket 0: < 1 us, bucket b: [2^(b-1),
@@ -976,15 +1224,7 @@ static PyObject *py_send(Pipeline *p, PyObject *args) {
     }
     for (int i = 0; i < p->n; i++) fds[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
     Py_DECREF(fast);
-    Py_ssize_t due_count = PyList_GET_SIZE(p->transmitted_due);
-    for (Py_ssize_t i = 0; i < due_count; i++) {
-        double late = now - PyFloat_AS_DOUBLE(PyList_GET_ITEM(p->transmitted_due, i));
-        if (late > p->late_max) p->late_max = late;
-        uint64_t us = late > 0 ? (uint64_t)(late * 1e6) : 0;
-        Py_ssize_t bucket = us ? 64 - __builtin_clzll(us) : 0;
-        if (bucket >= p->late_buckets) bucket = p->late_buckets - 1;
-        p->late[bucket]++;
-    }
+    note_lateness(p, now);
     Py_ssize_t sent = send_frames(p, p->transmitted, fds);
     sent += send_frames(p, p->control, fds);
     PyMem_Free(fds);
@@ -1009,6 +1249,15 @@ static PyObject *get_buffered(Pipeline *p, void *Py_UNUSED(c)) {
 static PyObject *get_late_max(Pipeline *p, void *Py_UNUSED(c)) {
     return PyFloat_FromDouble(p->late_max);
 }
+static PyObject *get_wakeup_max(Pipeline *p, void *Py_UNUSED(c)) {
+    return PyFloat_FromDouble(p->wakeup_max);
+}
+static PyObject *get_fallbacks(Pipeline *p, void *Py_UNUSED(c)) {
+    return PyLong_FromSsize_t(p->stamp_fallbacks);
+}
+static PyObject *get_truncated(Pipeline *p, void *Py_UNUSED(c)) {
+    return PyLong_FromSsize_t(p->truncated);
+}
 static PyObject *get_list(PyObject *list) {
     Py_INCREF(list);
     return list;
@@ -1030,6 +1279,12 @@ static PyMethodDef pipeline_methods[] = {
     {"read_ring", (PyCFunction)py_read_ring, METH_VARARGS,
      "Frames out of a PACKET_MMAP ring into the traffic manager."},
     {"send", (PyCFunction)py_send, METH_VARARGS, "send(fds, now): hand finished frames over."},
+    {"add_ring", (PyCFunction)py_add_ring, METH_VARARGS,
+     "add_ring(port, ring, slots, slot_bytes, next_slot): a ring for run() to read."},
+    {"release_rings", (PyCFunction)py_release_rings, METH_NOARGS,
+     "Let go of the rings' mappings (before they close)."},
+    {"run", (PyCFunction)py_run, METH_VARARGS,
+     "run(poll_fds, send_fds, offset, until) -> (woken, active): the loop until `until`."},
     {"queue_cells", (PyCFunction)py_queue_cells, METH_O,
      "(depth, peak depth) of a port's queue in cells."},
     {NULL, NULL, 0, NULL},
@@ -1039,6 +1294,9 @@ static PyGetSetDef pipeline_getset[] = {
     {"now", (getter)get_now, NULL, "virtual time of the latest event run", NULL},
     {"buffered_cells", (getter)get_buffered, NULL, "cells in all queues", NULL},
     {"late_max", (getter)get_late_max, NULL, "largest departure lateness sent (s)", NULL},
+    {"wakeup_max", (getter)get_wakeup_max, NULL, "largest wake-up lateness in run() (s)", NULL},
+    {"stamp_fallbacks", (getter)get_fallbacks, NULL, "run(): frames stamped at read time", NULL},
+    {"truncated", (getter)get_truncated, NULL, "run(): frames longer than their slot", NULL},
     {"transmitted", (getter)get_transmitted, NULL, "(port, frame) finished toward hosts", NULL},
     {"transmitted_due", (getter)get_transmitted_due, NULL, "their departure times", NULL},
     {"control", (getter)get_control, NULL, "(port, PFC frame) to send to hosts", NULL},

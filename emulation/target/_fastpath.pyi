@@ -8,6 +8,9 @@ class Pipeline:
     now: float
     buffered_cells: int
     late_max: float
+    wakeup_max: float
+    stamp_fallbacks: int
+    truncated: int
     transmitted: list[tuple[int, bytes]]
     transmitted_due: list[float]
     control: list[tuple[int, bytes]]
@@ -33,6 +36,7 @@ class Pipeline:
         random: Callable[[], float],
         counts: Any,
         lateness: Any,
+        wakeup: Any = None,
     ) -> None: ...
     def receive(self, port: int, frame: bytes, stamp: float) -> None: ...
     def ingress(self, port: int, frame: bytes, now: float) -> None: ...
@@ -51,3 +55,13 @@ class Pipeline:
     ) -> tuple[int, int, int, float, int]: ...
     def send(self, fds: Sequence[int], now: float) -> int: ...
     def queue_cells(self, port: int) -> tuple[int, int]: ...
+    def add_ring(self, port: int, ring: Any, slots: int, slot_bytes: int, next_slot: int) -> None: ...
+    def release_rings(self) -> None: ...
+    def run(
+        self,
+        poll_fds: Sequence[int],
+        send_fds: Sequence[int],
+        offset: float | None,
+        until: float,
+        busy_until: float,
+    ) -> tuple[int, int]: ...

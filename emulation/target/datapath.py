@@ -352,6 +352,14 @@ class Datapath:
     def run(self) -> None:
         _set_timer_slack(DATAPATH_TIMER_SLACK_NS)
         pipeline = self.pipeline
+        compiled = (
+            isinstance(pipeline, FastSwitchProgram)
+            and self.clock is time.monotonic
+            and all(s.rx_ring is not None for s in self.sockets)
+        )
+        if compiled:
+            self._run_compiled()
+            return
         tm: Any = pipeline.tm
         clock = self.clock
         receive = tm.receive
@@ -545,6 +553,70 @@ class Datapath:
             pipeline.publish_stats()
             epoll.close()
 
+    def _run_compiled(self) -> None:
+        """The loop with the compiled pipeline reading every ring itself: Python looks
+        in at most every COUNTER_FLUSH_S (counters, statistics, the clock offset), and
+        whenever the control socket or the wake-up eventfd is readable."""
+        pipeline = self.pipeline
+        assert isinstance(pipeline, FastSwitchProgram)
+        tm = pipeline.tm
+        clock = self.clock
+        stamped = self.kernel_timestamps
+        send_fds = [-1] * COUNTER_CELLS
+        ring_fds = []
+        for port_socket in self.sockets:
+            ring = port_socket.rx_ring
+            assert ring is not None
+            send_fds[port_socket.port] = port_socket.fileno()
+            tm.add_ring(port_socket.port, ring.memory, ring.slots, ring.slot_bytes, ring.next_slot)
+            ring_fds.append(port_socket.fileno())
+        control_fd, on_control = self.control if self.control is not None else (-1, None)
+        poll_fds = [*ring_fds, self._wake_fd] + ([control_fd] if on_control is not None else [])
+        publish = pipeline.shared is not None
+        last_offset_check = last_publish = last_overruns = clock()
+        offset = self.realtime_offset()
+        unpublished = False
+        try:
+            while not self._stopping:
+                if self._stall_s:
+                    stall, self._stall_s = self._stall_s, 0.0
+                    time.sleep(stall)
+                # Back within a millisecond of doing something (the counters), else when
+                # the statistics or the overrun check are due.
+                now = clock()
+                if unpublished:
+                    until = last_publish + STATS_PUBLISH_S
+                else:
+                    until = now + (OVERRUNS_CHECK_S if publish else 1.0)
+                woken, active = tm.run(
+                    poll_fds, send_fds, offset if stamped else None, until, now + COUNTER_FLUSH_S
+                )
+                if woken:
+                    if on_control is not None and _readable(control_fd):
+                        on_control()  # between two batches: entries change as one step
+                    with contextlib.suppress(BlockingIOError):
+                        os.eventfd_read(self._wake_fd)
+                now = clock()
+                if active:
+                    pipeline.flush_counters()
+                    unpublished = True
+                if publish and now - last_overruns >= OVERRUNS_CHECK_S:
+                    unpublished |= self._read_overruns()
+                    last_overruns = now
+                if unpublished and now - last_publish >= STATS_PUBLISH_S:
+                    pipeline.publish_stats()
+                    last_publish = now
+                    unpublished = False
+                if stamped and now - last_offset_check >= OFFSET_RECHECK_S:
+                    offset = self.realtime_offset()
+                    last_offset_check = now
+        finally:
+            self.stamp_fallbacks += tm.stamp_fallbacks
+            tm.release_rings()
+            self._read_overruns()
+            pipeline.flush_counters()
+            pipeline.publish_stats()
+
     def _read_overruns(self) -> bool:
         """Add the frames the kernel dropped on each port since the last look; any?"""
         found = False
@@ -586,6 +658,10 @@ class Datapath:
             except OSError:  # socket buffer full (ENOBUFS/EAGAIN) or interface down
                 self.send_errors += 1
                 self.pipeline.send_errors[port] += 1
+
+
+def _readable(fd: int) -> bool:
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 def _set_timer_slack(nanoseconds: int) -> None:
