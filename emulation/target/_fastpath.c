@@ -907,7 +907,7 @@ static PyObject *py_release_rings(Pipeline *p, PyObject *Py_UNUSED(ignored)) {
 
 #define RUN_BATCH 64
 
-/* run(poll_fds, send_fds, offset, until, busy_until) -> (woken, active)
+/* run(poll_fds, send_fds, offset, until, busy_until, granularity) -> (woken, active)
  * The packet loop between two looks by Python: read every registered ring (up
  * to RUN_BATCH frames each), advance to the horizon, send what finished, and
  * sleep (ppoll, nanosecond timeout) until the next event or a readable fd;
@@ -916,9 +916,11 @@ static PyObject *py_release_rings(Pipeline *p, PyObject *Py_UNUSED(ignored)) {
  * readable (woken: Python must look at it). active: anything was done. */
 static PyObject *py_run(Pipeline *p, PyObject *args) {
     PyObject *poll_seq, *send_seq, *offset_obj;
-    double until, busy_until;
-    if (!PyArg_ParseTuple(args, "OOOdd", &poll_seq, &send_seq, &offset_obj, &until, &busy_until))
+    double until, busy_until, granularity = 0.0;
+    if (!PyArg_ParseTuple(args, "OOOdd|d", &poll_seq, &send_seq, &offset_obj, &until,
+                          &busy_until, &granularity))
         return NULL;
+    double last_wake = -NEVER;
     int stamped = offset_obj != Py_None;
     double offset = stamped ? PyFloat_AsDouble(offset_obj) : 0.0;
     if (offset == -1.0 && PyErr_Occurred()) return NULL;
@@ -1006,10 +1008,17 @@ static PyObject *py_run(Pipeline *p, PyObject *args) {
         }
         double deadline = next < until ? next : until;
         if (active && busy_until < deadline) deadline = busy_until;
+        /* At most one timed wake-up per `granularity`: departures due closer together
+         * than that are handed over together (each one's lateness is counted). */
+        if (deadline == next && next < last_wake + granularity) {
+            deadline = last_wake + granularity;
+            if (deadline > until) deadline = until;
+        }
         now = monotonic_now();
         if (deadline <= now) {
             if (next <= now) continue; /* due already */
-            break;                     /* until reached */
+            if (now >= until || (active && now >= busy_until)) break;
+            continue;
         }
         double wait = deadline - now;
         struct timespec timeout = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
@@ -1019,8 +1028,9 @@ static PyObject *py_run(Pipeline *p, PyObject *args) {
         Py_END_ALLOW_THREADS
         if (ready < 0) break; /* EINTR: a signal for Python */
         if (ready == 0) {
-            if (deadline == next && next < until) { /* slept to an event: how late? */
-                double late = monotonic_now() - next;
+            last_wake = monotonic_now();
+            if (next <= deadline && next < until) { /* slept to an event: how late? */
+                double late = last_wake - next;
                 if (late > p->wakeup_max) p->wakeup_max = late;
                 uint64_t us = late > 0 ? (uint64_t)(late * 1e6) : 0;
                 Py_ssize_t bucket = us ? 64 - __builtin_clzll(us) : 0;

@@ -64,4 +64,5 @@ class Pipeline:
         offset: float | None,
         until: float,
         busy_until: float,
+        granularity: float = 0.0,
     ) -> tuple[int, int]: ...
