@@ -119,6 +119,24 @@ def interfaces_from(response: Any) -> list[Interface]:
     ]
 
 
+def fidelity_path() -> Any:
+    """gnmi.Path /fidelity/state (the software target's lateness histograms)."""
+    return gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name="fidelity"), gnmi_pb2.PathElem(name="state")])
+
+
+def fidelity_from(response: Any) -> dict[str, dict[str, int]]:
+    """{histogram: {leaf: value}} of a PROTO-encoded GetResponse of `fidelity_path()`."""
+    out: dict[str, dict[str, int]] = {}
+    for notification in response.notification:
+        prefix = list(notification.prefix.elem)
+        for update in notification.update:
+            names = [e.name for e in prefix + list(update.path.elem)]
+            value = _integer(update.val)
+            if len(names) == 4 and names[:2] == ["fidelity", "state"] and value is not None:
+                out.setdefault(names[2], {})[names[3]] = value
+    return out
+
+
 def _integer(value: Any) -> int | None:
     kind = value.WhichOneof("value")
     if kind in ("uint_val", "int_val"):
@@ -177,6 +195,23 @@ class GnmiReader:
                 f"{code.name}: {err.details()}"
             ) from None
         return interfaces_from(response)
+
+    def read_fidelity(self) -> dict[str, dict[str, int]]:
+        """The packet loop's lateness histograms ({name: {bucket-N: count, max-ns: ns}},
+        cumulative); empty from a target that does not serve them (bmv2, Stratum)."""
+        request = gnmi_pb2.GetRequest(
+            path=[fidelity_path()], type=gnmi_pb2.GetRequest.STATE, encoding=gnmi_pb2.PROTO
+        )
+        try:
+            response = self._stub.Get(request, timeout=self.timeout, wait_for_ready=True)
+        except grpc.RpcError as err:
+            if err.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNIMPLEMENTED):
+                return {}
+            raise GnmiError(
+                f"gNMI Get of /fidelity at {self.address} failed: "
+                f"{err.code().name}: {err.details()}"
+            ) from None
+        return fidelity_from(response)
 
     def close(self) -> None:
         self._channel.close()

@@ -28,12 +28,20 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from emulation.target.port_stats import (
+    FIDELITY_NAMES,
+    LATE_BUCKET,
+    LATE_THRESHOLD_S,
+    LATENESS_BUCKETS,
+    lateness_summary,
+)
+
 
 @dataclass(frozen=True)
 class FidelityLimits:
     """Where the monitor stops trusting a run (see the module docstring)."""
 
-    late_frame_ms: float = 1.0
+    late_frame_ms: float = LATE_THRESHOLD_S * 1e3  # the switch's own "late" (a bucket edge)
     late_frame_fraction: float = 0.01
     late_loop_fraction: float = 0.01
     machine_cpu: float = 0.95
@@ -86,7 +94,7 @@ def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> V
     True
     >>> v = verdict(FidelityFigures(frames=1000, late_frames=50, frame_late_p99_ms=3.0))
     >>> v.trustworthy, v.reasons[0]
-    (False, '5.0% of frames left more than 1 ms late (limit 1%)')
+    (False, '5.0% of frames left more than 1.024 ms late (limit 1%)')
     """
     lim = limits or FidelityLimits()
     reasons: list[str] = []
@@ -136,3 +144,44 @@ def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> V
     else:
         unmeasured.append("switch CPU")
     return Verdict(not reasons, tuple(reasons), tuple(unmeasured))
+
+
+def _buckets(leaves: Mapping[str, int]) -> list[int]:
+    return [int(leaves.get(f"bucket-{i}", 0)) for i in range(LATENESS_BUCKETS)]
+
+
+def switch_lateness(
+    before: Mapping[str, Mapping[str, int]], after: Mapping[str, Mapping[str, int]]
+) -> dict[str, Any]:
+    """The `FidelityFigures` fields of one interval, from two reads of the switch's gNMI
+    /fidelity (`controlplane.gnmi.GnmiReader.read_fidelity`); {} when it serves none.
+
+    The maxima are the switch's since it started (a histogram keeps no time).
+
+    >>> zero = {"departure-lateness": {}, "wakeup-lateness": {}}
+    >>> later = {"departure-lateness": {"bucket-1": 99, "bucket-12": 1, "max-ns": 3_000_000},
+    ...          "wakeup-lateness": {"bucket-2": 10}}
+    >>> f = switch_lateness(zero, later)
+    >>> f["frames"], f["late_frames"], f["frame_late_p99_ms"], f["loop_wakeups"], f["late_wakeups"]
+    (100, 1, 0.002, 10, 0)
+    """
+    departure, wakeup = (name.replace("_", "-") for name in FIDELITY_NAMES)
+    if departure not in after:
+        return {}
+    out: dict[str, Any] = {}
+    for name, prefix in ((departure, "frame"), (wakeup, "loop")):
+        now, then = _buckets(after.get(name, {})), _buckets(before.get(name, {}))
+        delta = [max(0, a - b) for a, b in zip(now, then, strict=True)]
+        largest = after.get(name, {}).get("max-ns", 0) / 1e9
+        summary = lateness_summary(delta, largest)
+        late = sum(delta[LATE_BUCKET:])
+        if prefix == "frame":
+            out.update(
+                frames=summary.count,
+                late_frames=late,
+                frame_late_p99_ms=round(summary.p99_s * 1e3, 6),
+                frame_late_max_ms=round(largest * 1e3, 6),
+            )
+        else:
+            out.update(loop_wakeups=summary.count, late_wakeups=late)
+    return out

@@ -40,13 +40,14 @@ from typing import TYPE_CHECKING, Any
 
 from topologies.errors import UserInputError
 
+from .fidelity import switch_lateness
 from .plan import TracePlan, iterations_in, plan_trace, shared_links
 from .report import Report, write_report
 from .results import SchedulerRun
 
 if TYPE_CHECKING:
     from emulation.fabric import EmulatedFabric
-    from emulation.jobs.run import Progress, RunResult, RunSettings
+    from emulation.jobs.run import Progress, RunSettings
     from topologies.model import Topology
 
 # How long the fabric idles between two schedulers so the queues drain (our
@@ -154,6 +155,7 @@ def run_one(
     results, starts, shared = [], [], {}
     last: dict[str, Any] = {}
     end_all = settings.duration_s if settings.duration_s is not None else math.inf
+    lateness_before = read_lateness(fabric)
     began = time.monotonic()
     for index, part in enumerate(parts):
         elapsed = time.monotonic() - began
@@ -194,19 +196,28 @@ def run_one(
     if not results:
         raise RuntimeError(f"scheduler {scheduler} placed no job to run")
     merged = results[0] if len(results) == 1 else merge(results, starts, list(last.values()))
+    lateness = switch_lateness(lateness_before, read_lateness(fabric))
     return SchedulerRun(
         scheduler=scheduler,
         plan=scheduler_plan,
         result=merged,
         shared_links=shared,
         link_gbps=link_rates(topo, fabric.profile.scale),
-        switch_lateness=switch_lateness(merged),
+        switch_lateness=lateness,
     )
 
 
-def switch_lateness(result: RunResult) -> dict[str, Any]:
-    """The switch's frame and packet-loop lateness over the run, where the target reports them."""
-    return dict(result.fidelity.get("switch_lateness") or {})
+def read_lateness(fabric: EmulatedFabric) -> dict[str, dict[str, int]]:
+    """The switch's cumulative lateness histograms over gNMI ({} from a target without them)."""
+    from controlplane.gnmi import GnmiError, GnmiReader
+
+    if fabric.grpc_address is None:
+        return {}
+    try:
+        with GnmiReader(fabric.grpc_address, timeout=10.0) as reader:
+            return reader.read_fidelity()
+    except GnmiError:
+        return {}
 
 
 def run_settings_record(settings: EmulateSettings, plan: TracePlan, fabric: Any) -> dict[str, Any]:

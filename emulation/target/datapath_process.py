@@ -161,6 +161,15 @@ class SharedCounters:
             self.lateness[i] = histogram
         self.lateness_max[:] = largest
 
+    def read_fidelity_histograms(self) -> dict[str, tuple[tuple[int, ...], float]]:
+        """The lateness histograms and largest lateness (s), all from one instant: a reader
+        that wants one interval's figures subtracts two of these."""
+        taken = self._consistent(lambda: (self.lateness.copy(), self.lateness_max.copy()))
+        return {
+            name: (tuple(int(c) for c in taken[0][i]), float(taken[1][i]))
+            for i, name in enumerate(FIDELITY_NAMES)
+        }
+
     def read_fidelity(self) -> dict[str, Lateness]:
         """Summaries of the lateness histograms, all from one instant."""
         taken = self._consistent(lambda: (self.lateness.copy(), self.lateness_max.copy()))
@@ -292,6 +301,12 @@ class DatapathProcess:
         if self.shared is None:
             return {}
         return self.shared.read_fidelity()
+
+    def fidelity_histograms(self) -> dict[str, tuple[tuple[int, ...], float]]:
+        """The raw lateness histograms (`SharedCounters.read_fidelity_histograms`)."""
+        if self.shared is None:
+            return {}
+        return self.shared.read_fidelity_histograms()
 
     def stall(self, seconds: float) -> None:
         """Make the loop sleep once, as if it had lost its core (for tests)."""

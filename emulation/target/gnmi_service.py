@@ -125,6 +125,28 @@ def interfaces_tree(ports: Sequence[PortCounters]) -> dict[str, Any]:
     return {"interfaces": {"interface": Keyed("name", entries)}}
 
 
+# (our choice) The packet loop's lateness histograms (issue 16's fidelity monitor)
+# under a container of our own, /fidelity/state/<histogram>/: one leaf per
+# bucket (bucket-0 ...) and the largest lateness in ns, cumulative since the
+# switch started, so a reader subtracts two Gets to get one interval's figures.
+FIDELITY_CONTAINER = "fidelity"
+
+
+def fidelity_tree(histograms: Mapping[str, tuple[Sequence[int], float]]) -> dict[str, Any]:
+    """The served data of the lateness histograms, as nested containers.
+
+    >>> tree = fidelity_tree({"departure_lateness": ((5, 1), 2e-6)})
+    >>> tree["fidelity"]["state"]["departure-lateness"]
+    {'bucket-0': 5, 'bucket-1': 1, 'max-ns': 2000}
+    """
+    state = {}
+    for name, (buckets, largest) in histograms.items():
+        leaves: dict[str, Any] = {f"bucket-{i}": int(c) for i, c in enumerate(buckets)}
+        leaves["max-ns"] = round(largest * 1e9)
+        state[name.replace("_", "-")] = leaves
+    return {FIDELITY_CONTAINER: {"state": state}}
+
+
 def render(path: Sequence[Elem]) -> str:
     """'/interfaces/interface[name=veth1]/state' (the text a user would type)."""
     parts = [name + "".join(f"[{k}={v}]" for k, v in keys) for name, keys in path]
@@ -383,13 +405,18 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         self,
         source: Callable[[], Sequence[PortCounters]],
         clock_ns: Callable[[], int] = time.time_ns,
+        fidelity: Callable[[], Mapping[str, tuple[Sequence[int], float]]] | None = None,
     ) -> None:
         self.source = source
         self.clock_ns = clock_ns
+        self.fidelity = fidelity
 
     def _matches(self, origin: str, elems: Sequence[Any]) -> list[Match]:
         check_origin(origin)
-        return select(interfaces_tree(self.source()), elems)
+        tree = interfaces_tree(self.source())
+        if self.fidelity is not None and elems and _bare(elems[0].name) == FIDELITY_CONTAINER:
+            tree = fidelity_tree(self.fidelity())
+        return select(tree, elems)
 
     def _notice(self, origin: str, elems: Sequence[Any], encoding: int, prefix: Any) -> Any:
         return notification(self._matches(origin, elems), encoding, self.clock_ns(), prefix)
@@ -526,6 +553,11 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
                 yield gnmi_pb2.SubscribeResponse(update=notice)
 
 
-def add_gnmi_service(server: grpc.Server, source: Callable[[], Sequence[PortCounters]]) -> None:
-    """Register the gNMI servicer for `source()`'s interface counters on `server`."""
-    gnmi_pb2_grpc.add_gNMIServicer_to_server(GnmiServicer(source), server)
+def add_gnmi_service(
+    server: grpc.Server,
+    source: Callable[[], Sequence[PortCounters]],
+    fidelity: Callable[[], Mapping[str, tuple[Sequence[int], float]]] | None = None,
+) -> None:
+    """Register the gNMI servicer for `source()`'s interface counters (and, given, the
+    packet loop's lateness histograms) on `server`."""
+    gnmi_pb2_grpc.add_gNMIServicer_to_server(GnmiServicer(source, fidelity=fidelity), server)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -267,6 +267,7 @@ def serve(
     p4info_check: bool = True,
     max_workers: int = DEFAULT_MAX_WORKERS,
     port_counters: Callable[[], Sequence[PortCounters]] | None = None,
+    fidelity: Callable[[], Mapping[str, tuple[tuple[int, ...], float]]] | None = None,
     dataplane: Dataplane | None = None,
     tls: ServerTlsSettings | None = None,
 ) -> RunningServer:
@@ -277,7 +278,8 @@ def serve(
     tables and counters live in `dataplane` (a packet loop in another
     process), or in `state` in this process when no dataplane is given. With
     port_counters, the same server also answers gNMI for the interface
-    counters it returns (as Stratum serves both on one port). With tls, the
+    counters it returns (as Stratum serves both on one port), and with
+    fidelity the packet loop's lateness histograms under /fidelity. With tls, the
     port (P4Runtime and gNMI alike) speaks only TLS; without it, a server
     reachable beyond loopback logs a warning, since anyone who reaches it
     can take the primary role.
@@ -301,7 +303,7 @@ def serve(
     if port_counters is not None:
         from emulation.target.gnmi_service import add_gnmi_service
 
-        add_gnmi_service(server, port_counters)
+        add_gnmi_service(server, port_counters, fidelity)
     try:
         if tls is None:
             port = server.add_insecure_port(address)

@@ -101,6 +101,7 @@ class SoftwareSwitch:
                     self.requested_grpc_address,
                     dataplane=self.datapath,
                     port_counters=self.port_counters,
+                    fidelity=self.fidelity_histograms,
                     tls=self.tls,
                 )
                 log.info("device %d: P4Runtime service on %s", self.device_id, self.grpc_address)
@@ -140,6 +141,10 @@ class SoftwareSwitch:
         """How late frames left against their scheduled departure and how late the loop
         woke up ({port_stats.FIDELITY_NAMES: Lateness})."""
         return self.datapath.fidelity() if self.datapath is not None else {}
+
+    def fidelity_histograms(self) -> dict[str, tuple[tuple[int, ...], float]]:
+        """The lateness histograms behind `fidelity()`, as gNMI serves them."""
+        return self.datapath.fidelity_histograms() if self.datapath is not None else {}
 
     def port_counters(self) -> list[PortCounters]:
         """Interface counters of every port (attached and cabled), as gNMI serves them."""
