@@ -8,7 +8,7 @@ returns for the process) and the software switch's (its process tree's
 (their records) over the run's wall time. Needs root; the fabric is torn
 down on exit.
 
-    sudo flock /tmp/cassini-measure.lock .venv/bin/python benchmarks/bench_replicas.py \
+    sudo .venv/bin/python benchmarks/bench_replicas.py \
         [--topology leaf-spine:2:1:4] [--workers 8] [--iterations 20] [--scale 0.001]
 
 Prints a Markdown table.
