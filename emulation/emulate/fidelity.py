@@ -84,6 +84,10 @@ class Verdict:
         }
 
 
+def _share(part: int | None, whole: int | None) -> float | None:
+    return part / whole if part is not None and whole else None
+
+
 def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> Verdict:
     """Trustworthy unless a measured figure passed its limit.
 
@@ -97,52 +101,28 @@ def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> V
     (False, '5.0% of frames left more than 1.024 ms late (limit 1%)')
     """
     lim = limits or FidelityLimits()
-    reasons: list[str] = []
-    unmeasured: list[str] = []
-    if figures.frames and figures.late_frames is not None:
-        share = figures.late_frames / figures.frames
-        if share > lim.late_frame_fraction:
-            reasons.append(
-                f"{share:.1%} of frames left more than {lim.late_frame_ms:g} ms late "
-                f"(limit {lim.late_frame_fraction:.0%})"
-            )
-    else:
-        unmeasured.append("frame lateness")
-    if figures.frame_late_p99_ms is not None and figures.frame_late_p99_ms > lim.late_frame_ms:
-        reasons.append(
-            f"p99 frame lateness {figures.frame_late_p99_ms:.2f} ms "
-            f"(limit {lim.late_frame_ms:g} ms)"
-        )
-    if figures.loop_wakeups and figures.late_wakeups is not None:
-        share = figures.late_wakeups / figures.loop_wakeups
-        if share > lim.late_loop_fraction:
-            reasons.append(
-                f"the packet loop woke more than {lim.late_frame_ms:g} ms late "
-                f"{share:.1%} of the time (limit {lim.late_loop_fraction:.0%})"
-            )
-    else:
-        unmeasured.append("packet-loop lateness")
-    if figures.machine_cpu_mean is not None:
-        if figures.machine_cpu_mean > lim.machine_cpu:
-            reasons.append(
-                f"machine CPU {figures.machine_cpu_mean:.0%} busy on average "
-                f"(limit {lim.machine_cpu:.0%})"
-            )
-    else:
-        unmeasured.append("machine CPU")
-    if figures.machine_steal is not None and figures.machine_steal > lim.machine_steal:
-        reasons.append(
-            f"the hypervisor stole {figures.machine_steal:.0%} of the CPU time "
-            f"(limit {lim.machine_steal:.0%})"
-        )
-    if figures.switch_cpu_mean is not None:
-        if figures.switch_cpu_mean > lim.switch_cpu:
-            reasons.append(
-                f"switch at {figures.switch_cpu_mean:.0%} of a core on average "
-                f"(limit {lim.switch_cpu:.0%})"
-            )
-    else:
-        unmeasured.append("switch CPU")
+    late = f"{lim.late_frame_ms:g} ms"
+    frames = _share(figures.late_frames, figures.frames)
+    wakeups = _share(figures.late_wakeups, figures.loop_wakeups)
+    # (witness, its figure or None when unmeasured, its limit, what passing it means)
+    checks: list[tuple[str, float | None, float, str]] = [
+        ("frame lateness", frames, lim.late_frame_fraction,
+         f"{{:.1%}} of frames left more than {late} late (limit {lim.late_frame_fraction:.0%})"),
+        ("", figures.frame_late_p99_ms, lim.late_frame_ms,
+         f"p99 frame lateness {{:.2f}} ms (limit {late})"),
+        ("packet-loop lateness", wakeups, lim.late_loop_fraction,
+         f"the packet loop woke more than {late} late {{:.1%}} of the time "
+         f"(limit {lim.late_loop_fraction:.0%})"),
+        ("machine CPU", figures.machine_cpu_mean, lim.machine_cpu,
+         f"machine CPU {{:.0%}} busy on average (limit {lim.machine_cpu:.0%})"),
+        ("", figures.machine_steal, lim.machine_steal,
+         f"the hypervisor stole {{:.0%}} of the CPU time (limit {lim.machine_steal:.0%})"),
+        ("switch CPU", figures.switch_cpu_mean, lim.switch_cpu,
+         f"switch at {{:.0%}} of a core on average (limit {lim.switch_cpu:.0%})"),
+    ]  # fmt: skip
+    reasons = [text.format(value) for _, value, limit, text in checks
+               if value is not None and value > limit]  # fmt: skip
+    unmeasured = [name for name, value, _, _ in checks if name and value is None]
     return Verdict(not reasons, tuple(reasons), tuple(unmeasured))
 
 

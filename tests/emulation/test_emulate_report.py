@@ -182,3 +182,25 @@ def test_segments_merge_numbering_iterations_on_and_counters_on_one_clock() -> N
     assert merged.duration_s == 120.0
     assert {s.name: s.iterations for s in merged.summaries} == {"a": 5, "b": 5}
     assert merged.fidelity["segments"] == 2
+
+
+def test_verdict_names_every_limit_passed_and_every_witness_missing() -> None:
+    from emulation.emulate.fidelity import FidelityFigures, verdict
+
+    v = verdict(FidelityFigures(machine_cpu_mean=0.97, machine_steal=0.2, switch_cpu_mean=0.5))
+    assert not v.trustworthy
+    assert [r.split(" ")[0] for r in v.reasons] == ["machine", "the"]
+    assert "stole 20%" in v.reasons[1]
+    assert v.unmeasured == ("frame lateness", "packet-loop lateness")
+    quiet = verdict(
+        FidelityFigures(
+            frames=100,
+            late_frames=1,
+            loop_wakeups=10,
+            late_wakeups=0,
+            machine_cpu_mean=0.5,
+            machine_steal=0.01,
+            switch_cpu_mean=0.4,
+        )
+    )
+    assert quiet.trustworthy and quiet.reasons == () and quiet.unmeasured == ()
