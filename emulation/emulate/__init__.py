@@ -5,5 +5,7 @@
   simulator's own schedulers, through `scheduler.decisions`).
 - `fidelity`: whether the emulator kept up, and the verdict a report states.
 - `report`: the files a run leaves (summary.json, CSVs, PNGs, report.md/html).
+- `segments`: a trace with arrivals as one stretch per arrival decision.
+- `results`: one scheduler's run as plain data, and the figures of it.
 - `runner`: one fabric, every scheduler in turn, the replicas, the counters.
 """
