@@ -291,44 +291,51 @@ def _json_value(match: Match, ietf: bool) -> Any:
     return to_json(match.value, name, ietf, _module(name))
 
 
-def to_path(path: Sequence[Elem]) -> Any:
-    """gnmi.Path of a concrete path."""
-    return gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=name, key=dict(keys)) for name, keys in path])
+def _set_path(path: Any, elems: Sequence[Elem]) -> None:
+    for name, keys in elems:
+        elem = path.elem.add(name=name)
+        for key, value in keys:
+            elem.key[key] = value
 
 
-def updates(matches: Sequence[Match], encoding: int) -> list[Any]:
-    """gnmi.Update messages of matches: one per match (JSON), one per leaf (PROTO)."""
-    out = []
+def add_updates(into: Any, matches: Sequence[Match], encoding: int) -> None:
+    """gnmi.Update messages of matches, added to the repeated field `into`: one per match
+    (JSON), one per leaf (PROTO). Built in place: with the pure-Python protobuf this
+    project gets (p4runtime-shell pins protobuf < 3.21), a message passed to a
+    constructor is copied, and the copies were most of a Get of the testbed."""
     if encoding == gnmi_pb2.PROTO:
         for match in matches:
             for leaf in leaves(match):
+                update = into.add()
+                _set_path(update.path, leaf.path)
                 if isinstance(leaf.value, str):
-                    val = gnmi_pb2.TypedValue(string_val=leaf.value)
+                    update.val.string_val = leaf.value
                 else:
-                    val = gnmi_pb2.TypedValue(uint_val=int(leaf.value))
-                out.append(gnmi_pb2.Update(path=to_path(leaf.path), val=val))
-        return out
+                    update.val.uint_val = int(leaf.value)
+        return
     ietf = encoding == gnmi_pb2.JSON_IETF
     for match in matches:
         text = json.dumps(_json_value(match, ietf)).encode()
-        val = (
-            gnmi_pb2.TypedValue(json_ietf_val=text) if ietf else gnmi_pb2.TypedValue(json_val=text)
-        )
-        out.append(gnmi_pb2.Update(path=to_path(match.path), val=val))
-    return out
+        update = into.add()
+        _set_path(update.path, match.path)
+        if ietf:
+            update.val.json_ietf_val = text
+        else:
+            update.val.json_val = text
 
 
 def notification(
     matches: Sequence[Match], encoding: int, timestamp_ns: int, prefix: Any = None
 ) -> Any:
     """gnmi.Notification of matches (full paths in the updates; prefix only names target/origin)."""
-    head = gnmi_pb2.Path()
+    notice = gnmi_pb2.Notification(timestamp=timestamp_ns)
     if prefix is not None:
-        head.target = prefix.target
-        head.origin = prefix.origin
-    return gnmi_pb2.Notification(
-        timestamp=timestamp_ns, prefix=head, update=updates(matches, encoding)
-    )
+        notice.prefix.target = prefix.target
+        notice.prefix.origin = prefix.origin
+    else:
+        notice.prefix.SetInParent()
+    add_updates(notice.update, matches, encoding)
+    return notice
 
 
 def check_encoding(encoding: int) -> int:
