@@ -311,12 +311,7 @@ class Device:
                             e.table_entry.CopyFrom(entry)
                             out.append(e)
                     elif kind == "counter_entry":
-                        for counter in counter_entries(
-                            pipeline.index, cells, entity.counter_entry
-                        ):
-                            e = p4runtime_pb2.Entity()
-                            e.counter_entry.CopyFrom(counter)
-                            out.append(e)
+                        out += counter_entries(pipeline.index, cells, entity.counter_entry)
                     elif kind is None:
                         raise EntryError(code_pb2.INVALID_ARGUMENT, "entity is unset")
                     else:
