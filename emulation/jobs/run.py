@@ -394,7 +394,8 @@ def run_schedule(
     began = time.monotonic()
     workers: list[_Worker] = []
     failed: dict[str, float] = {}  # job -> when its first replica failed
-    failures: dict[str, list[str]] = {}  # job -> what each failed replica said, in order
+    # job -> (lost a peer?, what the replica said) of each failed replica, in order
+    failures: dict[str, list[tuple[bool, str]]] = {}
     judged: set[int] = set()  # workers already reported (or stopped by us)
     error: str | None = None
     interrupted: str | None = None
@@ -416,7 +417,7 @@ def run_schedule(
                 if rc is None or rc == 0 or index in judged:
                     continue
                 judged.add(index)
-                failures.setdefault(w.job, []).append(w.describe_failure())
+                failures.setdefault(w.job, []).append((rc == EXIT_PEER_LOST, w.describe_failure()))
                 failed.setdefault(w.job, now)
             for job, when in failed.items():
                 # The job's others follow within a socket timeout; past it they are stopped.
@@ -460,7 +461,12 @@ def run_schedule(
     records = tuple(
         r for p in placed if Path(p.spec.out).exists() for r in read_records(p.spec.out)
     )
-    job_errors = {job: "; ".join(texts) for job, texts in failures.items()}
+    # The cause first: a replica that died of its own (a signal, an error) before the
+    # peers that lost it (exit EXIT_PEER_LOST), which one poll may see in any order.
+    job_errors = {
+        job: "; ".join(text for _, text in sorted(found, key=lambda f: f[0]))
+        for job, found in failures.items()
+    }
     if job_errors and error is None:
         error = " | ".join(f"job {job} failed: {text}" for job, text in job_errors.items())
     if watcher.error and error is None:
