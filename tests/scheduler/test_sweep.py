@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -266,7 +267,14 @@ class KillOnFirstResult:
             self.errors.append(error)
         if self.killed is None:
             pids = self.client.run(os.getpid)
-            busy = [w for w, keys in self.client.processing().items() if keys]
+            # Right after a result the scheduler may not have handed the next cell out yet
+            # (CI once saw no worker busy): wait a moment for one that is.
+            busy: list[Any] = []
+            for _ in range(100):
+                busy = [w for w, keys in self.client.processing().items() if keys]
+                if busy:
+                    break
+                time.sleep(0.02)
             victim = busy[0] if busy else next(iter(pids))
             self.victim_was_busy = bool(busy)
             self.killed = pids[victim]
