@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from emulation.emulate.runner import EmulateSettings, emulate
 from emulation.netns import leftovers
 from scheduler.traces import TraceJob, write_trace
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the fabric needs root")
+pytestmark = pytest.mark.root
 
 SCHEDULERS = ("themis", "th+cassini")
 

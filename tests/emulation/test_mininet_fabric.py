@@ -231,7 +231,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-MN = Path(sys.executable).parent / "mn"  # the venv's `mn`: it imports the project
+MN = Path(sys.executable).parent / "mn"  # the venv's `mn` (PyPI's mininet, a dependency)
 MN_CUSTOM = Path(emulation.mn_custom.__file__)
 
 
@@ -244,7 +244,6 @@ def _mn(*topo: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.root
-@pytest.mark.skipif(not MN.exists(), reason="the venv has no `mn` (PyPI's mininet installs it)")
 def test_mn_custom_starts_the_testbed_programmed_and_leaves_nothing() -> None:
     result = _mn("cassini-testbed", "0.001", stdin="s01 ping -c1 -W2 s24\nexit\n")
     shown = result.stdout + result.stderr
@@ -261,7 +260,6 @@ def test_mn_custom_starts_the_testbed_programmed_and_leaves_nothing() -> None:
 
 
 @pytest.mark.root
-@pytest.mark.skipif(not MN.exists(), reason="the venv has no `mn` (PyPI's mininet installs it)")
 def test_mn_custom_failure_runs_our_cleanup_not_mininets() -> None:
     result = _mn("cassini-testbd")
     shown = result.stdout + result.stderr
@@ -279,7 +277,6 @@ def _process_lines() -> list[str]:
 
 
 @pytest.mark.root
-@pytest.mark.skipif(not MN.exists(), reason="the venv has no `mn` (PyPI's mininet installs it)")
 def test_mn_custom_switch_failure_after_bring_up_began_leaves_nothing() -> None:
     # A switch whose interpreter is /bin/false exits at once, after hosts and links exist.
     result = subprocess.run(
@@ -367,7 +364,6 @@ def test_an_unreadable_device_config_is_one_line_naming_it(tmp_path: Path) -> No
 
 
 @pytest.mark.root
-@pytest.mark.skipif(not MN.exists(), reason="the venv has no `mn` (PyPI's mininet installs it)")
 def test_cassini_clean_after_sigkill_of_mn_removes_what_it_left() -> None:
     process = subprocess.Popen(
         [str(MN), "--custom", str(MN_CUSTOM), "--topo", f"cassini,{SMALL},0.01",
