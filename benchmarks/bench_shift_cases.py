@@ -36,13 +36,13 @@ from typing import Any
 
 import numpy as np
 
+from emulation.emulate.plan import shared_links
 from emulation.fabric import DEFAULT_SCALE, EmulatedFabric
 from emulation.jobs.launch import JobPlan, plan_jobs
 from emulation.jobs.prediction import simulated_means
 from emulation.jobs.run import RunResult, RunSettings, run_schedule, write_run
 from scheduler.cassini import plan_link
 from scheduler.profiles import profiles_from_list
-from scheduler.traffic import JobRouter
 from topologies.library import load_topology
 from topologies.model import Topology
 
@@ -53,21 +53,11 @@ SERVERS_B = ("s03", "s04", "s13", "s14")
 WARMUP = 1  # iterations left out of the figures
 
 
-def shared_links(topo: Topology, placement: dict[str, tuple[str, ...]]) -> list[str]:
-    """Directed links ('a->b') that more than one job's ring crosses."""
-    router = JobRouter(topo)
-    used: dict[str, int] = {}
-    for servers in placement.values():
-        for a, b in router.job_links(servers, "data"):
-            used[f"{a}->{b}"] = used.get(f"{a}->{b}", 0) + 1
-    return sorted(link for link, n in used.items() if n > 1)
-
-
 def shift_cases(topo: Topology, model: str = "vgg19") -> dict[str, dict[str, Any]]:
     """The three schedules (schedule-file keys), with Cassini's shift for (b)."""
     job_a, job_b = (JOB_A, JOB_B) if model == "vgg19" else (f"{model}-0", f"{model}-1")
     pair = {job_a: SERVERS_A, job_b: SERVERS_B}
-    shared = shared_links(topo, pair)
+    shared = list(shared_links(pair, topo))
     if len(shared) != 1 or not shared[0].startswith("tor"):
         raise SystemExit(f"placement shares {shared}, not exactly one ToR uplink")
     # What `cassini compat --jobs vgg19,vgg19` computes (a 50 Gbps link, 5 degrees).

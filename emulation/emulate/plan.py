@@ -131,19 +131,20 @@ def plan_trace(
 
 
 def shared_links(
-    decision: Decision,
+    placement: Mapping[str, Sequence[str]],
     topology: Topology,
-    parallelism: Mapping[str, str],
+    parallelism: Mapping[str, str] | None = None,
     router: JobRouter | None = None,
 ) -> dict[str, tuple[str, ...]]:
-    """{"a->b": jobs} of every directed link more than one placed job's traffic crosses.
+    """{"a->b": jobs} of every directed link more than one placed job's traffic crosses
+    (a job without a parallelism in `parallelism` is data parallel).
 
     The names are those of the switch's per-link series (`LinkDelta.link`),
     so the report sums the marks the switch counted on exactly these links.
     """
     router = router or JobRouter(topology)
     users: dict[str, list[str]] = {}
-    for job, servers in decision.placement.items():
-        for a, b in router.job_links(servers, parallelism.get(job, "data"), job):
+    for job, servers in placement.items():
+        for a, b in router.job_links(servers, (parallelism or {}).get(job, "data"), job):
             users.setdefault(f"{a}->{b}", []).append(job)
     return {link: tuple(sorted(jobs)) for link, jobs in sorted(users.items()) if len(jobs) > 1}

@@ -133,10 +133,8 @@ def _mean(values: FloatArray) -> float | None:
     return float(values.mean()) if values.size else None
 
 
-def switch_marks(telemetry: TelemetryLog, links: Sequence[str] | None = None) -> int:
-    """ecn_marked the switch counted: on every port, or on the named links only."""
-    if links is None:
-        return sum(row.ecn_marked_packets for row in telemetry.ports)
+def link_marks(telemetry: TelemetryLog, links: Sequence[str]) -> int:
+    """ecn_marked the switch counted on the named links (all ports: `RunResult.switch_ecn_marked`)."""
     wanted = set(links)
     return sum(row.ecn_marked_packets for row in telemetry.links if row.link in wanted)
 
@@ -156,7 +154,7 @@ def summarise(run: SchedulerRun) -> dict[str, Any]:
         "p99_iteration_ms": _p99(times),
         "iterations": int(times.size),
         "ecn_marks": result.switch_ecn_marked,
-        "ecn_marks_shared_links": switch_marks(run.telemetry, list(run.shared_links)),
+        "ecn_marks_shared_links": link_marks(run.telemetry, list(run.shared_links)),
         "shared_links": {k: list(v) for k, v in run.shared_links.items()},
         "host_ce_marks": result.host_ce_marks,
         "sim_mean_iteration_ms": run.plan.sim_mean_ms,

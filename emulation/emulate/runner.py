@@ -196,7 +196,9 @@ def run_one(
             done[job] = done.get(job, 0) + n
         last.update({j.name: replace(j, iterations=None) for j in jobs})
         shared.update(
-            shared_links(part.decision, topo, {j.name: j.profile.parallelism for j in jobs})
+            shared_links(
+                part.decision.placement, topo, {j.name: j.profile.parallelism for j in jobs}
+            )
         )
         if result.interrupted or fabric.switch_failure() is not None:
             break
