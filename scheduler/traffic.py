@@ -14,7 +14,8 @@ over NVLink/PCIe, not the NIC):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Hashable, Sequence
 
 from topologies import routing
 from topologies.errors import UserInputError, did_you_mean
@@ -24,6 +25,19 @@ from topologies.routing import Router
 from .profiles import PARALLELISMS
 
 Flow = tuple[str, str]
+
+
+def nic_shares(ends: Sequence[tuple[Hashable, Hashable] | None]) -> list[float]:
+    """Each flow's fraction of a worker's NIC demand: 1 / max(flows its source sends,
+    flows its destination receives), so a job never oversubscribes its own NICs
+    (our choice; `None` is a flow with no ends: all of it).
+
+    >>> nic_shares([(0, 1), (1, 0), (1, 2), (2, 1), (2, 0), None])  # 1 receives from 0 and 2
+    [0.5, 0.5, 0.5, 0.5, 0.5, 1.0]
+    """
+    out_deg = Counter(e[0] for e in ends if e is not None)
+    in_deg = Counter(e[1] for e in ends if e is not None)
+    return [1.0 if e is None else 1.0 / max(out_deg[e[0]], in_deg[e[1]]) for e in ends]
 
 
 def job_flows(servers: Sequence[str], parallelism: str) -> tuple[Flow, ...]:

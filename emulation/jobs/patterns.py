@@ -27,12 +27,11 @@ slow flow anywhere holds its neighbours, as a real collective does.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 
 from scheduler.profiles import PARALLELISMS
-from scheduler.traffic import job_flows
+from scheduler.traffic import job_flows, nic_shares
 from topologies.errors import UserInputError, did_you_mean
 
 from .collectives import gradient_bytes, ring_allreduce_plan
@@ -95,9 +94,7 @@ def flow_shares(flows: tuple[Flow, ...]) -> dict[Flow, float]:
     >>> flow_shares(((0, 1), (1, 0)))
     {(0, 1): 1.0, (1, 0): 1.0}
     """
-    out_deg = Counter(a for a, _ in flows)
-    in_deg = Counter(b for _, b in flows)
-    return {(a, b): 1.0 / max(out_deg[a], in_deg[b]) for a, b in flows}
+    return dict(zip(flows, nic_shares(flows), strict=True))
 
 
 def pacing_shares(parallelism: str, workers: int, rank: int) -> dict[int, float]:

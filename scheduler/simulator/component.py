@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +36,7 @@ from ..fluid_events import UP as _UP
 from ..fluid_events import WAIT as _WAIT
 from ..fluid_events import begin_phase, flush_all, log_segment, retime, run_events
 from ..traces import TraceJob
+from ..traffic import nic_shares
 from ..types import Profile
 from .fastforward import _Window, track_window, try_jump
 from .results import FloatArray, SimSettings, _Stats
@@ -157,18 +157,13 @@ class _Component:
         rows: list[list[int]] = []
         share: list[float] = []
         for j, m in enumerate(members):
-            # (our choice) A profile's gbps is one worker's NIC demand. Where a
-            # worker sends or receives several flows (pipeline stages talk to
-            # both neighbours), each flow gets 1 / max(flows its source sends,
-            # flows its destination receives), so a job never oversubscribes
-            # its own NICs. A flow's first link is its source's NIC uplink and
-            # its last link its destination's NIC downlink.
-            out_deg = Counter(f[0] for f in m.flows if f)
-            in_deg = Counter(f[-1] for f in m.flows if f)
+            # A profile's gbps is one worker's NIC demand, split over the flows a
+            # worker sends or receives (`nic_shares`). A flow's first link is its
+            # source's NIC uplink and its last link its destination's NIC downlink.
+            share += nic_shares([(f[0], f[-1]) if f else None for f in m.flows])
             for f in m.flows:
                 flow_job.append(j)
                 rows.append([local[g] for g in f])
-                share.append(1.0 / max(out_deg[f[0]], in_deg[f[-1]]) if f else 1.0)
         self.flow_job = np.array(flow_job, dtype=np.int64)
         self.flow_share = np.array(share, dtype=np.float64)
         # The incidence as (flow, link) pairs in flow order: a flow crosses a
