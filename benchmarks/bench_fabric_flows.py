@@ -33,9 +33,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_target import cpu_seconds, process_tree, py_spy_profile  # noqa: E402
+from bench_target import py_spy_profile  # noqa: E402
 
 from emulation.fabric import EmulatedFabric  # noqa: E402
+from emulation.jobs.cpu_usage import cpu_seconds, process_tree  # noqa: E402
 from scheduler.fluid import max_min_rates  # noqa: E402
 from topologies.library import load_topology  # noqa: E402
 from topologies.routing import Router  # noqa: E402

@@ -28,27 +28,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from emulation.fabric import EmulatedFabric  # noqa: E402
 from emulation.jobs.collectives import Address  # noqa: E402
+from emulation.jobs.cpu_usage import cpu_seconds, process_tree  # noqa: E402
 from emulation.jobs.records import read_records  # noqa: E402
 from emulation.jobs.replica import ReplicaSpec  # noqa: E402
 from scheduler.profiles import build_profile  # noqa: E402
 from topologies.library import load_topology  # noqa: E402
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
 
 def tree_cpu_s(pid: int) -> float:
     """utime + stime of a process and its descendants (seconds)."""
-    total, todo = 0.0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError):
-            continue
-    return total
+    return cpu_seconds(process_tree(pid))
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controlplane.p4names import PORT_TX  # noqa: E402
+from emulation.jobs.cpu_usage import cpu_seconds  # noqa: E402
 from emulation.netns import NetnsLab  # noqa: E402
 from emulation.target.state import WredProfile  # noqa: E402
 from emulation.target.switch import SoftwareSwitch  # noqa: E402
@@ -143,33 +144,6 @@ def blast(
         out, _ = proc.communicate(timeout=seconds + 10)
         offered += int(out.strip() or 0)
     return (end_count - start_count) / (end - start), offered, cpu / (end - start)
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """CPU time of the processes (the switch: its service here, its packet loop in a child)."""
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def process_tree(root: int) -> list[int]:
-    """`root` and all its descendants (a switch started through nice/ip netns exec)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += children.get(pid, [])
-    return sorted(found)
 
 
 def py_spy_profile(pid: int, seconds: float, out: Path) -> Callable[[], None]:
