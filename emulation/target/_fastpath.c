@@ -1020,17 +1020,28 @@ static PyObject *py_run(Pipeline *p, PyObject *args) {
             if (now >= until || (active && now >= busy_until)) break;
             continue;
         }
-        double wait = deadline - now;
+        /* Arrivals wake the loop at most once per `granularity` too: within that of the
+         * last wake-up only the other fds are watched. A frame keeps its kernel stamp,
+         * so reading it later moves no time in the traffic manager; a departure that
+         * falls due meanwhile leaves late, and the lateness figures count it. */
+        int rings_watched = now >= last_wake + granularity;
+        double ring_check = last_wake + granularity, sleep_to = deadline;
+        if (!rings_watched && ring_check < sleep_to) sleep_to = ring_check;
+        double wait = sleep_to - now;
         struct timespec timeout = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+        struct pollfd *watch = rings_watched ? pfds : pfds + p->n_rings;
+        nfds_t n_watch = (nfds_t)(rings_watched ? n_poll : n_poll - p->n_rings);
         int ready;
         Py_BEGIN_ALLOW_THREADS
-        ready = ppoll(pfds, n_poll, &timeout, NULL);
+        ready = ppoll(watch, n_watch, &timeout, NULL);
         Py_END_ALLOW_THREADS
         if (ready < 0) break; /* EINTR: a signal for Python */
+        double woke_at = monotonic_now();
+        if (ready > 0 || sleep_to == deadline) last_wake = woke_at;
+        if (ready == 0 && sleep_to < deadline) continue; /* time to look at the rings */
         if (ready == 0) {
-            last_wake = monotonic_now();
             if (next <= deadline && next < until) { /* slept to an event: how late? */
-                double late = last_wake - next;
+                double late = woke_at - next;
                 if (late > p->wakeup_max) p->wakeup_max = late;
                 uint64_t us = late > 0 ? (uint64_t)(late * 1e6) : 0;
                 Py_ssize_t bucket = us ? 64 - __builtin_clzll(us) : 0;
@@ -1041,9 +1052,10 @@ static PyObject *py_run(Pipeline *p, PyObject *args) {
             break; /* until */
         }
         int ring_only = 1;
-        for (Py_ssize_t i = 0; i < n_poll; i++) {
-            if (!pfds[i].revents) continue;
-            if (i >= p->n_rings) ring_only = 0; /* the rings' fds come first, in add_ring order */
+        for (nfds_t i = 0; i < n_watch; i++) {
+            if (!watch[i].revents) continue;
+            /* the rings' fds come first, in add_ring order */
+            if (!rings_watched || (Py_ssize_t)i >= p->n_rings) ring_only = 0;
         }
         if (!ring_only) {
             woken = 1;

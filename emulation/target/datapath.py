@@ -79,16 +79,31 @@ MAX_STAMP_AHEAD_S = 1e-3
 # How often the CLOCK_REALTIME -> loop clock offset is measured again (NTP slews it).
 OFFSET_RECHECK_S = 0.5
 PR_SET_TIMERSLACK = 29
-# (our choice) The compiled loop wakes up for departures at most once per 20 us:
-# at 50 Mbit/s a fabric under TCP load has departures a few microseconds apart,
-# and a wake-up for each cost most of a core. A frame is then handed over up to
-# 20 us late (a 1500-byte frame takes 245 us at 50 Mbit/s); the traffic manager's
-# times stay exact, and the departure-lateness figures count what it costs.
-WAKEUP_GRANULARITY_S = 20e-6
+# (our choice) The compiled loop wakes up (for departures and for arrivals) at most
+# once per 40% of one MTU frame's time on its fastest port, between 20 and 100 us:
+# at 50 Mbit/s a fabric under TCP load has events a few microseconds apart, and a
+# wake-up for each cost most of a core (ppoll and its timer were 28% of the loop
+# with one wake-up per 20 us). A frame is then handed over up to that late (a
+# 1514-byte frame takes 246 us at 50 Mbit/s, so 98 us); arrivals keep their kernel
+# stamps and the traffic manager's times stay exact, and the departure-lateness
+# figures count what it costs.
+WAKEUP_FRAME_SHARE = 0.4
+WAKEUP_GRANULARITY_MIN_S = 20e-6
+WAKEUP_GRANULARITY_MAX_S = 100e-6
+MTU_FRAME_BYTES = 1514
 # (our choice) 1 us timer slack for the datapath thread (Linux's default is
 # 50 us): it sleeps until the next departure, and every microsecond it wakes
 # late is added to that frame's delivery.
 DATAPATH_TIMER_SLACK_NS = 1000
+
+
+def wakeup_granularity(tm: TmConfig, ports: Iterable[int]) -> float:
+    """How often the compiled loop may wake up: a share of one MTU frame's time (with
+    the TM's wire overhead) on the fastest of `ports`, within [20, 100] us."""
+    rates = [tm.rate_gbps(port) for port in ports] or [tm.default_rate_gbps]
+    frame_s = (MTU_FRAME_BYTES + tm.wire_overhead_bytes) * 8 / (max(rates) * 1e9)
+    share = WAKEUP_FRAME_SHARE * frame_s
+    return min(WAKEUP_GRANULARITY_MAX_S, max(WAKEUP_GRANULARITY_MIN_S, share))
 
 
 def checked_counter_names() -> tuple[str, ...]:
@@ -301,11 +316,13 @@ class Datapath:
         sockets: Sequence[PortSocket],
         clock: Callable[[], float] = time.monotonic,
         kernel_timestamps: bool = True,
+        granularity: float = WAKEUP_GRANULARITY_MIN_S,
     ) -> None:
         self.pipeline = pipeline
         self.sockets = list(sockets)
         self.clock = clock
         self.kernel_timestamps = kernel_timestamps
+        self.granularity = granularity  # seconds between wake-ups of the compiled loop
         self.send_errors = 0
         self.stamp_fallbacks = 0  # frames stamped with their read time instead
         # Another file descriptor the loop waits on, and what to do when it is
@@ -600,7 +617,7 @@ class Datapath:
                     offset if stamped else None,
                     until,
                     now + COUNTER_FLUSH_S,
-                    WAKEUP_GRANULARITY_S,
+                    self.granularity,
                 )
                 if woken:
                     if on_control is not None and _readable(control_fd):

@@ -92,6 +92,8 @@ class DatapathSpec:
     realtime_priority: int = 10
     # The compiled switch program (fast_pipeline.py); False runs the Python reference.
     fast: bool = True
+    # The one CPU the loop runs on (emulation/cpu_split.py); None: wherever Linux puts it.
+    cpu: int | None = None
 
 
 class SharedCounters:
@@ -348,7 +350,7 @@ class DatapathProcess:
 
 def _child(control: Connection, memory_fd: int) -> int:
     """Run the packet loop until told to stop; returns the exit code."""
-    from .datapath import Datapath, SwitchProgram
+    from .datapath import Datapath, SwitchProgram, wakeup_granularity
     from .fast_pipeline import FastSwitchProgram, available
     from .ports import open_ports
 
@@ -367,6 +369,11 @@ def _child(control: Connection, memory_fd: int) -> int:
     logging.basicConfig(
         level=spec.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if spec.cpu is not None:
+        try:
+            os.sched_setaffinity(0, {spec.cpu})
+        except OSError as err:
+            log.warning("packet loop: not pinned to CPU %d (%s)", spec.cpu, err)
     try:
         sockets = open_ports(spec.ports, use_ring=spec.rx_ring)
     except UserInputError as err:
@@ -386,7 +393,12 @@ def _child(control: Connection, memory_fd: int) -> int:
         counter_names=spec.counter_names,
         shared=shared,
     )
-    datapath = Datapath(pipeline, sockets, kernel_timestamps=spec.kernel_timestamps)
+    datapath = Datapath(
+        pipeline,
+        sockets,
+        kernel_timestamps=spec.kernel_timestamps,
+        granularity=wakeup_granularity(spec.tm, spec.ports),
+    )
 
     def on_control() -> None:
         while control.poll():
