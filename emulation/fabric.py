@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import re
 import statistics
 import subprocess
@@ -38,6 +39,7 @@ from topologies.chip_mapping import ChipMap, map_to_chip
 from topologies.errors import UserInputError
 from topologies.model import Topology
 
+from .cpu_split import split_cpus
 from .netns import NetnsLab, _signals_deferred, exit_cause
 from .profile import (
     DEFAULT_SCALE,
@@ -180,7 +182,9 @@ class EmulatedFabric:
     switch_process=True runs the switch as `cassini switch serve` in its own
     process at `switch_nice` (its own interpreter lock and a higher priority,
     so a busy test or sender cannot stall the packet path and fake
-    queueing); False runs a SoftwareSwitch in this process.
+    queueing); False runs a SoftwareSwitch in this process. `pin_loop`
+    (software switch, two or more CPUs) puts the packet loop on a core of its
+    own and steers the hosts' receive processing to the others (cpu_split.py).
 
     target="bmv2" runs simple_switch_grpc instead (refused, naming what is
     missing, when it is not installed) and pushes `device_config`, the
@@ -208,6 +212,7 @@ class EmulatedFabric:
         log_dir: str | Path | None = None,
         force: bool = False,
         thrift_port: int = 0,
+        pin_loop: bool = True,
     ) -> None:
         check_scale(scale)
         self.target, self.device_config = _check_target(target, device_config, switch_process)
@@ -224,6 +229,13 @@ class EmulatedFabric:
         self.seed = seed
         self.switch_process = switch_process
         self.switch_nice = switch_nice
+        # The software switch's loop on a core of its own, the hosts' receive work on the
+        # others (cpu_split.py); None with one CPU, for bmv2, or when not asked.
+        self.cpu_split = (
+            split_cpus(os.sched_getaffinity(0))
+            if pin_loop and switch_process and self.target == DEFAULT_TARGET
+            else None
+        )
         self.timeout = timeout
         self.lab = NetnsLab(prefix, base=FABRIC_PREFIX_BASE)
         self.hosts: dict[str, HostPort] = {}
@@ -345,6 +357,7 @@ class EmulatedFabric:
                 tm_config=str(tm_file),
                 seed=self.seed,
                 nice=self.switch_nice,
+                loop_cpu=self.cpu_split.loop_cpu if self.cpu_split else None,
             )
         else:
             switch = partial(ChipSwitch, lab=self.lab)
@@ -356,7 +369,11 @@ class EmulatedFabric:
                 nic_mbit=self.profile.nic_mbit(self.chip),
                 wire_overhead=self.profile.tm.wire_overhead_bytes,
             ),
-            host=partial(CassiniHost, lab=self.lab),
+            host=partial(
+                CassiniHost,
+                lab=self.lab,
+                rps_cpus=self.cpu_split.rps_mask if self.cpu_split else None,
+            ),
             switch=switch,
             controller=None,
             build=False,

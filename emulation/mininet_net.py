@@ -159,9 +159,11 @@ class CassiniHost(Host):
         neighbours: Sequence[tuple[str, str]] = (),
         nic_mbit: float | None = None,
         wire_overhead: int = 24,
+        rps_cpus: str | None = None,
         **params: Any,
     ) -> None:
         self.lab = lab
+        self.rps_cpus = rps_cpus  # receive steering of the host's veths (cpu_split.py)
         self.namespace = namespace or name
         self.neighbours = tuple(neighbours)
         self.nic_mbit = nic_mbit
@@ -195,6 +197,8 @@ class CassiniHost(Host):
                     ["tc", "-n", self.namespace],
                     [nic_qdisc(name, self.nic_mbit, self.wire_overhead)],
                 )
+            if self.rps_cpus is not None:
+                steer_receive(self.namespace, name, self.rps_cpus)
         mine = self.IP()
         lines = neighbour_lines([n for n in self.neighbours if n[0] != mine], self.defaultIntf())
         if lines:
@@ -213,6 +217,18 @@ def neighbour_lines(neighbours: Sequence[tuple[str, str]], dev: Any) -> list[str
     ['neigh replace 10.0.0.2 lladdr 02:00:00:00:00:02 dev h1 nud permanent']
     """
     return [f"neigh replace {ip} lladdr {mac} dev {dev} nud permanent" for ip, mac in neighbours]
+
+
+def steer_receive(namespace: str, ifname: str, rps_cpus: str) -> None:
+    """Receive steering (RPS) of one interface in a named namespace to `rps_cpus` (a hex
+    mask); `ip netns exec` mounts the namespace's own /sys, where the interface is."""
+    path = f"/sys/class/net/{ifname}/queues/rx-0/rps_cpus"
+    subprocess.run(
+        ["ip", "netns", "exec", namespace, "sh", "-c", f"echo {rps_cpus} > {path}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
 
 
 def _ip_batch(argv: Sequence[str], lines: Sequence[str]) -> None:
@@ -339,6 +355,7 @@ class SoftSwitch(ChipSwitch):
         seed: int = 0,
         nice: int = 0,
         python: str | None = None,
+        loop_cpu: int | None = None,
         **params: Any,
     ) -> None:
         import sys
@@ -346,6 +363,7 @@ class SoftSwitch(ChipSwitch):
         self.tm_config = tm_config
         self.seed = seed
         self.nice = nice
+        self.loop_cpu = loop_cpu
         self.python = python or sys.executable
         super().__init__(name, **params)
 
@@ -358,6 +376,8 @@ class SoftSwitch(ChipSwitch):
         argv += ["--grpc-server-addr", self.grpc_address]
         if self.tm_config:
             argv += ["--tm-config", self.tm_config]
+        if self.loop_cpu is not None:
+            argv += ["--loop-cpu", str(self.loop_cpu)]
         return [*argv, "--seed", str(self.seed)]
 
 

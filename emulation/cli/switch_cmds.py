@@ -13,7 +13,12 @@ import sys
 
 from topologies.errors import UserInputError
 
-from .common import add_tls_server_arguments, listen_address, server_tls_from_args
+from .common import (
+    add_tls_server_arguments,
+    listen_address,
+    nonnegative_int,
+    server_tls_from_args,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,6 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "emulation/target/data/tm-example.yaml; default: those defaults)",
     )
     serve.add_argument("--seed", type=int, default=0, help="seed of the WRED marking RNG")
+    serve.add_argument(
+        "--loop-cpu",
+        type=nonnegative_int,
+        metavar="CPU",
+        help="pin the packet loop to this CPU (the fabric does, with two or more; default: not)",
+    )
     serve.add_argument(
         "--log-level",
         "-L",
@@ -201,6 +212,7 @@ def _serve(args: argparse.Namespace) -> int:
         seed=args.seed,
         log_level=level,
         tls=server_tls_from_args(args),
+        loop_cpu=args.loop_cpu,
     )
     # A gRPC worker may still be parsing a large request in pure Python; waiting
     # for it at interpreter exit took 16 s. Everything is closed: leave now.

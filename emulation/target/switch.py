@@ -55,8 +55,10 @@ class SoftwareSwitch:
         log_level: int = logging.INFO,
         tls: ServerTlsSettings | None = None,
         fast: bool = True,
+        loop_cpu: int | None = None,
     ) -> None:
         self.device_id = device_id
+        self.loop_cpu = loop_cpu  # the packet loop's one CPU (emulation/cpu_split.py)
         self.fast = fast  # False: the Python reference pipeline instead of the compiled one
         self.port_names = dict(ports)
         self.requested_grpc_address = grpc_address
@@ -88,6 +90,7 @@ class SoftwareSwitch:
                 rx_ring=self.rx_ring,
                 log_level=self.log_level,
                 fast=self.fast,
+                cpu=self.loop_cpu,
             )
             for line in self.tm.describe(self.port_names).splitlines():
                 log.info("device %d TM: %s", self.device_id, line)
@@ -206,6 +209,7 @@ def serve_until_stopped(
     seed: int = 0,
     log_level: int = logging.INFO,
     tls: ServerTlsSettings | None = None,
+    loop_cpu: int | None = None,
 ) -> int:
     """Run a switch until SIGINT/SIGTERM (0) or until its packet loop dies (1).
 
@@ -219,7 +223,14 @@ def serve_until_stopped(
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     switch = SoftwareSwitch(
-        device_id, ports, grpc_address, tm, seed=seed, log_level=log_level, tls=tls
+        device_id,
+        ports,
+        grpc_address,
+        tm,
+        seed=seed,
+        log_level=log_level,
+        tls=tls,
+        loop_cpu=loop_cpu,
     )
     code = 0
     try:

@@ -9,6 +9,7 @@ it is installed.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -21,7 +22,9 @@ from scapy.utils import rdpcap
 import emulation.mn_custom
 from controlplane.p4names import ECN_MARKED
 from emulation.capture import pcap_name
+from emulation.cpu_split import split_cpus
 from emulation.fabric import EmulatedFabric
+from emulation.jobs.cpu_usage import process_tree
 from emulation.mininet_net import CHIP, Bmv2Switch, CassiniTopo, bmv2_available, fixed_address
 from emulation.netns import leftovers
 from emulation.runs import runs
@@ -63,6 +66,43 @@ def test_fabric_is_a_mininet_network_usable_from_python(prefix: str) -> None:
         # The same namespace by its name, as the rest of the project reaches it.
         named = fabric.run(hosts[0], ["ip", "-o", "link", "show", fabric.hosts[hosts[0]].ifname])
         assert fabric.hosts[hosts[0]].mac in named.stdout
+
+
+@pytest.mark.root
+def test_the_packet_loop_has_a_core_and_the_hosts_receive_work_goes_to_the_others(
+    prefix: str,
+) -> None:
+    split = split_cpus(os.sched_getaffinity(0))
+    assert EmulatedFabric(load_topology(SMALL), 0.01, pin_loop=False).cpu_split is None
+    with EmulatedFabric(load_topology(SMALL), 0.01, prefix=prefix) as fabric:
+        assert fabric.cpu_split == split
+        assert fabric.switch_pid is not None
+        tree = process_tree(fabric.switch_pid)
+        affinity = {pid: os.sched_getaffinity(pid) for pid in tree}
+        pinned = [pid for pid, cpus in affinity.items() if len(cpus) == 1]
+        steered = {
+            name: int(
+                fabric.run(name, ["cat", f"/sys/class/net/{host.ifname}/queues/rx-0/rps_cpus"])
+                .stdout.strip()
+                .replace(",", ""),
+                16,
+            )
+            for name, host in fabric.hosts.items()
+        }
+        # Still forwarding, with the loop on its core.
+        first, last = (
+            fabric.net[fabric.topo.servers[0].name],
+            fabric.net[fabric.topo.servers[-1].name],
+        )
+        assert " 0% packet loss" in first.cmd(f"ping -c1 -W2 {last.IP()}")
+    if split is None:  # one CPU: nothing to split
+        assert pinned == [] and set(steered.values()) == {0}
+        return
+    # Only the packet loop (the switch's newest process, under SCHED_FIFO) is pinned,
+    # the P4Runtime service is not; every host's veth steers to the other CPUs.
+    assert len(pinned) == 1 and pinned[0] == max(tree)
+    assert affinity[pinned[0]] == {split.loop_cpu}
+    assert set(steered.values()) == {sum(1 << cpu for cpu in split.host_cpus)}
 
 
 @pytest.mark.root
