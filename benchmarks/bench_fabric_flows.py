@@ -73,8 +73,11 @@ print(json.dumps({"bytes": counted, "seconds": end - start}), flush=True)
 
 SENDER = """
 import socket, sys, time
-host, port, end = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+host, port, go, end = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 sock = socket.create_connection((host, port), timeout=10)
+# Every flow connects before any sends: under load a SYN (not ECN-capable) meets
+# WRED's drops in a full queue, and a late flow could miss the window altogether.
+time.sleep(max(0.0, go - time.monotonic()))
 chunk = bytes(1 << 16)
 while time.monotonic() < end:
     try:
@@ -115,9 +118,9 @@ def max_total(incidence: np.ndarray, capacity: float) -> float:
 
 def ceiling(
     topo_name: str, pairs: list[tuple[str, str]], link_mbps: float, overhead: int
-) -> tuple[np.ndarray, float, float]:
+) -> tuple[np.ndarray, float, float, np.ndarray]:
     """Max-min goodput (Mbit/s) per flow over the routed paths, the largest total goodput
-    those paths allow, and the wire->goodput factor."""
+    those paths allow, the wire->goodput factor and the flows x links incidence."""
     topo = load_topology(topo_name)
     router = Router(topo)
     links: dict[object, int] = {}
@@ -130,7 +133,17 @@ def ceiling(
         incidence[f, row] = True
     wire = max_min_rates(incidence, np.full(len(pairs), np.inf), np.full(len(links), link_mbps))
     factor = MSS_BYTES / (FRAME_BYTES + overhead)
-    return wire * factor, max_total(incidence, link_mbps) * factor, factor
+    return wire * factor, max_total(incidence, link_mbps) * factor, factor, incidence
+
+
+def bottleneck_use(
+    incidence: np.ndarray, fair: np.ndarray, measured: np.ndarray, capacity: float
+) -> np.ndarray:
+    """How full the measured flows kept each link the max-min allocation fills (its
+    bottlenecks): what TCP's sharing can reach, where the max-total ceiling needs an
+    unfair split."""
+    full = incidence.T.astype(float) @ fair >= capacity * (1 - 1e-6)
+    return (incidence.T.astype(float) @ measured)[full] / capacity
 
 
 def main() -> int:
@@ -143,19 +156,21 @@ def main() -> int:
     parser.add_argument("--profile", help="py-spy summary of the packet loop to this file")
     parser.add_argument("--no-pfc", action="store_true", help="the fabric without PFC")
     parser.add_argument(
-        "--rps",
+        "--no-pin",
         action="store_true",
-        help="experiment: packet loop on CPU 0, the hosts' receive processing steered (RPS) "
-        "to CPU 1, so the host stacks' work is not billed to the switch",
+        help="the packet loop not pinned and the hosts' receive work not steered away from "
+        "it (before emulation/cpu_split.py)",
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     pairs = [(f"s{i:02d}", f"s{i + args.flows:02d}") for i in range(1, args.flows + 1)]
     topo = load_topology(args.topology)
-    with EmulatedFabric(topo, args.scale, pfc=not args.no_pfc) as fabric:
+    with EmulatedFabric(topo, args.scale, pfc=not args.no_pfc, pin_loop=not args.no_pin) as fabric:
         tm = fabric.profile.tm
         link_mbps = tm.default_rate_gbps * 1e3
-        fair, most, factor = ceiling(args.topology, pairs, link_mbps, tm.wire_overhead_bytes)
+        fair, most, factor, incidence = ceiling(
+            args.topology, pairs, link_mbps, tm.wire_overhead_bytes
+        )
         now = time.monotonic()
         start = now + 2.0 + args.warmup
         end = start + args.seconds
@@ -174,18 +189,21 @@ def main() -> int:
         senders = [
             fabric.lab.popen(
                 fabric.hosts[src].namespace,
-                [sys.executable, "-c", SENDER, fabric.hosts[dst].ip, str(PORT), str(end + 0.5)],
+                [
+                    sys.executable,
+                    "-c",
+                    SENDER,
+                    fabric.hosts[dst].ip,
+                    str(PORT),
+                    str(start - args.warmup),
+                    str(end + 0.5),
+                ],
             )
             for src, dst in pairs
         ]
         switch_pid = fabric.switch_pid
         assert switch_pid is not None
         pids = process_tree(switch_pid)
-        if args.rps:
-            os.sched_setaffinity(max(pids), {0})
-            for host in fabric.hosts.values():
-                rps = f"/sys/class/net/{host.ifname}/queues/rx-0/rps_cpus"
-                fabric.lab.run(host.namespace, ["sh", "-c", f"echo 2 > {rps}"])
         time.sleep(max(0.0, start - time.monotonic()))
         cpu0, loop0, t0 = cpu_seconds(pids), cpu_seconds([max(pids)]), time.monotonic()
         profiler = None
@@ -206,6 +224,7 @@ def main() -> int:
         for proc in senders:
             proc.wait(timeout=30)
     total, best = sum(rates), most
+    use = bottleneck_use(incidence, fair, np.array(rates), link_mbps * factor)
     result = {
         "flows": dict(zip([f"{s}->{d}" for s, d in pairs], rates, strict=True)),
         "aggregate_mbps": total,
@@ -214,6 +233,9 @@ def main() -> int:
         "of_ceiling": total / best,
         "jain": jain(rates),
         "jain_max_min": jain(fair),
+        "bottleneck_links": len(use),
+        "bottleneck_use_min": float(use.min()),
+        "bottleneck_use_mean": float(use.mean()),
         "switch_cpu": cpu,
         "packet_loop_cpu": loop_cpu,
         "goodput_per_wire": factor,
@@ -224,7 +246,7 @@ def main() -> int:
     print(
         f"# {args.flows} TCP flows, {args.topology} at S = {args.scale:g} "
         f"({link_mbps:g} Mbit/s links, PFC {'off' if args.no_pfc else 'on'}"
-        f"{', RPS to the other core' if args.rps else ''}), "
+        f"{', loop not pinned' if args.no_pin else ''}), "
         f"{args.seconds:g} s window, "
         f"load average {os.getloadavg()[0]:.2f}\n"
     )
@@ -237,7 +259,9 @@ def main() -> int:
         f"({total / best:.1%}; the most the routed paths carry, {best / factor:.0f} Mbit/s "
         f"on the wire; max-min fair total {float(fair.sum()):.1f}), "
         f"Jain {result['jain']:.3f} (max-min allocation {result['jain_max_min']:.3f}), "
-        f"switch CPU {cpu:.0%} of a core (service + packet loop; the loop alone {loop_cpu:.0%})"
+        f"switch CPU {cpu:.0%} of a core (service + packet loop; the loop alone {loop_cpu:.0%}); "
+        f"the {len(use)} links the max-min allocation fills carried {use.min():.1%}-"
+        f"{use.max():.1%} of their goodput (mean {use.mean():.1%})"
     )
     return 0
 
