@@ -119,19 +119,23 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
 
 def _emulate(args: argparse.Namespace) -> int:
     from emulation.emulate.runner import emulate
-    from topologies.outputs import check_output
+    from topologies.outputs import staged_folder
 
     settings = settings_from(args)
-    out = check_output(args.out, "folder", args.force)
-    if args.json or not sys.stderr.isatty():
-        report, stopped = emulate(settings, out, None if args.json else _print_progress)
-    else:
-        report, stopped = _with_bar(settings, out)
+    out = Path(args.out)
+    # Into a fresh hidden sibling that replaces --out once the report is written (also
+    # a partial one, after Ctrl-C): with --force nothing of an older run is mixed in.
+    with staged_folder(out, args.force) as stage:
+        if args.json or not sys.stderr.isatty():
+            report, stopped = emulate(settings, stage, None if args.json else _print_progress)
+        else:
+            report, stopped = _with_bar(settings, stage)
     if args.json:
         print((out / "summary.json").read_text(), end="")
     else:
         _print_table(report.summary)
-        print(f"report: {report.paths['report_html']} (and {report.paths['report_md'].name})")
+        html = out / report.paths["report_html"].relative_to(stage)
+        print(f"report: {html} (and {report.paths['report_md'].name})")
     if stopped is not None:
         signum = signal.Signals[stopped]
         raise Interrupted(signum, f"{stopped}: fabric down, partial report in {out}")

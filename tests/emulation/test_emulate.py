@@ -72,13 +72,18 @@ def test_emulate_runs_every_scheduler_and_reports(tmp_path: Path, prefix: str) -
 
 def test_ctrl_c_leaves_a_partial_report_and_a_clean_machine(tmp_path: Path, prefix: str) -> None:
     out = tmp_path / "out"
+    # An older run's records in --out: with --force they must not be read as this run's.
+    stale = out / "runs" / "themis" / "replicas" / "vgg19-a-w0.jsonl"
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"job": "vgg19-a", "worker": 0, "iteration": 0, "ce_marks": 999}\n')
     argv = [sys.executable, "-m", "emulation", "emulate", "--trace", str(_trace(tmp_path)),
-            "--iterations", "500", "--out", str(out), "--prefix", prefix]  # fmt: skip
+            "--iterations", "500", "--out", str(out), "--prefix", prefix, "--force"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    records = out / "runs" / "themis" / "replicas"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and proc.poll() is None:
-        if records.exists() and any(p.stat().st_size > 0 for p in records.glob("*.jsonl")):
+        # the run writes into a hidden sibling that replaces --out at the end
+        records = list(tmp_path.glob(".out.partial-*/runs/themis/replicas/*.jsonl"))
+        if any(p.stat().st_size > 0 for p in records):
             break
         time.sleep(0.2)
     assert proc.poll() is None, proc.communicate()
@@ -92,6 +97,8 @@ def test_ctrl_c_leaves_a_partial_report_and_a_clean_machine(tmp_path: Path, pref
     themis = summary["schedulers"]["themis"]
     assert themis["interrupted"] == "SIGINT"
     assert themis["iterations"] > 0  # what completed is reported
+    assert "999" not in stale.read_text()  # the file is this run's alone
+    assert list(tmp_path.glob(".out.*")) == []
     assert (out / "report.html").exists()
     assert leftovers(prefix) == []
     assert _replicas_running(str(out)) == []
