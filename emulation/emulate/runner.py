@@ -20,16 +20,21 @@ A Ctrl-C or SIGTERM stops the running replicas, tears the fabric down and
 still writes the report of what completed, marked partial; a failed job is
 reported (the run is partial) and the next scheduler runs.
 
-Jobs that arrive later (the dynamic trace, or such a file) start at their
-arrival time divided by `compress` (scaled time is real time, so a trace can
-be compressed), with the scheduler's decision at that arrival applied
-(`segments`: new jobs start, moved jobs restart, agents re-aim).
+Jobs that arrive and leave over time (the dynamic trace, or such a file):
+every decision of the scheduler that changes something for the jobs in the
+fabric, at an arrival, a departure or a tick, is applied at its trace time
+divided by `compress` (scaled time is real time, so a trace can be
+compressed): new jobs start, moved jobs restart, changed shifts restart the
+agents on the new grid (`segments`); a decision that changes nothing
+restarts nothing. Each segment's folder holds `segment.json`: the decision
+that opened it and what it changed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
 import math
 import platform
 import time
@@ -55,6 +60,7 @@ if TYPE_CHECKING:
 # far more, and cheap next to a run).
 DRAIN_S = 1.0
 RUNS_FOLDER = "runs"  # DIR/runs/<scheduler>/: what `cassini fabric run` writes for it
+SEGMENT_FILE = "segment.json"  # in DIR/runs/<scheduler>/segment-N/: the decision that opened it
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,8 @@ def run_one(
     models: Mapping[str, Any] | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> SchedulerRun:
-    """One scheduler's arrival decisions as replicas on `fabric`, segment by segment, measured."""
+    """One scheduler's decisions as replicas on `fabric`, segment by segment (`segments`: one
+    per decision that changes something for the jobs in the fabric), measured."""
     from emulation.jobs.launch import plan_jobs
     from emulation.jobs.run import run_schedule, write_run
 
@@ -171,8 +178,8 @@ def run_one(
         if elapsed >= end_all:
             break
         if part.start_s > elapsed:
-            time.sleep(part.start_s - elapsed)  # every job finished before this arrival
-        schedule = part.decision.as_schedule(topo.name)
+            time.sleep(part.start_s - elapsed)  # every job finished before this decision
+        schedule = part.runs.as_schedule(topo.name)
         jobs = [
             replace(j, iterations=wanted.get(j.name, settings.iterations) - done.get(j.name, 0))
             for j in plan_jobs(schedule, topo, models=models, where=f"{scheduler}'s schedule")
@@ -191,13 +198,18 @@ def run_one(
         starts.append(now)
         result = run_schedule(fabric, jobs, run, sub, progress)
         write_run(result, sub)
+        if len(parts) > 1:
+            record = part.record() | {"started_s": round(now, 3)}
+            (sub / SEGMENT_FILE).write_text(json.dumps(record, indent=1) + "\n")
         results.append(result)
         for job, n in iterations_done(result.records).items():
             done[job] = done.get(job, 0) + n
         last.update({j.name: replace(j, iterations=None) for j in jobs})
         shared.update(
             shared_links(
-                part.decision.placement, topo, {j.name: j.profile.parallelism for j in jobs}
+                {j.name: j.servers for j in jobs},
+                topo,
+                {j.name: j.profile.parallelism for j in jobs},
             )
         )
         if result.interrupted or fabric.switch_failure() is not None:
