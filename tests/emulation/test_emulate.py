@@ -136,3 +136,50 @@ def test_a_job_arriving_later_starts_at_its_compressed_arrival(tmp_path: Path, p
     assert its == list(range(30))
     assert (tmp_path / "out" / "runs" / "th+cassini" / "segment-1" / "summary.json").exists()
     assert leftovers(prefix) == []
+
+
+def test_a_departure_decision_re_aims_the_jobs_left_and_starts_the_waiting_one(
+    tmp_path: Path, prefix: str
+) -> None:
+    """The testbed full with four jobs; e arrives and waits; a leaves first (8 iterations, the
+    others 12) and Th+Cassini places e on a's servers with new shifts for c and d."""
+    from emulation.emulate.plan import plan_trace
+    from emulation.emulate.runner import run_one
+    from emulation.fabric import DEFAULT_SCALE, EmulatedFabric
+    from topologies.library import load_topology
+
+    trace = [
+        TraceJob("a", "vgg19", 6, 8),
+        TraceJob("b", "vgg19", 6, 12),
+        TraceJob("c", "vgg16", 6, 12),
+        TraceJob("d", "wideresnet101", 6, 12),
+        TraceJob("e", "resnet50", 6, 12, arrival_s=0.5),
+    ]
+    topo = load_topology("cassini-testbed")
+    plan = plan_trace(trace, topo, ["th+cassini"], {j.name: j.iterations for j in trace})
+    arrival, waits, departure = plan.of("th+cassini").decisions[:3]
+    assert (waits.reason, departure.reason) == ("arrival", "departure")
+    settings = EmulateSettings(schedulers=("th+cassini",), prefix=prefix)
+    with EmulatedFabric(topo, DEFAULT_SCALE, prefix=prefix) as fabric:
+        run = run_one(fabric, plan, "th+cassini", settings, tmp_path)
+    folder = tmp_path / "runs" / "th+cassini"
+    # e's arrival (it waits) restarts nothing; a's departure opens the second segment
+    assert sorted(p.name for p in folder.iterdir()) == ["segment-0", "segment-1"]
+    ran = [json.loads((folder / f"segment-{i}" / "schedule.json").read_text()) for i in (0, 1)]
+    for schedule, decision in zip(ran, (arrival, departure), strict=True):
+        assert {j: tuple(s) for j, s in schedule["placement"].items()} == dict(decision.placement)
+        assert schedule["shifts_ms"] == pytest.approx(dict(decision.shifts_ms), abs=1e-3)
+        assert schedule["periods_ms"] == pytest.approx(dict(decision.periods_ms), abs=1e-3)
+    assert ran[0]["shifts_ms"] != ran[1]["shifts_ms"]  # the departure re-aimed c and d
+    opened = json.loads((folder / "segment-1" / "segment.json").read_text())
+    assert opened["reason"] == "departure" and "e: starts" in opened["why"]
+    assert any(w.startswith(("c: shift", "d: shift")) for w in opened["why"])
+    assert opened["started_s"] >= departure.at_s
+    jobs = {s.name: s.iterations for s in run.result.summaries}
+    assert {j: jobs[j] for j in "bcde"} == dict.fromkeys("bcde", 12)
+    assert 1 <= jobs["a"] <= 8  # a ran until its servers became e's
+    e_start = min(r.start_ms for r in run.result.records if r.job == "e")
+    b_start = min(r.start_ms for r in run.result.records if r.job == "b")
+    assert e_start - b_start > departure.at_s * 1e3
+    assert leftovers(prefix) == []
+    assert _replicas_running(str(tmp_path)) == []
