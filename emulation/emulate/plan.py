@@ -5,8 +5,8 @@ given to the schedulers and the fluid simulator is the trace with every
 job's iteration count replaced by that number: the decisions, departures and
 the simulator's per-job mean iteration time then cover the same iterations
 the fabric runs (a run for a duration gives each job the iterations it would
-run alone in that time, `iterations_in`). The runner replays the arrival
-decisions (`segments`); the others are kept in the plan.
+run alone in that time, `iterations_in`). The runner replays every decision
+that changes something for the jobs in the fabric (`segments`).
 """
 
 from __future__ import annotations
