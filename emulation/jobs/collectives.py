@@ -45,6 +45,12 @@ BARRIER_MAGIC = b"CASB"
 TCPI_OPT_ECN = 8  # linux/tcp.h: tcpi_options bit set when ECN was negotiated
 TCP_INFO_OPTIONS_OFFSET = 5  # u8 state, ca_state, retransmits, probes, backoff, options
 SCRATCH_BYTES = 1 << 20
+# (our choice) While a step's receives are far from done, the loop naps this long between
+# looks instead of waking for nearly every segment (one per 245 us at 50 Mbit/s): the
+# kernel keeps receiving and ACKing meanwhile (2 ms is 12 KB at 50 Mbit/s, well inside
+# the socket buffers), and the replicas' CPU, which the 24 of the testbed's jobs take
+# from each other and from the hosts' stacks, drops. Near a step's end it wakes on data.
+NAP_S = 0.002
 # (our choice) The barrier's start lies this far ahead, so every worker is
 # waiting for it when it comes, not still reading the barrier's last message.
 START_MARGIN_MS = 100.0
@@ -199,6 +205,9 @@ class Ring:
             if not 0 <= other < self.n or other == rank:
                 raise ValueError(f"worker {rank} of {self.n} cannot talk to worker {other}")
         self.pace_gbps = dict(pace_gbps or {})
+        # What may arrive during one nap of the exchange loop (see NAP_S); 0: no naps.
+        fastest = max(self.pace_gbps.values(), default=0.0)
+        self._nap_bytes = int(NAP_S * fastest * 1e9 / 8)
         self.congestion = congestion
         self.out: dict[int, socket.socket] = {}  # rank -> the connection we opened to it
         self.inp: dict[int, socket.socket] = {}  # rank -> the connection it opened to us
@@ -397,6 +406,8 @@ class Ring:
                             selector.unregister(sock)
                             pending -= 1
                     last_progress = time.monotonic()
+                if self._nap_bytes and _all_far(wanted, got, 2 * self._nap_bytes):
+                    time.sleep(NAP_S)
         finally:
             selector.close()
             for sock in rank_of:
@@ -462,6 +473,14 @@ class Ring:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _all_far(
+    wanted: Mapping[socket.socket, int], got: Mapping[socket.socket, int], by: int
+) -> bool:
+    """Whether every receive still open has more than `by` bytes to come."""
+    open_ = [wanted[s] - got[s] for s in wanted if got[s] < wanted[s]]
+    return bool(open_) and min(open_) > by
 
 
 def _ecn_negotiated(sock: socket.socket) -> bool:
