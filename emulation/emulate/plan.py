@@ -7,15 +7,28 @@ the simulator's per-job mean iteration time then cover the same iterations
 the fabric runs (a run for a duration gives each job the iterations it would
 run alone in that time, `iterations_in`). The runner replays every decision
 that changes something for the jobs in the fabric (`segments`).
+
+With a given schedule (`plan_trace(..., given=GivenScheduler(...))`), the
+scheduler named `GIVEN` runs it as it is (placement, shifts, periods) and
+every other scheduler runs on its placement: a base scheduler is
+`GivenScheduler(placement)` (its jobs run free, as Themis's do), a Cassini
+variant is Cassini over that one candidate (its own time-shifts for it).
+That is how a test or a user puts jobs on links they share, and compares a
+shift of their choosing with Cassini's, when the schedulers themselves would
+keep the jobs apart.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
+from scheduler.baselines.base import ProfileBook, Scheduler
+from scheduler.baselines.given import GivenScheduler
+from scheduler.baselines.registry import CASSINI_BASE
 from scheduler.decisions import Decision, DecisionLog
-from scheduler.experiment import Experiment, run_experiment
+from scheduler.experiment import Experiment, run_experiment, speedups, summarise
 from scheduler.profiles import ModelSpec
 from scheduler.simulator import SimSettings
 from scheduler.traces import TraceJob
@@ -95,21 +108,26 @@ def plan_trace(
     seed: int = 0,
     models: Mapping[str, ModelSpec] | None = None,
     label: str = "",
+    given: GivenScheduler | None = None,
 ) -> TracePlan:
     """Each scheduler's decisions for `trace` run for `iterations` iterations (one count or
-    per job), simulated."""
+    per job), simulated; on the `given` schedule's placement when there is one (module
+    docstring)."""
     jobs = emulated_trace(trace, iterations)
     log = DecisionLog()
-    experiment = run_experiment(
-        jobs,
-        topology,
-        schedulers,
-        seed=seed,
-        settings=SimSettings(seed=seed),
-        trace_label=label,
-        models=models,
-        on_decision=log,
-    )
+    if given is None:
+        experiment = run_experiment(
+            jobs,
+            topology,
+            schedulers,
+            seed=seed,
+            settings=SimSettings(seed=seed),
+            trace_label=label,
+            models=models,
+            on_decision=log,
+        )
+    else:
+        experiment = _experiment_on(jobs, topology, schedulers, given, seed, models, log)
     summaries = {s.name: s for s in experiment.summaries}
     plans = []
     for name in schedulers:
@@ -128,6 +146,54 @@ def plan_trace(
             )
         )
     return TracePlan(jobs, label, tuple(plans), experiment)
+
+
+GIVEN = "given"  # the scheduler name of a given schedule run as it is
+
+
+def on_schedule(
+    name: str, given: GivenScheduler, topology: Topology, book: ProfileBook, router: JobRouter
+) -> Scheduler:
+    """Scheduler `name` on the `given` schedule (module docstring)."""
+    from scheduler.baselines.augmented import CassiniAugmented
+
+    if name == GIVEN:
+        return replace(given, name=GIVEN)
+    placed = GivenScheduler(given.placement, name=name)
+    if name not in CASSINI_BASE:
+        return placed
+    return CassiniAugmented(placed, router, topology.capacity_gbps(), name=name, book=book)
+
+
+def _experiment_on(
+    jobs: Sequence[TraceJob],
+    topology: Topology,
+    schedulers: Sequence[str],
+    given: GivenScheduler,
+    seed: int,
+    models: Mapping[str, ModelSpec] | None,
+    log: DecisionLog,
+) -> Experiment:
+    """`run_experiment`'s results for the schedulers of `on_schedule`."""
+    from scheduler.simulator import simulate
+
+    router = JobRouter(topology)
+    book = ProfileBook(models, nic_gbps=topology.nic_gbps())
+    results, summaries = {}, []
+    for name in schedulers:
+        result = simulate(
+            jobs,
+            topology,
+            on_schedule(name, given, topology, book, router),
+            SimSettings(seed=seed),
+            router,
+            book=book,
+            on_decision=partial(log, name),
+        )
+        results[name] = result
+        summaries.append(summarise(result))
+    settings = {"topology": topology.name, "seed": seed, "given": repr(given)}
+    return Experiment(settings, tuple(summaries), speedups(summaries), results)
 
 
 def shared_links(

@@ -38,7 +38,7 @@ import json
 import math
 import platform
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,13 +46,15 @@ from typing import TYPE_CHECKING, Any
 from topologies.errors import UserInputError
 
 from .fidelity import switch_lateness
-from .plan import TracePlan, iterations_in, plan_trace, shared_links
+from .plan import GIVEN, TracePlan, iterations_in, plan_trace, shared_links
 from .report import Report, write_report
 from .results import SchedulerRun
 
 if TYPE_CHECKING:
     from emulation.fabric import EmulatedFabric
     from emulation.jobs.run import Progress, RunSettings
+    from scheduler.baselines.given import GivenScheduler
+    from scheduler.traces import TraceJob
     from topologies.model import Topology
 
 # How long the fabric idles between two schedulers so the queues drain (our
@@ -88,6 +90,10 @@ class EmulateSettings:
     device_config: str | None = None  # bmv2 JSON
     prefix: str | None = None  # of the fabric's names; None: a fresh one
     compress: float = 1.0  # trace seconds per emulated second (arrivals come sooner)
+    # A schedule as `cassini schedule --json` prints it ({"placement": {job: [server,
+    # ...]}, "shifts_ms": ..., "periods_ms": ...}): scheduler "given" runs it as it is,
+    # the others run on its placement (`plan`'s docstring); None: each places the trace
+    schedule: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -104,11 +110,10 @@ class Live:
 
 def make_plan(settings: EmulateSettings, topo: Topology) -> TracePlan:
     """Resolve the trace and let every scheduler decide on it (no fabric yet)."""
-    from scheduler.baselines import parse_scheduler_names
     from scheduler.profiles import load_models
     from scheduler.traces import check_fits, resolve_trace
 
-    names = parse_scheduler_names(",".join(settings.schedulers))
+    names = scheduler_names(settings)
     models = load_models(settings.models)
     trace, label = resolve_trace(
         settings.trace, topo.total_gpus(), settings.jobs, seed=settings.seed, models=models
@@ -124,7 +129,51 @@ def make_plan(settings: EmulateSettings, topo: Topology) -> TracePlan:
     iterations: int | dict[str, int] = settings.iterations
     if settings.duration_s is not None:
         iterations = iterations_in(trace, settings.duration_s, topo.nic_gbps(), models)
-    return plan_trace(trace, topo, names, iterations, settings.seed, models, label)
+    given = None if settings.schedule is None else given_schedule(settings.schedule, trace, topo)
+    return plan_trace(trace, topo, names, iterations, settings.seed, models, label, given)
+
+
+def scheduler_names(settings: EmulateSettings) -> list[str]:
+    """The schedulers to run, checked: `GIVEN` only with a schedule to run."""
+    from scheduler.baselines import parse_scheduler_names
+
+    names = [n.strip().lower() for n in settings.schedulers if n.strip()]
+    if GIVEN in names and settings.schedule is None:
+        raise UserInputError(f"--schedulers: '{GIVEN}' needs a schedule to run")
+    others = [n for n in names if n != GIVEN]
+    if others or not names:  # no name at all: the registry's own message
+        others = parse_scheduler_names(",".join(others))
+    return [n for n in dict.fromkeys(names) if n == GIVEN or n in others]
+
+
+def given_schedule(
+    schedule: Mapping[str, Any], trace: Sequence[TraceJob], topo: Topology
+) -> GivenScheduler:
+    """The schedule as a `GivenScheduler`, checked as `cassini fabric run` checks a schedule
+    file, and against the trace: every job placed, on as many servers as it has workers."""
+    from emulation.jobs.launch import plan_jobs
+    from scheduler.baselines.given import GivenScheduler
+
+    workers = {j.name: j.workers for j in trace}
+    placement = schedule.get("placement")
+    if isinstance(placement, Mapping) and set(placement) != set(workers):
+        raise UserInputError(
+            f"schedule: field 'placement' places jobs {sorted(placement)}, "
+            f"the trace has {sorted(workers)}"
+        )
+    doc = {**schedule, "models": {j.name: j.model for j in trace}}
+    jobs = plan_jobs(doc, topo, where="schedule")
+    for job in jobs:
+        if job.workers != workers[job.name]:
+            raise UserInputError(
+                f"schedule: field 'placement' of job '{job.name}': {job.workers} servers for "
+                f"{workers[job.name]} workers"
+            )
+    return GivenScheduler(
+        {j.name: j.servers for j in jobs},
+        {j.name: j.shift_ms for j in jobs},
+        {j.name: j.period_ms for j in jobs if j.period_ms is not None},
+    )
 
 
 def link_rates(topo: Topology, scale: float) -> dict[str, float]:
