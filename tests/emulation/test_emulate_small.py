@@ -83,10 +83,10 @@ def _run(tmp_path: Path, name: str, shift_fraction: float, prefix: str) -> dict[
     assert leftovers(prefix) == []
     assert _replicas_running(str(out)) == []
     given = summary["schedulers"]["given"]
-    assert SCHEDULER_KEYS <= set(given)
+    assert set(given) >= SCHEDULER_KEYS
     assert set(given["jobs"]) == {"a", "b"}
     for job in given["jobs"].values():
-        assert JOB_KEYS <= set(job) and job["model"] == MODEL
+        assert set(job) >= JOB_KEYS and job["model"] == MODEL
         assert job["iterations"] == ITERATIONS
     assert set(given["shared_links"]) == SHARED
     assert given["host_ce_marks"] == sum(j["ce_marks"] for j in given["jobs"].values())
