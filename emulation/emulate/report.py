@@ -142,13 +142,27 @@ def _write_series(runs: Sequence[SchedulerRun], path: Path, cls: type, attr: str
 
 
 def _plots(runs: Sequence[SchedulerRun], summary: Mapping[str, Any], out: Path) -> dict[str, Path]:
+    """Save every figure of `figures` as DIR/<name>.png."""
+    import matplotlib.pyplot as plt
+
+    paths: dict[str, Path] = {}
+    for name, fig in figures(runs, summary).items():
+        paths[name] = out / f"{name}.png"
+        fig.savefig(paths[name], dpi=PLOT_DPI)
+        plt.close(fig)
+    return paths
+
+
+def figures(runs: Sequence[SchedulerRun], summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Every figure of the report by file name, laid out and not yet saved (the legibility
+    test reads them as drawn)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     title = _title(summary["settings"])
-    paths: dict[str, Path] = {}
+    paths: dict[str, Any] = {}
     if not runs:
         return paths
     colours = {r.scheduler: f"C{i}" for i, r in enumerate(runs)}
@@ -157,10 +171,7 @@ def _plots(runs: Sequence[SchedulerRun], summary: Mapping[str, Any], out: Path) 
     def save(fig: Any, name: str) -> None:
         fig.suptitle(title, fontsize=9)
         fig.tight_layout(rect=(0, 0.07 if getattr(fig, "_legend_below", False) else 0, 1, 1))
-        path = out / f"{name}.png"
-        fig.savefig(path, dpi=PLOT_DPI)
-        plt.close(fig)
-        paths[name] = path
+        paths[name] = fig
 
     # iteration-time CDF
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
