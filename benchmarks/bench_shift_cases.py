@@ -53,8 +53,11 @@ SERVERS_B = ("s03", "s04", "s13", "s14")
 WARMUP = 1  # iterations left out of the figures
 
 
-def shift_cases(topo: Topology, model: str = "vgg19") -> dict[str, dict[str, Any]]:
-    """The three schedules (schedule-file keys), with Cassini's shift for (b)."""
+def shift_cases(
+    topo: Topology, model: str = "vgg19", stretch: float = 1.0
+) -> dict[str, dict[str, Any]]:
+    """The three schedules (schedule-file keys), with Cassini's shift for (b); `stretch`
+    scales the period and the shift alike (the pattern kept, the grid slower)."""
     job_a, job_b = (JOB_A, JOB_B) if model == "vgg19" else (f"{model}-0", f"{model}-1")
     pair = {job_a: SERVERS_A, job_b: SERVERS_B}
     shared = list(shared_links(pair, topo))
@@ -64,8 +67,8 @@ def shift_cases(topo: Topology, model: str = "vgg19") -> dict[str, dict[str, Any
     profiles = profiles_from_list(f"{model},{model}", 4)
     link = plan_link(profiles, topo.nic_gbps(), 5.0, "auto", pace=True)
     names = list(link.solution.shifts_ms)  # vgg19, vgg19#2
-    shift = link.solution.shifts_ms[names[1]] - link.solution.shifts_ms[names[0]]
-    period = link.periods_ms[names[0]]
+    shift = (link.solution.shifts_ms[names[1]] - link.solution.shifts_ms[names[0]]) * stretch
+    period = link.periods_ms[names[0]] * stretch
     both = {job_a: list(SERVERS_A), job_b: list(SERVERS_B)}
     return {
         "a": {"placement": both, "shifts_ms": {job_a: 0.0, job_b: 0.0},
@@ -123,9 +126,9 @@ def figures(case: str, result: RunResult, jobs: tuple[JobPlan, ...], shared: str
 
 def run_cases(fabric: EmulatedFabric, topo: Topology, iterations: int, out: Path,
               cases: str = "abc", settings: RunSettings | None = None,
-              model: str = "vgg19") -> list[CaseFigures]:  # fmt: skip
+              model: str = "vgg19", stretch: float = 1.0) -> list[CaseFigures]:  # fmt: skip
     """Each case on the running fabric, one after the other; folders under `out`."""
-    schedules = shift_cases(topo, model)
+    schedules = shift_cases(topo, model, stretch)
     shared = schedules.pop("shared_link")
     rows = []
     for case in cases:
@@ -192,6 +195,13 @@ def main() -> int:
     parser.add_argument(
         "--model", default="vgg19", help="both jobs' model (default vgg19; e.g. wideresnet101)"
     )
+    parser.add_argument(
+        "--period-stretch",
+        type=float,
+        default=1.0,
+        help="periods and shift x this (e.g. 1.15: the grid the jobs' emulated iterations "
+        "keep, when they run that much past the profile alone)",
+    )
     parser.add_argument("--out", type=Path, help="keep each case's run folder here")
     parser.add_argument("--json", action="store_true", help="also print the rows as JSON")
     parser.add_argument("--poll-interval", type=float, default=0.5, help="counter polls (s)")
@@ -202,7 +212,10 @@ def main() -> int:
         out = args.out or Path(scratch)
         with EmulatedFabric(topo, args.scale) as fabric:
             settings = RunSettings(poll_interval_s=args.poll_interval, gnmi=not args.no_gnmi)
-            rows = run_cases(fabric, topo, args.iterations, out, args.cases, settings, args.model)
+            rows = run_cases(
+                fabric, topo, args.iterations, out, args.cases, settings, args.model,
+                args.period_stretch,
+            )  # fmt: skip
     print(table(rows))
     for text, met in goals(rows):
         print(f"  {'met   ' if met else 'MISSED'} {text}")
