@@ -54,6 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="trace seconds per emulated second: arrivals come this much sooner (default 1)",
     )
     emu.add_argument("--jobs", type=positive_int, default=60, help="jobs of a generated snapshot")
+    emu.add_argument(
+        "--schedule",
+        metavar="FILE",
+        help="a schedule (JSON, as `cassini schedule --json` writes it and `fabric run` takes it): "
+        "scheduler 'given' runs it as it is, the others on its placement",
+    )
     emu.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
     emu.add_argument(
         "--schedulers",
@@ -85,9 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> EmulateSettings:
-    from emulation.emulate.runner import EmulateSettings
+    from emulation.emulate.runner import EmulateSettings, scheduler_names
     from emulation.jobs.agent import parse_drift_threshold
-    from scheduler.baselines import parse_scheduler_names
     from topologies.errors import UserInputError
 
     try:
@@ -99,10 +104,13 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
     if args.prefix is not None:
         check_prefix(args.prefix)
     duration = parse_duration(args.duration, "--duration") if args.duration else None
-    return EmulateSettings(
+    from emulation.jobs.launch import read_schedule
+
+    schedule = read_schedule(args.schedule) if args.schedule else None
+    settings = EmulateSettings(
         topology=args.topology,
         trace=args.trace,
-        schedulers=tuple(parse_scheduler_names(args.schedulers)),
+        schedulers=tuple(n.strip().lower() for n in args.schedulers.split(",") if n.strip()),
         target=args.target,
         scale=args.scale,
         iterations=10**6 if duration is not None else args.iterations,
@@ -114,7 +122,10 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
         device_config=args.device_config,
         prefix=args.prefix,
         compress=args.compress,
+        schedule=schedule,
     )
+    scheduler_names(settings)  # checked before anything is built
+    return settings
 
 
 def _emulate(args: argparse.Namespace) -> int:

@@ -145,3 +145,21 @@ def test_a_bad_schedule_is_named(
     with pytest.raises(UserInputError) as caught:
         make_plan(settings, load_topology(TOPOLOGY))
     assert named in str(caught.value)
+
+
+def test_cli_schedule_flag_is_checked_before_anything_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emulation.cli import main
+
+    out = tmp_path / "out"
+    assert main(["emulate", "--schedulers", "given", "--out", str(out)]) == 2
+    assert "'given' needs a schedule" in capsys.readouterr().err
+    assert main(["emulate", "--schedule", str(tmp_path / "none.json"), "--out", str(out)]) == 2
+    assert "none.json: no such file" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"placement": {"a": ["s01"]}}')
+    args = ["emulate", "--schedulers", "given,themis", "--schedule", str(bad), "--out", str(out)]
+    assert main(args) == 2
+    assert "places jobs ['a'], the trace has" in capsys.readouterr().err
+    assert not out.exists() and list(tmp_path.glob(".out*")) == []
