@@ -10,6 +10,15 @@ iteration starts further from its grid point than the threshold, the agent
 re-aligns: the next iteration waits for the next grid point still ahead
 (slots are skipped) and the adjustment is counted.
 
+The slots skipped are the job's decision, not each worker's (our choice):
+a worker late by D wishes to skip ceil(D / period) slots (`Drift.skip`), the
+wishes travel around the ring with the collective's header bytes (the
+largest wins, `collectives.Header`), and every worker applies the same
+number (`apply_skip`). Workers deciding alone, on their own clocks, once
+disagreed whenever the job's iteration ran a little past its period: half
+of them skipped a slot, the other half waited for them inside the
+collective, and the job lost a period nearly every iteration.
+
 Everything is a pure function of observed times (ms on one clock the caller
 reads and passes as `now_ms`), so tests drive it with a fake clock.
 
@@ -21,8 +30,9 @@ Example (period 100 ms, shift 20 ms, t0 = 0, threshold 5 ms):
     >>> start
     Start(iteration=0, slot=0, start_ms=20.0, wait_ms=17.0)
     >>> s, drift = observe_comm_start(p, s, 0, comm_start_ms=86.0)
-    >>> drift.deviation_ms, drift.adjusted, s.adjustments
-    (6.0, True, 1)
+    >>> drift.deviation_ms, drift.adjusted, drift.skip, s.adjustments
+    (6.0, True, 1, 1)
+    >>> s = apply_skip(s, drift.skip)  # the job's decision: here this worker's wish
     >>> plan_start(p, s, 1, now_ms=150.0)[1]
     Start(iteration=1, slot=2, start_ms=220.0, wait_ms=70.0)
 """
@@ -128,6 +138,7 @@ class Drift:
     expected_ms: float | None
     deviation_ms: float  # signed: > 0 late, < 0 early
     adjusted: bool
+    skip: int = 0  # slots this worker wishes the job to skip (late and adjusted)
 
 
 def plan_start(
@@ -161,9 +172,21 @@ def observe_comm_start(
     expected = pacing.grid_ms(iteration + state.slot_offset) + pacing.comm_offset_ms
     deviation = comm_start_ms - expected
     adjusted = threshold is not None and abs(deviation) > threshold
+    skip = 0
     if adjusted:
-        state = replace(state, adjustments=state.adjustments + 1, realign=True)
-    return state, Drift(iteration, expected, deviation, adjusted)
+        state = replace(state, adjustments=state.adjustments + 1)
+        # Late by D: the iteration ends about D past the next grid point, so the first
+        # one still ahead is ceil(D / period) further on. Early: the slot stands.
+        skip = max(0, math.ceil(deviation / pacing.period_ms))
+    return state, Drift(iteration, expected, deviation, adjusted, skip)
+
+
+def apply_skip(state: AgentState, skip: int) -> AgentState:
+    """The job's agreed skip (the largest of its workers' `Drift.skip`): the next
+    iteration's slot moves that far along the grid, on every worker alike."""
+    if skip < 0:
+        raise ValueError(f"skip must be >= 0, got {skip}")
+    return replace(state, slot_offset=state.slot_offset + skip) if skip else state
 
 
 def adjustments_per_minute(adjustments: int, duration_ms: float) -> float:

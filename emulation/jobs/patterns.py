@@ -137,3 +137,25 @@ def neighbours(
 def bytes_sent(plan: tuple[PatternStep, ...], rank: int) -> int:
     """What `rank` sends over a whole plan."""
     return sum(sum(step.sends(rank).values()) for step in plan)
+
+
+def ring_steps(
+    plan: tuple[PatternStep, ...], workers: int, rank: int
+) -> tuple[list[int], list[int]] | None:
+    """`rank`'s bytes per step to its right and from its left when every step of `plan`
+    is a ring step (the AllReduce's), which `Ring.relay` cuts through; None otherwise.
+
+    >>> ring_steps(phase_plan("data", 3, 300), 3, 0)
+    ([75, 75, 75, 75], [75, 75, 75, 75])
+    >>> ring_steps(phase_plan("pipeline", 3, 1000), 3, 0) is None
+    True
+    """
+    right, left = (rank + 1) % workers, (rank - 1) % workers
+    sends, receives = [], []
+    for step in plan:
+        out, into = step.sends(rank), step.receives(rank)
+        if set(out) - {right} or set(into) - {left}:
+            return None
+        sends.append(out.get(right, 0))
+        receives.append(into.get(left, 0))
+    return (sends, receives) if plan else None

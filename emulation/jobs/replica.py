@@ -34,13 +34,14 @@ from .agent import (
     DEFAULT_DRIFT_FRACTION,
     AgentState,
     Pacing,
+    apply_skip,
     observe_comm_start,
     parse_drift_threshold,
     plan_start,
 )
 from .ce_count import CeCounter, interface_with_address
-from .collectives import Address, PeerLost, Ring, phase_bytes
-from .patterns import neighbours, pacing_shares, phase_plan, validate_pattern
+from .collectives import Address, Header, PeerLost, Ring, phase_bytes
+from .patterns import neighbours, pacing_shares, phase_plan, ring_steps, validate_pattern
 from .records import IterationRecord, write_record
 from .transport import CONGESTION_CONTROL, available_congestion_controls, ecn_requested
 
@@ -287,7 +288,7 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                 want_stop = k == spec.iterations - 1 or (
                     spec.deadline_ms is not None and began >= spec.deadline_ms
                 )
-                stop, sent, comm_ms, adjusted, first_up = want_stop, 0, 0.0, False, True
+                header, sent, comm_ms, adjusted, first_up = Header(want_stop), 0, 0.0, False, True
                 hops = 0  # steps the stop wish rode around the ring (every pattern holds it)
                 for phase in spec.phases:
                     if phase.gbps <= 0 or ring is None:
@@ -296,17 +297,27 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                     if first_up:
                         state, drift = observe_comm_start(pacing, state, k, clock())
                         adjusted, first_up = drift.adjusted, False
+                        header = header.merge(Header(skip=drift.skip))
                     comm_began = time.monotonic()
                     plan = phase_plan(spec.parallelism, workers, phase_bytes(phase, spec.scale))
-                    for step in plan:
+                    relayed = ring_steps(plan, workers, spec.worker)
+                    if relayed is not None:  # the AllReduce's steps, cut through
+                        _, header = ring.relay(*relayed, header)
+                        sent += sum(relayed[0])
+                    for step in plan if relayed is None else ():
                         sends = step.sends(spec.worker)
-                        _, peer_stop = ring.exchange(sends, step.receives(spec.worker), stop)
-                        stop = stop or peer_stop
+                        _, heard = ring.exchange(sends, step.receives(spec.worker), header)
+                        header = header.merge(heard)
                         sent += sum(sends.values())
                     hops += len(plan)
                     comm_ms += (time.monotonic() - comm_began) * 1e3
-                if ring is not None and spec.deadline_ms is not None and hops < workers - 1:
-                    stop = ring.agree(stop)  # a deadline wish must reach every worker
+                if (
+                    ring is not None
+                    and (spec.deadline_ms is not None or pacing.paced)
+                    and hops < workers - 1
+                ):
+                    header = ring.agree(header)  # a deadline or skip wish reaches every worker
+                state = apply_skip(state, header.skip)  # the job's decision, on every worker
                 ended = clock()
                 write_record(
                     out,
@@ -317,7 +328,7 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                     ),
                 )  # fmt: skip
                 done += 1
-                if stop:
+                if header.stop:
                     break
         finally:
             if ring is not None:

@@ -33,6 +33,7 @@ import socket
 import time
 from pathlib import Path
 
+from emulation.profile import NIC_HEADROOM
 from emulation.target.tm_config import TmConfig
 
 CONGESTION_CONTROL = "cubic"
@@ -101,10 +102,17 @@ def configure(sock: socket.socket, congestion: str = CONGESTION_CONTROL) -> None
 
 
 def pace(sock: socket.socket, nic_gbps: float) -> int:
-    """On a connected socket: pace its sends at `nic_gbps` of wire; returns the rate set."""
+    """On a connected socket: pace its sends at `nic_gbps` of wire, less the hosts'
+    `NIC_HEADROOM`; returns the rate set.
+
+    The port toward a worker carries its left neighbour's data and the ACKs of its
+    own flow, from two hosts each shaped on its own: paced at exactly the port's
+    rate the two filled it to 100%, a queue with nothing to drain it, and a ring
+    alone was marked at its hosts' ports once its steps ran cut through (`relay`).
+    """
     mss = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
     mtu = sock.getsockopt(socket.IPPROTO_IP, IP_MTU)
-    rate = pacing_bytes_per_s(nic_gbps, mss, max(mtu, mss))
+    rate = pacing_bytes_per_s(nic_gbps * NIC_HEADROOM * 0.97 / 0.99, mss, max(mtu, mss))
     sock.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, rate)
     return rate
 

@@ -11,6 +11,7 @@ from emulation.jobs.agent import (
     Drift,
     Pacing,
     adjustments_per_minute,
+    apply_skip,
     observe_comm_start,
     parse_drift_threshold,
     plan_start,
@@ -44,6 +45,7 @@ def run_on_fake_clock(
         starts.append(start.start_ms)
         now = start.start_ms + DOWN + late
         state, drift = observe_comm_start(pacing, state, k, now)
+        state = apply_skip(state, drift.skip)  # a job of one: its own wish decides
         drifts.append(drift)
         now += UP
     return starts, drifts, state
@@ -165,3 +167,31 @@ def test_job_adjustments_take_each_jobs_busiest_worker_over_its_span() -> None:
     assert out["a"].duration_ms == 599 * 200.0 + 150
     assert out["a"].per_minute == 6 * 60_000 / (599 * 200.0 + 150)
     assert (out["b"].adjustments, out["b"].per_minute) == (0, 0.0)
+
+
+def test_a_jobs_workers_skip_the_same_slots_whatever_each_one_saw() -> None:
+    """Worker 0 starts its communication 15 ms late (past the 10 ms threshold), worker
+    1 only 8 ms: alone, 0 would skip a slot and 1 would not, and 1 would then wait for
+    0 inside the collective every iteration. With the job's decision (the largest
+    wish, as the header bytes carry it) both move to the same slot."""
+    pacing = paced()
+    states = [AgentState(), AgentState()]
+    drifts = []
+    for w, late in enumerate([15.0, 8.0]):
+        states[w], _ = plan_start(pacing, states[w], 0, now_ms=1000.0)
+        states[w], drift = observe_comm_start(pacing, states[w], 0, 1030.0 + DOWN + late)
+        drifts.append(drift)
+    assert [d.adjusted for d in drifts] == [True, False]
+    assert [d.skip for d in drifts] == [1, 0]
+    agreed = max(d.skip for d in drifts)
+    starts = []
+    for w in range(2):
+        states[w] = apply_skip(states[w], agreed)
+        starts.append(plan_start(pacing, states[w], 1, now_ms=1030.0 + DOWN + 15.0 + UP)[1])
+    assert starts[0] == starts[1]
+    assert starts[0].slot == 2 and starts[0].start_ms == 1430.0
+
+
+def test_a_negative_skip_is_refused() -> None:
+    with pytest.raises(ValueError, match="-1"):
+        apply_skip(AgentState(), -1)

@@ -122,3 +122,13 @@ def test_one_allreduce_over_tcp_takes_bytes_over_rate() -> None:
         assert ideal_ms < result["ms"] < 2.5 * ideal_ms, (result["ms"], ideal_ms)
     print(f"AllReduce {total} B x 4 workers at {RATE_MBIT} Mbit/s: ideal {ideal_ms:.0f} ms, "
           f"measured {[round(r['ms']) for r in results]} ms")  # fmt: skip
+
+
+def test_a_header_byte_carries_the_stop_wish_and_the_largest_skip() -> None:
+    from emulation.jobs.collectives import MAX_SKIP, Header
+
+    for header in (Header(), Header(True), Header(False, 3), Header(True, MAX_SKIP)):
+        assert Header.of(header.byte()) == header
+    assert Header(skip=500).byte() >> 1 == MAX_SKIP  # clamped, never wraps into the stop bit
+    assert Header(True, 1).merge(Header(False, 4)) == Header(True, 4)
+    assert Header(False, 2).merge(Header()) == Header(False, 2)
