@@ -34,9 +34,10 @@ with Ring("ring-test", rank, peers, timeout_s=10.0) as ring:
     ring.connect()
     start = ring.barrier()
     time.sleep(max(0.0, start / 1e3 - time.time()))
-    result = ring.allreduce(total)
+    result = ring.allreduce(total, stop=rank == 2)  # one worker's stop wish
     print(json.dumps({"sent": result.bytes_sent, "received": result.bytes_received,
-                      "ms": result.elapsed_ms, "ecn": ring.ecn_negotiated()}))
+                      "ms": result.elapsed_ms, "ecn": ring.ecn_negotiated(),
+                      "stop": result.stop}))
 """
 
 
@@ -116,6 +117,7 @@ def test_one_allreduce_over_tcp_takes_bytes_over_rate() -> None:
         assert result["received"] == 2 * total - sizes[rank] - sizes[(rank + 1) % workers]
         assert result["sent"] == sum(s.send_bytes for s in plan)
         assert result["ecn"] is True
+        assert result["stop"] is True  # worker 2's wish reached every worker, cut through
         # Never faster than the links allow. Headers and TCP/IP framing add ~4% and
         # the six hand-offs a little more: 1.12x on an idle machine, 1.37x seen with
         # the whole suite running; the bound only catches a collective that stalls.
