@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import errno
+import fcntl
 import itertools
 import selectors
 import socket
@@ -55,6 +56,7 @@ BARRIER_MAGIC = b"CASB"
 TCPI_OPT_ECN = 8  # linux/tcp.h: tcpi_options bit set when ECN was negotiated
 TCP_INFO_OPTIONS_OFFSET = 5  # u8 state, ca_state, retransmits, probes, backoff, options
 SCRATCH_BYTES = 1 << 20
+SIOCOUTQNSD = 0x894B  # linux/sockios.h: a socket's bytes not yet sent
 MAX_SKIP = 127  # what a header byte's seven skip bits hold
 # (our choice) While a step's receives are far from done, the loop naps this long between
 # looks instead of waking for nearly every segment (one per 245 us at 50 Mbit/s): the
@@ -422,13 +424,13 @@ class Ring:
                             raise self._lost(self.right_rank, _reason(err)) from None
                         sent += n
                     last_progress = time.monotonic()
-                # Nap only while what arrives meanwhile is not what the right waits for.
-                backlog = relay_limit(send_at, recv_at, received) - sent
+                # Nap only while the right has enough queued to last it (or nothing
+                # more is due to it) and the left still has much to send.
                 far = 2 * self._nap_bytes
                 if (
                     self._nap_bytes
                     and recv_total - received > far
-                    and (sent == send_total or backlog > far)
+                    and (sent == send_total or _unsent(right) > far)
                 ):
                     time.sleep(NAP_S)
         finally:
@@ -605,6 +607,15 @@ def _reason(err: OSError) -> str:
     if err.errno in (errno.ECONNRESET, errno.EPIPE):
         return "its connection was reset (the process ended)"
     return f"{err.strerror or err}"
+
+
+def _unsent(sock: socket.socket) -> int:
+    """Bytes written to a TCP socket and not yet sent (SIOCOUTQNSD); 0 when unknown."""
+    try:
+        raw = fcntl.ioctl(sock.fileno(), SIOCOUTQNSD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int(struct.unpack("i", raw)[0])
 
 
 def relay_limit(send_at: Sequence[int], recv_at: Sequence[int], received: int) -> int:
