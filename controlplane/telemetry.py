@@ -331,10 +331,12 @@ def snapshot(
     clock: Callable[[], float] = time.monotonic,
     interfaces: Callable[[], Iterable[Interface]] | None = None,
     wall: Callable[[], float] = time.time,
+    ports: Iterable[int] | None = None,
 ) -> Snapshot:
-    """Read every P4 counter (one wildcard read) and, given `interfaces`, the gNMI counters."""
+    """Read every P4 counter (one wildcard read, or only the cells of `ports`) and, given
+    `interfaces`, the gNMI counters."""
     t, wall_s = clock(), wall()
-    samples = session.read_counters()
+    samples = session.read_counters(indices=ports)
     return Snapshot.of(t, samples, wall_s, interfaces() if interfaces is not None else None)
 
 

@@ -107,7 +107,11 @@ def _ecn_watch(args: argparse.Namespace) -> int:
         ) as session:
 
             def take() -> Snapshot:
-                return snapshot(session, interfaces=reader.read if reader else None)
+                return snapshot(
+                    session,
+                    interfaces=reader.read if reader else None,
+                    ports=chip.ports() if chip is not None else None,  # its cells only
+                )
 
             with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends the watch, keeps the log
                 watch(take, interval, record, duration, chip=chip)

@@ -268,10 +268,13 @@ class _CounterWatch:
             assert self.fabric.grpc_address is not None
             if self.settings.gnmi:
                 reader = GnmiReader(self.fabric.grpc_address, self.fabric.timeout)
+            ports = self.fabric.chip.ports()  # the cells the fabric uses, not all 512
             with self.fabric.session() as session:
 
                 def take() -> Snapshot:
-                    snap = snapshot(session, interfaces=reader.read if reader else None)
+                    snap = snapshot(
+                        session, interfaces=reader.read if reader else None, ports=ports
+                    )
                     self._ready.set()
                     return snap
 

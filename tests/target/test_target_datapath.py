@@ -93,6 +93,14 @@ def test_entries_written_over_p4runtime_drive_forwarding(lab: NetnsLab) -> None:
                 session.read_counters(PORT_TX, 2)
             )
             assert session.read_counters(PORT_RX, 1)[0].bytes == 10 * 200
+            # Only the cells asked for, of every counter, as a wildcard read gives them.
+            picked = session.read_counters(indices=[2, 1])
+            everything = {(c.counter, c.index): c for c in session.read_counters()}
+            assert sorted((c.counter, c.index) for c in picked) == sorted(
+                (info.name, i) for info in session.p4info.counters for i in (1, 2)
+            )
+            assert all(everything[(c.counter, c.index)] == c for c in picked)
+            assert {c.index: c.packets for c in picked if c.counter == PORT_TX} == {1: 0, 2: 10}
 
             session.write([Update(UpdateType.DELETE, entry)])
             h1.send(udp(h1, h2.mac, seq=99))
