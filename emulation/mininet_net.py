@@ -42,6 +42,7 @@ from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
 
 from .netns import BMV2_PROCESS, OFFLOADS, NetnsLab, _signals_deferred
+from .target.tm_config import MTU_FRAME_BYTES
 
 CHIP = "chip"  # the Mininet name of the one switch holding every logical switch
 BMV2_BINARY = BMV2_PROCESS  # the name cassini clean looks for
@@ -109,7 +110,7 @@ class CassiniTopo(Topo):
 # (our choice) Two full frames of burst: a NIC sends one frame at a time, and
 # the token bucket needs one frame of slack for its timer; the queue may hold
 # 100 ms at the NIC rate (TCP's small-queue limit keeps it far shorter).
-NIC_BURST_BYTES = 2 * 1514
+NIC_BURST_BYTES = 2 * MTU_FRAME_BYTES
 NIC_QUEUE_MS = 100
 
 

@@ -52,7 +52,7 @@ from .ports import (
     restore_vlan_tag,
 )
 from .state import COUNTER_CELLS, DataplaneState
-from .tm_config import TmConfig
+from .tm_config import MTU_FRAME_BYTES, TmConfig
 from .traffic_manager import TrafficManager
 
 if TYPE_CHECKING:
@@ -90,7 +90,6 @@ PR_SET_TIMERSLACK = 29
 WAKEUP_FRAME_SHARE = 0.4
 WAKEUP_GRANULARITY_MIN_S = 20e-6
 WAKEUP_GRANULARITY_MAX_S = 100e-6
-MTU_FRAME_BYTES = 1514
 # (our choice) 1 us timer slack for the datapath thread (Linux's default is
 # 50 us): it sleeps until the next departure, and every microsecond it wakes
 # late is added to that frame's delivery.

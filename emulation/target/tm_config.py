@@ -36,6 +36,9 @@ TOFINO1_BUFFER_CELLS = 280_000
 # The paper's PFC skid threshold per logical switch.
 PAPER_XOFF_CELLS = 4000
 MAX_PORT = 511  # bit<9> ports
+# The largest frame a 1500-byte MTU gives on the wire, FCS excluded (the TM adds
+# `wire_overhead_bytes` on top of what it is handed).
+MTU_FRAME_BYTES = 1514
 
 
 @dataclass(frozen=True)
