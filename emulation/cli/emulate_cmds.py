@@ -9,6 +9,7 @@ of what completed is written (marked partial) and the command exits 130 / 143.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 from pathlib import Path
@@ -110,7 +111,7 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
     settings = EmulateSettings(
         topology=args.topology,
         trace=args.trace,
-        schedulers=tuple(n.strip().lower() for n in args.schedulers.split(",") if n.strip()),
+        schedulers=tuple(args.schedulers.split(",")),
         target=args.target,
         scale=args.scale,
         iterations=10**6 if duration is not None else args.iterations,
@@ -124,8 +125,8 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
         compress=args.compress,
         schedule=schedule,
     )
-    scheduler_names(settings)  # checked before anything is built
-    return settings
+    # checked before anything is built, and recorded as the runner reads them
+    return dataclasses.replace(settings, schedulers=tuple(scheduler_names(settings)))
 
 
 def _emulate(args: argparse.Namespace) -> int:
