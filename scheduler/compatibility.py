@@ -279,11 +279,9 @@ def centre(
         excess = np.maximum(stacks[j] + others - capacity_gbps, 0.0).sum(axis=1)
         fits = np.flatnonzero(excess <= excess[rot[j]] + TIE_EPS)
         others_busy = others > TIE_EPS
-        clearance = [_clearance(stacks[j][r] > TIE_EPS, others_busy) for r in fits]
-        best = int(fits[int(np.argmax(clearance))])
-        if clearance[int(np.argmax(clearance))] > _clearance(
-            stacks[j][rot[j]] > TIE_EPS, others_busy
-        ):
+        clearance = {int(r): _clearance(stacks[j][r] > TIE_EPS, others_busy) for r in fits}
+        best = max(clearance, key=clearance.__getitem__)  # the lowest of the widest
+        if clearance[best] > clearance[int(rot[j])]:  # the current one is among `fits`
             rot[j] = best
             total = others + stacks[j][best]
     return rot, excess_sum(total, capacity_gbps)
