@@ -304,11 +304,12 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                     if relayed is not None:  # the AllReduce's steps, cut through
                         _, header = ring.relay(*relayed, header)
                         sent += sum(relayed[0])
-                    for step in plan if relayed is None else ():
-                        sends = step.sends(spec.worker)
-                        _, heard = ring.exchange(sends, step.receives(spec.worker), header)
-                        header = header.merge(heard)
-                        sent += sum(sends.values())
+                    else:
+                        for step in plan:
+                            sends = step.sends(spec.worker)
+                            _, heard = ring.exchange(sends, step.receives(spec.worker), header)
+                            header = header.merge(heard)
+                            sent += sum(sends.values())
                     hops += len(plan)
                     comm_ms += (time.monotonic() - comm_began) * 1e3
                 if (
