@@ -83,7 +83,7 @@ typedef struct {
     /* state */
     Queue *queues;
     long *queue_cells, *peak_queue_cells, *ingress_cells;
-    double *tx_free_at, *paused_until, *start_at, *last_reception, *refresh_at;
+    double *tx_free_at, *paused_until, *start_at, *last_reception, *last_arrival, *refresh_at;
     unsigned char *ingress_paused, *has_refresh;
     long buffered_cells;
     double now, limit;
@@ -502,11 +502,23 @@ static int ingress(Pipeline *p, int port, PyObject *frame, double now) {
     return tm_enqueue(p, frame, port, (int)out_port, now);
 }
 
+/* A frame the kernel showed late (virtual time already passed its reception) keeps its
+ * stamp's spacing behind the previous frame, at most one serialisation time, rather than
+ * joining a group at `now`: see TrafficManager.receive. */
 static int tm_receive(Pipeline *p, int port, PyObject *frame, double stamp) {
-    double when =
-        stamp + (double)(PyBytes_GET_SIZE(frame) + p->wire_overhead) * p->seconds_per_byte[port];
-    if (when < p->last_reception[port]) when = p->last_reception[port];
-    if (when < p->now) when = p->now;
+    double serialisation =
+        (double)(PyBytes_GET_SIZE(frame) + p->wire_overhead) * p->seconds_per_byte[port];
+    double arrival = stamp + serialisation, spacing = arrival - p->last_arrival[port];
+    p->last_arrival[port] = arrival;
+    double when;
+    if (arrival < p->now) {
+        if (spacing < 0.0) spacing = 0.0;
+        if (spacing > serialisation) spacing = serialisation;
+        when = p->last_reception[port] + spacing;
+        if (when < p->now) when = p->now;
+    } else {
+        when = arrival > p->last_reception[port] ? arrival : p->last_reception[port];
+    }
     p->last_reception[port] = when;
     return heap_push(p, when, ARRIVE, port, frame);
 }
@@ -568,7 +580,7 @@ static void pipeline_dealloc(Pipeline *p) {
     void *arrays[] = {p->seconds_per_byte, p->cable_delay, p->pause_seconds, p->queue_limit,
                       p->cable_peer, p->valid, p->pause_frame, p->resume_frame,
                       p->queue_cells, p->peak_queue_cells, p->ingress_cells, p->tx_free_at,
-                      p->paused_until, p->start_at, p->last_reception, p->refresh_at,
+                      p->paused_until, p->start_at, p->last_reception, p->last_arrival, p->refresh_at,
                       p->ingress_paused, p->has_refresh, p->wred_obj, p->wred_min,
                       p->wred_max, p->wred_prob};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) PyMem_Free(arrays[i]);
@@ -692,6 +704,7 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     p->paused_until = PyMem_Calloc(n, sizeof(double));
     p->start_at = PyMem_Calloc(n, sizeof(double));
     p->last_reception = PyMem_Calloc(n, sizeof(double));
+    p->last_arrival = PyMem_Calloc(n, sizeof(double));
     p->refresh_at = PyMem_Calloc(n, sizeof(double));
     p->ingress_paused = PyMem_Calloc(n, 1);
     p->has_refresh = PyMem_Calloc(n, 1);
@@ -700,7 +713,8 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     if (!p->seconds_per_byte || !p->cable_delay || !p->pause_seconds || !p->queue_limit ||
         !p->cable_peer || !p->valid || !p->pause_frame || !p->resume_frame || !p->queues ||
         !p->queue_cells || !p->peak_queue_cells || !p->ingress_cells || !p->tx_free_at ||
-        !p->paused_until || !p->start_at || !p->last_reception || !p->refresh_at ||
+        !p->paused_until || !p->start_at || !p->last_reception || !p->last_arrival ||
+        !p->refresh_at ||
         !p->ingress_paused || !p->has_refresh || !p->wred_obj || !p->wred_min ||
         !p->wred_max || !p->wred_prob) {
         PyErr_NoMemory();
@@ -762,6 +776,7 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     for (int i = 0; i < n; i++) {
         p->start_at[i] = NEVER;
         p->last_reception[i] = -NEVER;
+        p->last_arrival[i] = -NEVER;
     }
     p->wire_overhead = wire_overhead;
     p->cell_bytes = cell_bytes;

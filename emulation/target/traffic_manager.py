@@ -103,7 +103,8 @@ class TrafficManager:
         self.events: list[tuple[float, int, int, int, bytes | None]] = []
         self._sequence = itertools.count()  # FIFO among events at the same time
         self.start_at = [NEVER] * n  # the one valid pending _START per port
-        self.last_reception = [-NEVER] * n
+        self.last_reception = [-NEVER] * n  # when each port's last frame was received
+        self.last_arrival = [-NEVER] * n  # ... and when by its stamp, had it been seen on time
 
         # Per-port totals (packets, bytes) the caller copies into P4 counters.
         self.tx_packets = [0] * n
@@ -162,12 +163,21 @@ class TrafficManager:
         frames a host hands over faster than the link rate are not paced here
         (the veth carried them at memory speed), only kept in order: the
         overload shows up in the switch's queues, as with a faster NIC.
+
+        A frame the kernel showed us after virtual time passed its reception
+        (its receive softirq ran late, on a busy core) keeps its stamp's spacing
+        behind the previous frame, at most one serialisation time: moved to `now`
+        as a group, a few milliseconds of a host's paced frames would arrive at
+        one instant and fill a queue the wire never had.
         """
-        when = stamp + (len(frame) + self.wire_overhead) * self.seconds_per_byte[port]
-        if when < self.last_reception[port]:
-            when = self.last_reception[port]
-        if when < self.now:  # virtual time never runs backwards
-            when = self.now
+        serialisation = (len(frame) + self.wire_overhead) * self.seconds_per_byte[port]
+        arrival = stamp + serialisation
+        spacing = arrival - self.last_arrival[port]
+        self.last_arrival[port] = arrival
+        if arrival < self.now:  # seen late: virtual time never runs backwards
+            when = max(self.now, self.last_reception[port] + min(max(spacing, 0.0), serialisation))
+        else:
+            when = max(arrival, self.last_reception[port])
         self.last_reception[port] = when
         heappush(self.events, (when, next(self._sequence), _ARRIVE, port, frame))
 

@@ -11,6 +11,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
 from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX, WRED_DROPPED
+from emulation.target import fast_pipeline
 from emulation.target.datapath import SwitchProgram
 from emulation.target.packet import build_pfc_frame, ipv4_header_checksum
 from emulation.target.state import DataplaneState, WredProfile
@@ -645,3 +646,39 @@ def test_frames_read_late_join_the_queue_they_would_have_joined_on_time() -> Non
     read_late = run([0.030] * 30)
     assert read_late.peak_queue_cells[2] == 29 * cells
     assert read_late.marked_packets[2] > 20
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["reference", "compiled"])
+def test_frames_the_kernel_shows_after_their_time_keep_their_spacing(compiled: bool) -> None:
+    """A busy core can run the receive softirq late, so the loop sees frames after virtual
+    time has passed their stamps. 30 frames stamped 1 ms apart, seen only at 31 ms, must
+    not join the queue all at once (29 frames deep, marked): they keep their spacing, at
+    most a serialisation time each, and the port carries them without a queue."""
+    if compiled and not fast_pipeline.available():
+        pytest.skip("the compiled pipeline is not built (scripts/setup.sh builds it)")
+    frame = udp_frame(1000, tos=0x02)
+    cells = 13  # 1000 B in 80-byte cells
+    per_frame = _serialisation(1000, 0.01)  # 819.2 us at 10 Mbit/s, the host link's rate too
+    state = DataplaneState()
+    state.forward[(1, MAC_B)] = 2
+    state.wred[2] = WredProfile(min_cells=2 * cells, max_cells=6 * cells, max_prob_percent=100)
+    rates = {p: PortSettings(rate_gbps=0.01) for p in (1, 2)}
+    config = TmConfig(ports=rates, pfc=PfcConfig(enabled=False))
+    program: SwitchProgram | fast_pipeline.FastSwitchProgram = (
+        fast_pipeline.FastSwitchProgram(state, config, [1, 2])
+        if compiled
+        else SwitchProgram(state, config, [1, 2])
+    )
+    program.advance(0.031)  # virtual time passes every stamp before the loop sees a frame
+    for k in range(30):
+        program.receive(1, frame, k * 1e-3)
+    program.advance(1.0)
+    due = list(program.tm.transmitted_due)
+    assert len(due) == 30
+    assert program.port_stats().get("ecn_marked", {}) == {}
+    gaps = [b - a for a, b in zip(due, due[1:], strict=False)]
+    # each left one serialisation after the previous (spaced, not queued behind 28 others)
+    assert min(gaps) == pytest.approx(per_frame, rel=1e-6)
+    assert max(gaps) == pytest.approx(per_frame, rel=1e-6)
+    # the first one was received at 31 ms, when it was seen, and left one serialisation later
+    assert due[0] == pytest.approx(0.031 + per_frame, rel=1e-6)
