@@ -7,7 +7,9 @@ placement (a on s01, s03; b on s02, s04: both rings cross leaf1 <-> spine1
 
 Measured (20 ResNet50 iterations, periods 1.25x the profile's 91.4 ms, this
 2-core machine while other work ran): marks on shared links with shift 0:
-248, 191, 283; with b shifted by half a period: 0, 0, 0. One emulate call
+248, 191, 283; with b shifted by half a period: 0, 0, 0. Since every frame a
+host sends is charged its wire overhead (`mininet_net.one_frame_per_packet`):
+195, 235, 290, 203, 115, and 58 once, against 0 in all six. One emulate call
 takes 8-9 s of its own wall time, the whole test 19-21 s.
 
 Why not Th+Cassini's own shifts: on this placement it shifts b by 16.5 ms,
@@ -99,8 +101,8 @@ def test_overlap_gives_marks_and_interleaving_few(tmp_path: Path, prefix: str) -
     overlap = _run(tmp_path, "overlap", 0.0, prefix)
     interleaved = _run(tmp_path, "interleaved", 0.5, prefix)
     marks, few = overlap["ecn_marks_shared_links"], interleaved["ecn_marks_shared_links"]
-    # measured 191-283 against 0 (module docstring): bounds with a wide margin
-    assert marks >= 3 * ITERATIONS, (marks, few)
+    # measured 58-290 against 0 (module docstring): bounds with a margin
+    assert marks >= ITERATIONS, (marks, few)
     assert few * 10 <= marks, (marks, few)
     # contention stretches the overlapping Up phases: the interleaved jobs run faster
     assert interleaved["mean_iteration_ms"] < overlap["mean_iteration_ms"]

@@ -368,6 +368,8 @@ def test_a_host_sends_no_faster_than_its_nic_so_one_flow_alone_is_never_marked(
         rate = re.search(r"rate (\d+)([KM])bit", shown)
         assert rate is not None, shown
         assert int(rate.group(1)) * (1e-3 if rate.group(2) == "K" else 1.0) == pytest.approx(nic)
+        link = src.cmd(f"ip -d link show dev {src.defaultIntf()}")
+        assert re.search(r"gso_max_segs 1\b", link), link  # every frame charged its overhead
         with fabric.session() as session:
             before = session.read_counters()
             receiver = dst.popen(
@@ -387,11 +389,13 @@ def test_a_host_sends_no_faster_than_its_nic_so_one_flow_alone_is_never_marked(
         for c in after
         if c.counter == ECN_MARKED and c.packets != old.get((c.counter, c.index), 0)
     }
-    # (our choice) at most 3% of the flow's segments: the switch's own lateness on a
-    # loaded machine still bunches a few frames (0 on a quiet one, 227 of ~12,000 measured
-    # under load); without the shaping 2541 (21%), at 100% of the port rate 804 (7%)
+    # (our choice) at most 1% of the flow's segments. Measured: 0 of ~12,000 in six runs,
+    # three of them with a CPU hog on the hosts' core. While the token bucket cut TCP's
+    # offload packets itself (charging no wire overhead) the host sent 50.3 Mbit/s into the
+    # 50 Mbit/s port: 229 marks on a quiet machine, 475-3762 with the hog. Without the
+    # shaping 2541 (21%); at 100% of the port rate 804 (7%).
     segments = received / 1448
-    assert sum(marked.values()) <= 0.03 * segments, marked
+    assert sum(marked.values()) <= 0.01 * segments, marked
 
 
 def test_an_unreadable_device_config_is_one_line_naming_it(tmp_path: Path) -> None:
