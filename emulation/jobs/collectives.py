@@ -38,6 +38,7 @@ import bisect
 import errno
 import fcntl
 import itertools
+import os
 import selectors
 import socket
 import struct
@@ -48,6 +49,11 @@ from dataclasses import dataclass
 from scheduler.types import Phase
 
 from . import transport
+
+try:
+    from . import _relay
+except ImportError:  # not built (scripts/setup.sh builds it): the Python loop runs
+    _relay = None  # type: ignore[assignment, unused-ignore]
 
 HELLO = struct.Struct("!4sI64s")  # magic, sender's worker index, job name
 HELLO_MAGIC = b"CASR"
@@ -64,6 +70,8 @@ MAX_SKIP = 127  # what a header byte's seven skip bits hold
 # the socket buffers), and the replicas' CPU, which the 24 of the testbed's jobs take
 # from each other and from the hosts' stacks, drops. Near a step's end it wakes on data.
 NAP_S = 0.002
+# What the compiled relay loop returns besides 0 (done): see _relay.c.
+RELAY_LEFT_CLOSED, RELAY_RECV_FAILED, RELAY_SEND_FAILED, RELAY_NO_PROGRESS = 1, 2, 3, 4
 # (our choice) The barrier's start lies this far ahead, so every worker is
 # waiting for it when it comes, not still reading the barrier's last message.
 START_MARGIN_MS = 100.0
@@ -226,6 +234,7 @@ class Ring:
         receives_from: Sequence[int] = (),
         pace_gbps: Mapping[int, float] | None = None,
         congestion: str = transport.CONGESTION_CONTROL,
+        compiled: bool | None = None,
     ) -> None:
         if not 0 <= rank < len(peers) or len(peers) < 2:
             raise ValueError(f"worker {rank} of {len(peers)}: a ring needs 2+ workers")
@@ -246,6 +255,10 @@ class Ring:
         self.inp: dict[int, socket.socket] = {}  # rank -> the connection it opened to us
         self._listener: socket.socket | None = None
         self._zeros = memoryview(bytes(0))
+        # relay's loop compiled (`_relay.c`) when it is built; False runs the Python loop.
+        self.compiled = _relay is not None if compiled is None else compiled
+        if self.compiled and _relay is None:
+            raise RuntimeError("the compiled relay loop is not built (scripts/setup.sh builds it)")
         self._scratch = memoryview(bytearray(SCRATCH_BYTES))
 
     @property
@@ -383,6 +396,8 @@ class Ring:
         steps, send_total, recv_total = len(sends), send_at[-1], recv_at[-1]
         sent = received = 0
         known = header or Header()
+        if self.compiled:
+            return self._relay_compiled(left, right, send_at, recv_at, known)
         selector = selectors.DefaultSelector()
         try:
             for sock in (right, left):
@@ -439,6 +454,38 @@ class Ring:
                 sock.setblocking(True)
                 sock.settimeout(self.timeout_s)
         return received - steps, known
+
+    def _relay_compiled(
+        self,
+        left: socket.socket,
+        right: socket.socket,
+        send_at: list[int],
+        recv_at: list[int],
+        known: Header,
+    ) -> tuple[int, Header]:
+        """`relay`'s loop in `_relay.c`: the same system calls without the interpreter
+        between them (the Python loop above is its reference, tested byte for byte)."""
+        assert _relay is not None
+        try:
+            for sock in (right, left):
+                sock.setblocking(False)
+            status, received, _sent, heard, err = _relay.relay(
+                left.fileno(), right.fileno(), send_at, recv_at, known.byte(),
+                self._nap_bytes, NAP_S, self.timeout_s,
+            )  # fmt: skip
+        finally:
+            for sock in (right, left):
+                sock.setblocking(True)
+                sock.settimeout(self.timeout_s)
+        if status == RELAY_LEFT_CLOSED:
+            raise self._lost(self.left_rank, "it closed the connection")
+        if status in (RELAY_RECV_FAILED, RELAY_SEND_FAILED):
+            peer = self.left_rank if status == RELAY_RECV_FAILED else self.right_rank
+            raise self._lost(peer, _reason(OSError(err, os.strerror(err))))
+        if status == RELAY_NO_PROGRESS:
+            peer = self.left_rank if err == 0 else self.right_rank
+            raise self._lost(peer, f"no progress for {self.timeout_s:g} s")
+        return received - (len(send_at) - 1), known.merge(Header.of(heard))
 
     def _window(self, start: int, end: int, send_at: Sequence[int], header: int) -> memoryview:
         """Bytes [start, end) of the send stream: zeros, with each step's header byte."""
