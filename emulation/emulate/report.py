@@ -37,6 +37,8 @@ from scheduler.report import ORDER, _finite
 from .results import SchedulerRun, job_iterations, summarise
 
 PLOT_DPI = 110
+# One marker per job in the measured-vs-simulated figure (more jobs than these: colours only).
+JOB_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 @dataclass(frozen=True)
@@ -270,16 +272,17 @@ def figures(runs: Sequence[SchedulerRun], summary: Mapping[str, Any]) -> dict[st
     # measured vs simulated
     fig, ax = plt.subplots(figsize=(5.6, 5.0))
     top = 0.0
+    # colour: the scheduler; marker: the job, so a reader can tell which point is which
+    job_names = sorted({j for s in summary["schedulers"].values() for j in s["jobs"]})
+    markers = {j: JOB_MARKERS[i % len(JOB_MARKERS)] for i, j in enumerate(job_names)}
     for name, s in summary["schedulers"].items():
-        pts = [
-            (j["sim_mean_iteration_ms"], j["mean_iteration_ms"])
-            for j in s["jobs"].values()
-            if j["sim_mean_iteration_ms"] and j["mean_iteration_ms"]
-        ]
-        if pts:
-            sim, meas = zip(*pts, strict=True)
-            ax.scatter(sim, meas, label=name, color=colours[name], zorder=3)
-            top = max(top, *sim, *meas)
+        for job, j in s["jobs"].items():
+            if j["sim_mean_iteration_ms"] and j["mean_iteration_ms"]:
+                ax.scatter(j["sim_mean_iteration_ms"], j["mean_iteration_ms"],
+                           color=colours[name], marker=markers[job], zorder=3)  # fmt: skip
+                top = max(top, j["sim_mean_iteration_ms"], j["mean_iteration_ms"])
+    for name in summary["schedulers"]:
+        ax.scatter([], [], color=colours[name], marker="o", label=name)
     if top:
         ax.plot([0, top * 1.1], [0, top * 1.1], color="black", lw=0.8, label="measured = simulated")
         edge = top * 1.1
@@ -289,7 +292,14 @@ def figures(runs: Sequence[SchedulerRun], summary: Mapping[str, Any]) -> dict[st
     ax.set_ylabel("emulation: mean iteration time (ms)")
     ax.set_title("Per job: measured vs simulated")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    legend = ax.legend(fontsize=8, loc="lower right")
+    if len(job_names) <= len(JOB_MARKERS):  # more jobs than markers: colours only
+        from matplotlib.lines import Line2D
+
+        ax.add_artist(legend)
+        ax.legend(handles=[Line2D([], [], ls="", marker=markers[j], color="0.35", label=j)
+                           for j in job_names],
+                  fontsize=8, loc="upper left", title="job", title_fontsize=8)  # fmt: skip
     save(fig, "measured_vs_simulated")
     return paths
 

@@ -149,3 +149,25 @@ def test_the_checker_finds_what_a_reader_would() -> None:
     assert "'tiny': 4.0 pt" in found
     assert "'off the page': outside the figure" in found
     assert "legend covers" in found
+
+
+def test_measured_against_simulated_says_which_point_is_which_job() -> None:
+    """Colour is the scheduler, the marker the job, and a legend names every job: with
+    colours alone a reader cannot tell one job's point from another's."""
+    runs = _runs({"tor1->agg1": 50})
+    summary = _summary(runs)
+    jobs = sorted({j for s in summary["schedulers"].values() for j in s["jobs"]})
+    drawn = figures(runs, summary)
+    try:
+        fig = drawn["measured_vs_simulated"]
+        legends = fig.axes[0].findobj(Legend)
+        texts = {t.get_text() for legend in legends for t in legend.get_texts()}
+        markers = {
+            str(h.get_marker()) for legend in legends for h in legend.legend_handles
+            if isinstance(h, Line2D)
+        }  # fmt: skip
+    finally:
+        for f in drawn.values():
+            plt.close(f)
+    assert set(jobs) <= texts and set(summary["schedulers"]) <= texts
+    assert len(markers) >= len(jobs)
