@@ -35,6 +35,7 @@ re-aligns to its grid, in agreement.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import errno
 import fcntl
 import itertools
@@ -43,7 +44,7 @@ import selectors
 import socket
 import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.types import Phase
@@ -393,15 +394,13 @@ class Ring:
         left = self._connection(self.inp, self.left_rank, "receive from")
         send_at = list(itertools.accumulate((1 + b for b in sends), initial=0))
         recv_at = list(itertools.accumulate((1 + b for b in receives), initial=0))
-        steps, send_total, recv_total = len(sends), send_at[-1], recv_at[-1]
-        sent = received = 0
         known = header or Header()
         if self.compiled:
             return self._relay_compiled(left, right, send_at, recv_at, known)
+        steps, send_total, recv_total = len(sends), send_at[-1], recv_at[-1]
+        sent = received = 0
         selector = selectors.DefaultSelector()
-        try:
-            for sock in (right, left):
-                sock.setblocking(False)
+        with self._non_blocking((right, left)), contextlib.closing(selector):
             selector.register(left, selectors.EVENT_READ)
             writing = False
             last_progress = time.monotonic()
@@ -448,11 +447,6 @@ class Ring:
                     and (sent == send_total or _unsent(right) > far)
                 ):
                     time.sleep(NAP_S)
-        finally:
-            selector.close()
-            for sock in (right, left):
-                sock.setblocking(True)
-                sock.settimeout(self.timeout_s)
         return received - steps, known
 
     def _relay_compiled(
@@ -466,17 +460,11 @@ class Ring:
         """`relay`'s loop in `_relay.c`: the same system calls without the interpreter
         between them (the Python loop above is its reference, tested byte for byte)."""
         assert _relay is not None
-        try:
-            for sock in (right, left):
-                sock.setblocking(False)
+        with self._non_blocking((right, left)):
             status, received, _sent, heard, err = _relay.relay(
                 left.fileno(), right.fileno(), send_at, recv_at, known.byte(),
                 self._nap_bytes, NAP_S, self.timeout_s,
             )  # fmt: skip
-        finally:
-            for sock in (right, left):
-                sock.setblocking(True)
-                sock.settimeout(self.timeout_s)
         if status == RELAY_LEFT_CLOSED:
             raise self._lost(self.left_rank, "it closed the connection")
         if status in (RELAY_RECV_FAILED, RELAY_SEND_FAILED):
@@ -531,9 +519,7 @@ class Ring:
         by_fd = {sock.fileno(): sock for sock in rank_of}
         heard = Header()
         selector = selectors.DefaultSelector()
-        try:
-            for sock in rank_of:
-                sock.setblocking(False)
+        with self._non_blocking(rank_of), contextlib.closing(selector):
             for sock in wanted:
                 selector.register(sock, selectors.EVENT_READ)
             for sock in outgoing:
@@ -570,12 +556,20 @@ class Ring:
                     last_progress = time.monotonic()
                 if self._nap_bytes and _all_far(wanted, got, 2 * self._nap_bytes):
                     time.sleep(NAP_S)
+        return sum(got.values()) - len(got), heard
+
+    @contextlib.contextmanager
+    def _non_blocking(self, socks: Iterable[socket.socket]) -> Iterator[None]:
+        """The sockets non-blocking for one loop, back to blocking with the timeout after."""
+        socks = tuple(socks)
+        try:
+            for sock in socks:
+                sock.setblocking(False)
+            yield
         finally:
-            selector.close()
-            for sock in rank_of:
+            for sock in socks:
                 sock.setblocking(True)
                 sock.settimeout(self.timeout_s)
-        return sum(got.values()) - len(got), heard
 
     def _connection(self, table: dict[int, socket.socket], other: int, verb: str) -> socket.socket:
         sock = table.get(other)
