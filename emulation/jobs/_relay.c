@@ -6,10 +6,11 @@
  * hosts' stacks and the switch: the interpreter's share of each wake-up was the replicas'
  * largest user-space cost.
  *
- * relay(left_fd, right_fd, send_at, recv_at, header, nap_bytes, nap_s, timeout_s)
- *   -> (status, received, sent, known, err)
+ * relay(left_fd, right_fd, send_at, recv_at, header, nap_bytes, nap_s, timeout_s,
+ *       scratch, zeros) -> (status, received, sent, known, err)
  * send_at / recv_at: each step's start in its stream (1 header byte + payload), the total
- * last. status: 0 done, 1 the left closed, 2 a receive failed (err: errno), 3 a send failed
+ * last. scratch: where received bytes go (the Ring's); zeros: the send window, all zeros
+ * (each header byte is set for one send and cleared again), at most its size per send. status: 0 done, 1 the left closed, 2 a receive failed (err: errno), 3 a send failed
  * (err: errno), 4 no progress for timeout_s (err: 0 the left, 1 the right was awaited).
  * A signal that Python's handler turns into an exception ends the call with it.
  */
@@ -20,13 +21,10 @@
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
-
-#define SCRATCH_BYTES (1 << 20)
-#define SIOCOUTQNSD 0x894B
-#define MAX_SKIP 127
 
 enum { DONE = 0, LEFT_CLOSED = 1, RECV_FAILED = 2, SEND_FAILED = 3, NO_PROGRESS = 4 };
 
@@ -39,7 +37,6 @@ static double monotonic_s(void) {
 /* Any stop wish, the largest skip (collectives.Header.merge on header bytes). */
 static int merge(int a, int b) {
     int skip = (a >> 1) > (b >> 1) ? (a >> 1) : (b >> 1);
-    if (skip > MAX_SKIP) skip = MAX_SKIP;
     return (skip << 1) | ((a | b) & 1);
 }
 
@@ -111,33 +108,28 @@ static PyObject *relay(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *send_obj, *recv_obj;
     long long nap_bytes;
     double nap_s, timeout_s;
-    if (!PyArg_ParseTuple(args, "iiOOiLdd", &left, &right, &send_obj, &recv_obj, &header,
-                          &nap_bytes, &nap_s, &timeout_s))
+    Py_buffer scratch_view, out_view;
+    if (!PyArg_ParseTuple(args, "iiOOiLddw*w*", &left, &right, &send_obj, &recv_obj, &header,
+                          &nap_bytes, &nap_s, &timeout_s, &scratch_view, &out_view))
         return NULL;
-    Py_ssize_t n_send, n_recv;
-    long long *send_at = long_array(send_obj, &n_send, "send_at");
-    if (send_at == NULL) return NULL;
-    long long *recv_at = long_array(recv_obj, &n_recv, "recv_at");
-    if (recv_at == NULL) {
-        PyMem_Free(send_at);
-        return NULL;
-    }
-    if (n_send != n_recv || n_send < 1 || send_at[0] != 0 || recv_at[0] != 0) {
-        PyMem_Free(send_at);
-        PyMem_Free(recv_at);
+    Py_ssize_t n_send = 0, n_recv = 0;
+    long long *send_at = NULL, *recv_at = NULL;
+    send_at = long_array(send_obj, &n_send, "send_at");
+    if (send_at != NULL) recv_at = long_array(recv_obj, &n_recv, "recv_at");
+    if (recv_at != NULL &&
+        (n_send != n_recv || n_send < 1 || send_at[0] != 0 || recv_at[0] != 0 ||
+         scratch_view.len < 1 || out_view.len < 1))
         PyErr_SetString(PyExc_ValueError, "send_at and recv_at: one start per step from 0, "
-                                          "the total last, as many of each");
-        return NULL;
-    }
-    unsigned char *scratch = PyMem_Malloc(SCRATCH_BYTES);
-    unsigned char *out = PyMem_Calloc(SCRATCH_BYTES, 1); /* zeros but for header bytes */
-    if (scratch == NULL || out == NULL) {
-        PyMem_Free(scratch);
-        PyMem_Free(out);
+                                          "the total last, as many of each; two buffers");
+    if (PyErr_Occurred()) {
         PyMem_Free(send_at);
         PyMem_Free(recv_at);
-        return PyErr_NoMemory();
+        PyBuffer_Release(&scratch_view);
+        PyBuffer_Release(&out_view);
+        return NULL;
     }
+    unsigned char *scratch = scratch_view.buf, *out = out_view.buf;
+    long long scratch_bytes = scratch_view.len, window_bytes = out_view.len;
     Py_ssize_t steps = n_send - 1;
     long long send_total = send_at[steps], recv_total = recv_at[steps];
     long long sent = 0, received = 0, far = 2 * nap_bytes;
@@ -174,7 +166,7 @@ static PyObject *relay(PyObject *Py_UNUSED(module), PyObject *args) {
         }
         if (pfd[0].revents) {
             long long want = recv_total - received;
-            if (want > SCRATCH_BYTES) want = SCRATCH_BYTES;
+            if (want > scratch_bytes) want = scratch_bytes;
             ssize_t n = recv(left, scratch, (size_t)want, MSG_DONTWAIT);
             if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 status = RECV_FAILED;
@@ -195,7 +187,7 @@ static PyObject *relay(PyObject *Py_UNUSED(module), PyObject *args) {
             }
         }
         if (pfd[1].revents) {
-            long long end = sent + SCRATCH_BYTES < limit ? sent + SCRATCH_BYTES : limit;
+            long long end = sent + window_bytes < limit ? sent + window_bytes : limit;
             Py_ssize_t first = first_at_or_after(send_at, steps, sent), k;
             for (k = first; k < steps && send_at[k] < end; k++) out[send_at[k] - sent] = known;
             ssize_t n = send(right, out, (size_t)(end - sent), MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -222,8 +214,8 @@ static PyObject *relay(PyObject *Py_UNUSED(module), PyObject *args) {
     }
     Py_END_ALLOW_THREADS
 
-    PyMem_Free(scratch);
-    PyMem_Free(out);
+    PyBuffer_Release(&scratch_view);
+    PyBuffer_Release(&out_view);
     PyMem_Free(send_at);
     PyMem_Free(recv_at);
     if (raised) return NULL;
@@ -232,8 +224,8 @@ static PyObject *relay(PyObject *Py_UNUSED(module), PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"relay", relay, METH_VARARGS,
-     "relay(left_fd, right_fd, send_at, recv_at, header, nap_bytes, nap_s, timeout_s)"
-     " -> (status, received, sent, known, err): Ring.relay's loop, compiled."},
+     "relay(left_fd, right_fd, send_at, recv_at, header, nap_bytes, nap_s, timeout_s, scratch,"
+     " zeros) -> (status, received, sent, known, err): Ring.relay's loop, compiled."},
     {NULL, NULL, 0, NULL},
 };
 

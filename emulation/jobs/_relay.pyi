@@ -10,5 +10,7 @@ def relay(
     nap_bytes: int,
     nap_s: float,
     timeout_s: float,
+    scratch: memoryview | bytearray,
+    zeros: bytearray,
     /,
 ) -> tuple[int, int, int, int, int]: ...

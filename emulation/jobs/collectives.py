@@ -261,6 +261,8 @@ class Ring:
         if self.compiled and _relay is None:
             raise RuntimeError("the compiled relay loop is not built (scripts/setup.sh builds it)")
         self._scratch = memoryview(bytearray(SCRATCH_BYTES))
+        # The compiled relay's send window: zeros it sets each header byte in and clears.
+        self._out_zeros = bytearray(SCRATCH_BYTES) if self.compiled else bytearray(0)
 
     @property
     def left(self) -> socket.socket | None:
@@ -463,7 +465,7 @@ class Ring:
         with self._non_blocking((right, left)):
             status, received, _sent, heard, err = _relay.relay(
                 left.fileno(), right.fileno(), send_at, recv_at, known.byte(),
-                self._nap_bytes, NAP_S, self.timeout_s,
+                self._nap_bytes, NAP_S, self.timeout_s, self._scratch, self._out_zeros,
             )  # fmt: skip
         if status == RELAY_LEFT_CLOSED:
             raise self._lost(self.left_rank, "it closed the connection")
