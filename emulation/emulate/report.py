@@ -162,6 +162,7 @@ def figures(runs: Sequence[SchedulerRun], summary: Mapping[str, Any]) -> dict[st
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     title = _title(summary["settings"])
     paths: dict[str, Any] = {}
@@ -294,8 +295,6 @@ def figures(runs: Sequence[SchedulerRun], summary: Mapping[str, Any]) -> dict[st
     ax.grid(alpha=0.3)
     legend = ax.legend(fontsize=8, loc="lower right")
     if len(job_names) <= len(JOB_MARKERS):  # more jobs than markers: colours only
-        from matplotlib.lines import Line2D
-
         ax.add_artist(legend)
         ax.legend(handles=[Line2D([], [], ls="", marker=markers[j], color="0.35", label=j)
                            for j in job_names],
