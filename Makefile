@@ -13,7 +13,7 @@ test: setup
 
 lint:
 	.venv/bin/ruff check .
-	.venv/bin/mypy topologies scheduler controlplane emulation
+	.venv/bin/mypy topologies scheduler controlplane emulation p4src
 
 p4:
 	bash scripts/build_p4.sh

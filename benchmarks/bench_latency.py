@@ -62,7 +62,7 @@ SCENARIOS = ("idle", "counters", "write", "read")
 GOAL_P99_MS = 2.0
 GOAL_MAX_MS = 10.0
 DELAYED_MS = 50.0
-TABLE_SIZE = 4096  # CassiniIngress.logical_forward's size in controlplane/p4/cassini.p4
+TABLE_SIZE = 4096  # CassiniIngress.logical_forward's size in p4src/cassini.p4
 # After the sender stops and the last control-plane call has returned, the
 # receiver keeps listening this long for frames the switch still holds.
 DRAIN_S = 1.0
@@ -75,7 +75,7 @@ class SwitchProcess:
     """`cassini switch serve` on two ports, its log drained so it never blocks on stderr."""
 
     def __init__(self, lab: NetnsLab, ports: dict[int, str], nice: int, timeout: float) -> None:
-        from emulation.target.switch import READY_PATTERN
+        from emulation.softswitch.switch import READY_PATTERN
 
         argv = ["nice", "-n", str(nice)] if nice else []
         argv += [sys.executable, "-m", "emulation", "switch", "serve", "--device-id", "1"]

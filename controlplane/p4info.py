@@ -1,7 +1,7 @@
 """Which P4 objects does the pipeline have, and how are their values encoded?
 
-The P4Info (controlplane/p4/cassini.p4info.txtpb, shipped with the package
-next to the P4 sources it describes) is the one source of truth for
+The P4Info (p4src/cassini.p4info.txtpb, shipped in the wheel as package
+data of `p4src`, next to the P4 sources it describes) is the one source of truth for
 table, action, parameter and counter names, ids and bit widths. This module
 wraps it in small frozen dataclasses so no raw protobuf leaks into the rest of
 the control plane or the software target, and answers a wrong name with the
@@ -26,7 +26,7 @@ from topologies.errors import UserInputError, did_you_mean
 
 # The P4 programs and their P4Info are package data, found through the import
 # system, so an installed wheel finds them as a source checkout does.
-P4_DIR: Traversable = resources.files("controlplane") / "p4"
+P4_DIR: Traversable = resources.files("p4src")
 DEFAULT_P4INFO: Traversable = P4_DIR / "cassini.p4info.txtpb"
 
 # Names of the P4Info enum values, kept next to the protobuf and checked against

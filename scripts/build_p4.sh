@@ -2,16 +2,17 @@
 # Compile the Cassini data plane.
 #   cassini.p4      (v1model) with p4c            -> build/p4c-out/bmv2/
 #   cassini_tna.p4  (TNA)     with bf-p4c         -> build/p4c-out/tofino/
-# The sources live in controlplane/p4/, package data next to the P4Info; the
-# compilers' outputs stay outside the package.
+# The sources live in p4src/ (package data of the `p4src` package, next to the
+# P4Info); the compilers' outputs go under build/ and nowhere else.
+# Without a compiler nothing is created (no empty folders are left).
 # Usage: scripts/build_p4.sh [bmv2|tofino|all]   (default: all)
 #        P4_OUT=DIR scripts/build_p4.sh ...       (write DIR/bmv2, DIR/tofino instead)
 # Each compiler also writes its own P4Info; tests/controlplane/test_p4c.py compares p4c's
-# with controlplane/p4/cassini.p4info.txtpb, the one the control plane loads.
+# with p4src/cassini.p4info.txtpb, the one the control plane loads.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-src="$root/controlplane/p4"
+src="$root/p4src"
 out="${P4_OUT:-$root/build/p4c-out}"
 what="${1:-all}"
 
@@ -24,8 +25,8 @@ built=0
 missing=()
 
 if [[ "$what" == bmv2 || "$what" == all ]]; then
-  mkdir -p "$out/bmv2"
   if command -v p4c >/dev/null 2>&1; then
+    mkdir -p "$out/bmv2"
     p4c --target bmv2 --arch v1model --std p4-16 \
       -I "$src" -o "$out/bmv2" \
       --p4runtime-files "$out/bmv2/cassini.p4info.txt" \
@@ -33,6 +34,7 @@ if [[ "$what" == bmv2 || "$what" == all ]]; then
     echo "built $out/bmv2/cassini.json and cassini.p4info.txt (p4c)"
     built=1
   elif command -v p4c-bm2-ss >/dev/null 2>&1; then
+    mkdir -p "$out/bmv2"
     p4c-bm2-ss --arch v1model --std p4-16 \
       -I "$src" -o "$out/bmv2/cassini.json" \
       --p4runtime-files "$out/bmv2/cassini.p4info.txt" \
@@ -45,8 +47,8 @@ if [[ "$what" == bmv2 || "$what" == all ]]; then
 fi
 
 if [[ "$what" == tofino || "$what" == all ]]; then
-  mkdir -p "$out/tofino"
   if command -v bf-p4c >/dev/null 2>&1; then
+    mkdir -p "$out/tofino"
     bf-p4c --target tofino --arch tna --std p4-16 \
       -I "$src" -o "$out/tofino" \
       --p4runtime-files "$out/tofino/cassini_tna.p4info.txt" \
@@ -63,6 +65,6 @@ for m in "${missing[@]+"${missing[@]}"}"; do
   echo "build_p4: not found: $m" >&2
 done
 if [[ "$built" == 0 ]]; then
-  echo "build_p4: no P4 compiler found; nothing was built. The control plane and the software target use controlplane/p4/cassini.p4info.txtpb and need no compiler." >&2
+  echo "build_p4: no P4 compiler found; nothing was built. The control plane and the software target use p4src/cassini.p4info.txtpb and need no compiler." >&2
   exit 1
 fi

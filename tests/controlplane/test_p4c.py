@@ -1,5 +1,5 @@
 """Compile the programs with the real P4 compilers when they are installed and compare
-their P4Info with controlplane/p4/cassini.p4info.txtpb (names, ids, widths, scopes)."""
+their P4Info with p4src/cassini.p4info.txtpb (names, ids, widths, scopes)."""
 
 from __future__ import annotations
 

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 
 from emulation.netns import NetnsLab, leftovers, new_prefix
-from emulation.target.switch import READY_PATTERN
+from emulation.softswitch.switch import READY_PATTERN
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPENDENCIES = Path(sysconfig.get_paths()["purelib"])  # this interpreter's site-packages
-PACKAGES = ("topologies", "scheduler", "controlplane", "emulation")
+PACKAGES = ("topologies", "scheduler", "controlplane", "emulation", "p4src")
 # Not copied into the build: the tree's environments, caches and outputs.
 NOT_SOURCE = shutil.ignore_patterns(
     ".venv", ".git", "build", "results", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
@@ -132,7 +132,7 @@ def test_wheel_modules_and_p4_files_come_from_the_venv(installed: Installed) -> 
     assert not any("__editable__" in f for f in seen["modules"]), "the editable finder ran"
     for package in PACKAGES:
         assert str(installed.site_packages / package / "__init__.py") in seen["modules"], package
-    p4_dir = installed.site_packages / "controlplane" / "p4"
+    p4_dir = installed.site_packages / "p4src"
     assert seen["p4info"] == str(p4_dir / "cassini.p4info.txtpb")
     assert {Path(p).name for p in seen["p4"]} >= {
         "cassini.p4",
