@@ -69,7 +69,7 @@ TIMEOUT_S = 60.0
 START_TIMEOUT_S = 60.0  # for the server to listen, and for every client to be connected
 CHECKPOINTS = (0, 100, 500)  # stream cycles after which RSS is taken (and after the last)
 OVERSIZED_INSTALLED = 4000  # entries installed before the failing Write (table size 4,096)
-MAX_UPDATES_PER_WRITE = 10_000  # emulation/target/device.py; checked against it in main()
+MAX_UPDATES_PER_WRITE = 10_000  # emulation/softswitch/device.py; checked against it in main()
 # Before this round of fixes (the same measurements, for comparison).
 BEFORE = {
     "load": "508 updates/s, 0 errors",
@@ -84,7 +84,7 @@ BEFORE = {
 
 def _serve(conn: Connection) -> None:
     """Child process: serve one device on a free port, send the address, stop when told."""
-    from emulation.target.p4runtime_service import serve
+    from emulation.softswitch.p4runtime_service import serve
 
     with serve(DEVICE_ID, "127.0.0.1:0") as running:
         conn.send(running.address)
@@ -545,7 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from controlplane.p4info import load_p4info
-    from emulation.target import device
+    from emulation.softswitch import device
 
     if device.MAX_UPDATES_PER_WRITE != MAX_UPDATES_PER_WRITE:
         parser.error(

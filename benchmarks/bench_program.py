@@ -17,7 +17,7 @@ from controlplane.p4info import load_p4info
 from controlplane.program import program_device
 from controlplane.session import P4RuntimeSession
 from controlplane.settings import WredSettings
-from emulation.target.p4runtime_service import serve
+from emulation.softswitch.p4runtime_service import serve
 from topologies.chip_mapping import map_to_chip
 from topologies.library import load_topology
 

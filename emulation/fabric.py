@@ -52,8 +52,8 @@ from .profile import (
     threshold_factor,
     tm_config_for,
 )
-from .target.switch import READY_PATTERN
-from .target.tm_config import tm_config_to_dict
+from .softswitch.switch import READY_PATTERN
+from .softswitch.tm_config import tm_config_to_dict
 
 if TYPE_CHECKING:
     import socket
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from controlplane.settings import WredSettings
 
     from .capture import Capture
-    from .target.switch import SoftwareSwitch
+    from .softswitch.switch import SoftwareSwitch
 
 log = logging.getLogger(__name__)
 
@@ -405,7 +405,7 @@ class EmulatedFabric:
         assert self.net is not None
         self.net.start()  # the chip's process, on the ports Mininet cabled
         if not self.switch_process:
-            from .target.switch import SoftwareSwitch
+            from .softswitch.switch import SoftwareSwitch
 
             self._switch = SoftwareSwitch(
                 self.device_id, self.switch_ports(), self.requested_grpc_address, tm, self.seed

@@ -42,7 +42,7 @@ from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
 
 from .netns import BMV2_PROCESS, OFFLOADS, NetnsLab, _signals_deferred
-from .target.tm_config import MTU_FRAME_BYTES
+from .softswitch.tm_config import MTU_FRAME_BYTES
 
 CHIP = "chip"  # the Mininet name of the one switch holding every logical switch
 BMV2_BINARY = BMV2_PROCESS  # the name cassini clean looks for

@@ -75,7 +75,7 @@ def cassini_topo(topology: str = "cassini-testbed", scale: float = 0.001) -> Any
     from emulation.mininet_net import CassiniHost, CassiniTopo
     from emulation.netns import NetnsLab
     from emulation.profile import emulation_profile
-    from emulation.target.tm_config import tm_config_to_dict
+    from emulation.softswitch.tm_config import tm_config_to_dict
     from topologies.chip_mapping import map_to_chip
     from topologies.library import load_topology
 

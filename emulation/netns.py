@@ -45,7 +45,7 @@ from .runs import RunFile, RunRecord, remove_folders, runs
 # "cst" for tests (a random suffix keeps parallel runs apart).
 PROJECT_PREFIXES = ("cas", "cst")
 # The packet loop of a software switch runs as `python -m` this module.
-DATAPATH_MODULE = "emulation.target.datapath_process"
+DATAPATH_MODULE = "emulation.softswitch.datapath_process"
 IFNAMSIZ = 15
 OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
 CLONE_NEWNET = 0x40000000

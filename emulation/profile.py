@@ -19,7 +19,7 @@ from topologies.chip_mapping import ChipMap
 from topologies.errors import UserInputError
 from topologies.model import Link, Topology
 
-from .target.tm_config import (
+from .softswitch.tm_config import (
     TOFINO1_BUFFER_CELLS,
     LoopbackCable,
     PfcConfig,

@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--tm-config",
         metavar="FILE",
         help="traffic-manager settings (YAML or JSON; format and defaults in the shipped "
-        "emulation/target/data/tm-example.yaml; default: those defaults)",
+        "emulation/softswitch/data/tm-example.yaml; default: those defaults)",
     )
     serve.add_argument("--seed", type=int, default=0, help="seed of the WRED marking RNG")
     serve.add_argument(
@@ -190,8 +190,8 @@ def parse_interfaces(specs: list[str]) -> dict[int, str]:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from emulation.target.switch import serve_until_stopped
-    from emulation.target.tm_config import TmConfig, load_tm_config
+    from emulation.softswitch.switch import serve_until_stopped
+    from emulation.softswitch.tm_config import TmConfig, load_tm_config
 
     level = LOG_LEVELS[args.log_level]
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

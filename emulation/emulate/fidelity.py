@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from emulation.target.port_stats import (
+from emulation.softswitch.port_stats import (
     FIDELITY_NAMES,
     LATE_BUCKET,
     LATE_THRESHOLD_S,

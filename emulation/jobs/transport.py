@@ -33,7 +33,7 @@ import socket
 import time
 from pathlib import Path
 
-from emulation.target.tm_config import TmConfig
+from emulation.softswitch.tm_config import TmConfig
 
 CONGESTION_CONTROL = "cubic"
 ECN_SYSCTL = Path("/proc/sys/net/ipv4/tcp_ecn")

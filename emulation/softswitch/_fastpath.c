@@ -11,7 +11,7 @@
  * with the same floating-point expressions, and WRED draws its random numbers
  * from the same Python `random.Random(seed).random`, so the same frames at the
  * same times give the same output frames, times and counters
- * (tests/target/test_fast_pipeline.py checks it).
+ * (tests/softswitch/test_fast_pipeline.py checks it).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1341,7 +1341,7 @@ static PyGetSetDef pipeline_getset[] = {
 };
 
 static PyTypeObject PipelineType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "emulation.target._fastpath.Pipeline",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "emulation.softswitch._fastpath.Pipeline",
     .tp_basicsize = sizeof(Pipeline),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The compiled switch program and traffic manager (see fast_pipeline.py).",

@@ -17,9 +17,9 @@ from typing import Any
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
-from emulation.target.errors import EntryError
+from emulation.softswitch.errors import EntryError
 
-log = logging.getLogger("emulation.target.device")
+log = logging.getLogger("emulation.softswitch.device")
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import CounterInfo, P4InfoIndex
-from emulation.target.errors import EntryError, invalid, known_object
-from emulation.target.state import CounterChange
+from emulation.softswitch.errors import EntryError, invalid, known_object
+from emulation.softswitch.state import CounterChange
 
 
 def counters_of_read(index: P4InfoIndex, query: Any) -> list[CounterInfo]:

@@ -4,7 +4,7 @@ The P4Runtime service parses protobufs in pure Python and holds the
 interpreter lock while it does: a packet loop in the same process stopped
 for hundreds of milliseconds during a large Write, a full Read, or the
 counter read `ecn watch` makes every second. So the loop runs in a child
-process (`python -m emulation.target.datapath_process`, started fresh: it
+process (`python -m emulation.softswitch.datapath_process`, started fresh: it
 inherits no threads and no locks) that opens the port sockets and owns the
 tables. The two sides share:
 

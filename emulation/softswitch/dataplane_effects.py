@@ -10,7 +10,7 @@ from typing import Any
 
 from controlplane.p4info import P4InfoIndex
 from controlplane.p4names import FORWARD_ACTION, FORWARD_TABLE, WRED_ACTION, WRED_TABLE
-from emulation.target.state import ForwardChange, WredChange, WredProfile
+from emulation.softswitch.state import ForwardChange, WredChange, WredProfile
 
 DataplaneEffect = ForwardChange | WredChange
 

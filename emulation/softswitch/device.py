@@ -19,7 +19,7 @@ from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import P4InfoIndex
-from emulation.target.arbitration import (
+from emulation.softswitch.arbitration import (
     Arbitration,
     Session,
     StreamEnd,
@@ -27,9 +27,9 @@ from emulation.target.arbitration import (
     fmt_election,
     role_key,
 )
-from emulation.target.counter_entries import counter_change, counter_entries, counters_of_read
-from emulation.target.dataplane_effects import DataplaneEffect, dataplane_effect
-from emulation.target.entry_validation import (
+from emulation.softswitch.counter_entries import counter_change, counter_entries, counters_of_read
+from emulation.softswitch.dataplane_effects import DataplaneEffect, dataplane_effect
+from emulation.softswitch.entry_validation import (
     ValidEntry,
     initial_default_entry,
     match_key_for_read,
@@ -37,9 +37,9 @@ from emulation.target.entry_validation import (
     validate_default_entry,
     validate_table_entry,
 )
-from emulation.target.errors import EntryError
-from emulation.target.pipeline_config import InstalledPipeline, PipelineConfigs
-from emulation.target.state import Change, Dataplane
+from emulation.softswitch.errors import EntryError
+from emulation.softswitch.pipeline_config import InstalledPipeline, PipelineConfigs
+from emulation.softswitch.state import Change, Dataplane
 
 log = logging.getLogger(__name__)
 

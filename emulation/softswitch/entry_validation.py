@@ -19,7 +19,7 @@ from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import P4InfoIndex, TableInfo
-from emulation.target.errors import EntryError, invalid, known_object
+from emulation.softswitch.errors import EntryError, invalid, known_object
 from topologies.errors import UserInputError
 
 # Match kinds that make a table need a non-zero priority (spec 9.1).

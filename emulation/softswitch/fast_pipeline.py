@@ -4,7 +4,7 @@
 receive, advance, counters, statistics) over the compiled `_fastpath.Pipeline`,
 a port of `SwitchProgram.ingress` and `TrafficManager`. The Python classes
 stay the reference: the same frames at the same times give the same frames
-out, at the same times, with the same counters (tests/target/test_fast_pipeline.py).
+out, at the same times, with the same counters (tests/softswitch/test_fast_pipeline.py).
 Every derived setting (rates in seconds per byte, queue limits, cables, PFC
 frames and pause times, the WRED random stream) is taken from a reference
 `TrafficManager` built over the same config, so nothing is computed twice.

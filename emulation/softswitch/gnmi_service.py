@@ -112,7 +112,7 @@ class Match:
 def interfaces_tree(ports: Sequence[PortCounters]) -> dict[str, Any]:
     """The served data of `ports`, as nested containers.
 
-    >>> from emulation.target.port_stats import port_counters
+    >>> from emulation.softswitch.port_stats import port_counters
     >>> tree = interfaces_tree(port_counters({"rx_packets": {1: 7}}, {1: "veth1"}, [1]))
     >>> tree["interfaces"]["interface"].entries["veth1"]["state"]["counters"]["in-unicast-pkts"]
     7

@@ -27,10 +27,10 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controlplane.p4info import load_p4info
 from controlplane.tls import ServerTlsSettings
-from emulation.target.device import Device, Session, StreamEnd
-from emulation.target.errors import EntryError
-from emulation.target.port_stats import PortCounters
-from emulation.target.state import Dataplane, DataplaneState, LocalDataplane
+from emulation.softswitch.device import Device, Session, StreamEnd
+from emulation.softswitch.errors import EntryError
+from emulation.softswitch.port_stats import PortCounters
+from emulation.softswitch.state import Dataplane, DataplaneState, LocalDataplane
 from topologies.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -301,7 +301,7 @@ def serve(
         P4RuntimeServicer(device, max_streams=max(1, max_workers - UNARY_WORKERS)), server
     )
     if port_counters is not None:
-        from emulation.target.gnmi_service import add_gnmi_service
+        from emulation.softswitch.gnmi_service import add_gnmi_service
 
         add_gnmi_service(server, port_counters, fidelity)
     try:

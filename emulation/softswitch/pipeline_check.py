@@ -13,8 +13,8 @@ from typing import Any
 from p4.config.v1 import p4info_pb2
 
 from controlplane.p4info import P4InfoIndex, index_p4info
-from emulation.target.errors import invalid, known_object
-from emulation.target.state import COUNTER_CELLS
+from emulation.softswitch.errors import invalid, known_object
+from emulation.softswitch.state import COUNTER_CELLS
 from topologies.errors import did_you_mean
 
 # Object kinds of a P4Info this target has no implementation for.

@@ -18,19 +18,19 @@ from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import P4InfoIndex
-from emulation.target.arbitration import fmt_election
-from emulation.target.dataplane_effects import dataplane_effect
-from emulation.target.entry_validation import (
+from emulation.softswitch.arbitration import fmt_election
+from emulation.softswitch.dataplane_effects import dataplane_effect
+from emulation.softswitch.entry_validation import (
     EntryKey,
     initial_default_entry,
     validate_table_entry,
 )
-from emulation.target.errors import EntryError
-from emulation.target.pipeline_check import check_pipeline
-from emulation.target.state import Change, ClearTables, Dataplane
+from emulation.softswitch.errors import EntryError
+from emulation.softswitch.pipeline_check import check_pipeline
+from emulation.softswitch.state import Change, ClearTables, Dataplane
 from topologies.errors import UserInputError
 
-log = logging.getLogger("emulation.target.device")
+log = logging.getLogger("emulation.softswitch.device")
 
 _Update = p4runtime_pb2.Update
 _SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest

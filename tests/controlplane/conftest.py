@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from controlplane.p4info import P4InfoIndex, load_p4info
-from emulation.target.p4runtime_service import RunningServer, serve
+from emulation.softswitch.p4runtime_service import RunningServer, serve
 from topologies.chip_mapping import ChipMap, map_to_chip
 from topologies.library import load_topology
 from topologies.model import Topology

@@ -17,7 +17,7 @@ from scapy.layers.l2 import Ether
 from controlplane.telemetry import Interval, PortDelta
 from emulation.cli import main
 from emulation.cli.ecn_cmds import _print_interval
-from emulation.target.p4runtime_service import RunningServer, serve
+from emulation.softswitch.p4runtime_service import RunningServer, serve
 from tests.helpers import CASSINI
 
 
@@ -90,8 +90,8 @@ def test_watch_accounts_for_every_tail_drop_of_a_slow_port(tmp_path: Path) -> No
     from controlplane.p4info import load_p4info
     from controlplane.session import P4RuntimeSession
     from emulation.netns import NetnsLab, leftovers, new_prefix
-    from emulation.target.switch import SoftwareSwitch
-    from emulation.target.tm_config import PortSettings, TmConfig
+    from emulation.softswitch.switch import SoftwareSwitch
+    from emulation.softswitch.tm_config import PortSettings, TmConfig
 
     lab = NetnsLab(new_prefix())
     try:

@@ -12,7 +12,7 @@ from controlplane.p4info import load_p4info
 from controlplane.program import program_topology
 from controlplane.session import P4RuntimeSession, pipeline_cookie
 from controlplane.settings import ControlPlaneSettings
-from emulation.target.p4runtime_service import serve
+from emulation.softswitch.p4runtime_service import serve
 from topologies.chip_mapping import map_to_chip
 from topologies.library import load_topology
 

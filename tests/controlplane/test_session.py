@@ -13,7 +13,7 @@ from controlplane.program import program_device
 from controlplane.reconcile import plan
 from controlplane.session import ConnectionFailed, NotPrimaryError, P4RuntimeSession, WriteError
 from controlplane.settings import WredSettings
-from emulation.target.p4runtime_service import serve
+from emulation.softswitch.p4runtime_service import serve
 from topologies.chip_mapping import forwarding_entries
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from emulation.cpu_split import CpuSplit, split_cpus
-from emulation.target.datapath import wakeup_granularity
-from emulation.target.tm_config import PortSettings, TmConfig
+from emulation.softswitch.datapath import wakeup_granularity
+from emulation.softswitch.tm_config import PortSettings, TmConfig
 from topologies.errors import UserInputError
 
 

@@ -36,7 +36,7 @@ from emulation.fabric import (
 )
 from emulation.mininet_net import bmv2_available
 from emulation.netns import cleanup_all, leftovers, new_prefix
-from emulation.target.tm_config import tm_config_from_dict
+from emulation.softswitch.tm_config import tm_config_from_dict
 from tests.helpers import CASSINI
 from tests.helpers.counters import settled_deltas, snapshot
 from tests.helpers.waiting import wait_for

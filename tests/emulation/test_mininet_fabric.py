@@ -28,7 +28,7 @@ from emulation.jobs.cpu_usage import process_tree
 from emulation.mininet_net import CHIP, Bmv2Switch, CassiniTopo, bmv2_available, fixed_address
 from emulation.netns import leftovers
 from emulation.runs import runs
-from emulation.target.switch import READY_PATTERN
+from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from tests.helpers.waiting import wait_for
 from topologies.addressing import SERVER_PREFIX_LEN

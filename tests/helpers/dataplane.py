@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from emulation.target.state import Change, LocalDataplane
+from emulation.softswitch.state import Change, LocalDataplane
 
 
 class RecordingDataplane(LocalDataplane):

@@ -14,7 +14,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from emulation.netns import NetnsLab
-from emulation.target.ports import (
+from emulation.softswitch.ports import (
     MAX_FRAME_BYTES,
     PACKET_AUXDATA,
     RECV_ANCILLARY_BYTES,

@@ -10,7 +10,7 @@ from google.rpc import code_pb2
 
 from controlplane.p4info import P4InfoIndex, load_p4info
 from emulation.netns import NetnsLab, leftovers, new_prefix
-from emulation.target.p4runtime_service import RunningServer, serve
+from emulation.softswitch.p4runtime_service import RunningServer, serve
 from tests.helpers.p4runtime import DEVICE_ID, Client
 
 

@@ -23,15 +23,15 @@ from controlplane.p4info import load_p4info
 from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession
 from emulation.netns import NetnsLab
-from emulation.target.packet import build_pfc_frame
-from emulation.target.ports import (
+from emulation.softswitch.packet import build_pfc_frame
+from emulation.softswitch.ports import (
     MAX_FRAME_BYTES,
     RECV_ANCILLARY_BYTES,
     open_port,
     restore_vlan_tag,
 )
-from emulation.target.switch import SoftwareSwitch
-from emulation.target.tm_config import PfcConfig, PortSettings, TmConfig
+from emulation.softswitch.switch import SoftwareSwitch
+from emulation.softswitch.tm_config import PfcConfig, PortSettings, TmConfig
 from tests.helpers.hosts import Host, mac_of, udp
 from tests.helpers.hosts import make_hosts as make_plain_hosts
 from tests.helpers.waiting import wait_for

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from emulation.netns import NetnsLab, leftovers
-from emulation.target.switch import READY_PATTERN
+from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
 
 
@@ -102,14 +102,14 @@ def test_bmv2_syntax_starts_the_switch_and_names_what_it_ignores(
 def test_the_shipped_tm_example_loads_and_the_readme_documents_it() -> None:
     from importlib.resources import files
 
-    from emulation.target.tm_config import PortSettings, load_tm_config
+    from emulation.softswitch.tm_config import PortSettings, load_tm_config
 
-    example = files("emulation.target") / "data" / "tm-example.yaml"
+    example = files("emulation.softswitch") / "data" / "tm-example.yaml"
     tm = load_tm_config(str(example))
     assert tm.ports == {2: PortSettings(rate_gbps=0.05, queue_cells=5000)}
     assert tm.pfc.xoff_cells == 4000 and tm.cell_bytes == 80
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert "--tm-config emulation/target/data/tm-example.yaml" in readme
+    assert "--tm-config emulation/softswitch/data/tm-example.yaml" in readme
     for line in example.read_text().splitlines():
         if line and not line.startswith("#"):
             assert f"    {line}" in readme, line  # the README shows the file as shipped

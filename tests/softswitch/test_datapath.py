@@ -23,17 +23,17 @@ from controlplane.p4info import load_p4info
 from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession
 from emulation.netns import NetnsLab
-from emulation.target.datapath import STATS_PUBLISH_S, Datapath, SwitchProgram
-from emulation.target.packet import build_pfc_frame
-from emulation.target.ports import (
+from emulation.softswitch.datapath import STATS_PUBLISH_S, Datapath, SwitchProgram
+from emulation.softswitch.packet import build_pfc_frame
+from emulation.softswitch.ports import (
     MAX_FRAME_BYTES,
     TIMESTAMP_ANCILLARY_BYTES,
     ancillary_timestamp,
     open_ports,
 )
-from emulation.target.state import DataplaneState, WredProfile
-from emulation.target.switch import READY_PATTERN, SoftwareSwitch
-from emulation.target.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
+from emulation.softswitch.state import DataplaneState, WredProfile
+from emulation.softswitch.switch import READY_PATTERN, SoftwareSwitch
+from emulation.softswitch.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
 from tests.helpers import CASSINI
 from tests.helpers.hosts import Host, mac_of, make_hosts, udp
 from tests.helpers.waiting import wait_for

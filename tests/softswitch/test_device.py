@@ -14,12 +14,12 @@ from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import P4InfoIndex
 from controlplane.p4names import ECN_MARKED
-from emulation.target.arbitration import Session
-from emulation.target.device import Device
-from emulation.target.entry_validation import canonical_bytes, validate_table_entry
-from emulation.target.errors import EntryError
-from emulation.target.pipeline_check import check_pipeline
-from emulation.target.state import ForwardChange, WredChange
+from emulation.softswitch.arbitration import Session
+from emulation.softswitch.device import Device
+from emulation.softswitch.entry_validation import canonical_bytes, validate_table_entry
+from emulation.softswitch.errors import EntryError
+from emulation.softswitch.pipeline_check import check_pipeline
+from emulation.softswitch.state import ForwardChange, WredChange
 from tests.helpers.dataplane import RecordingDataplane
 from tests.helpers.p4runtime import (
     DELETE,

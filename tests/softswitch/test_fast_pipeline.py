@@ -21,13 +21,13 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
 from emulation.netns import NetnsLab
-from emulation.target.datapath import SwitchProgram
-from emulation.target.fast_pipeline import FastSwitchProgram, available
-from emulation.target.packet import build_pfc_frame
-from emulation.target.port_stats import STAT_NAMES
-from emulation.target.state import DataplaneState, WredProfile
-from emulation.target.switch import SoftwareSwitch
-from emulation.target.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
+from emulation.softswitch.datapath import SwitchProgram
+from emulation.softswitch.fast_pipeline import FastSwitchProgram, available
+from emulation.softswitch.packet import build_pfc_frame
+from emulation.softswitch.port_stats import STAT_NAMES
+from emulation.softswitch.state import DataplaneState, WredProfile
+from emulation.softswitch.switch import SoftwareSwitch
+from emulation.softswitch.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
 from tests.helpers.hosts import make_hosts, udp
 from tests.helpers.waiting import wait_for
 

@@ -27,7 +27,7 @@ from controlplane.gnmi import (
     interfaces_from,
     read_interface_counters,
 )
-from emulation.target.gnmi_service import (
+from emulation.softswitch.gnmi_service import (
     MIN_SAMPLE_NS,
     PathError,
     add_gnmi_service,
@@ -38,7 +38,7 @@ from emulation.target.gnmi_service import (
     select,
     stream_plan,
 )
-from emulation.target.port_stats import PortCounters, port_counters
+from emulation.softswitch.port_stats import PortCounters, port_counters
 
 STATS = {
     "rx_packets": {1: 25, 2: 3},
@@ -359,8 +359,8 @@ def test_switch_serves_what_it_forwarded_and_dropped() -> None:
     from controlplane.p4info import load_p4info
     from controlplane.session import P4RuntimeSession
     from emulation.netns import NetnsLab, leftovers, new_prefix
-    from emulation.target.switch import SoftwareSwitch
-    from emulation.target.tm_config import TmConfig
+    from emulation.softswitch.switch import SoftwareSwitch
+    from emulation.softswitch.tm_config import TmConfig
 
     lab = NetnsLab(new_prefix())
     try:

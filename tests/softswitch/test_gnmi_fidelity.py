@@ -7,9 +7,9 @@ import pytest
 from controlplane.gnmi import GnmiReader
 from emulation.emulate.fidelity import switch_lateness
 from emulation.netns import NetnsLab
-from emulation.target.port_stats import LATENESS_BUCKETS
-from emulation.target.switch import SoftwareSwitch
-from emulation.target.tm_config import PortSettings, TmConfig
+from emulation.softswitch.port_stats import LATENESS_BUCKETS
+from emulation.softswitch.switch import SoftwareSwitch
+from emulation.softswitch.tm_config import PortSettings, TmConfig
 from tests.helpers.hosts import make_hosts, udp
 from tests.helpers.waiting import wait_for
 

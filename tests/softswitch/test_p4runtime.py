@@ -12,8 +12,8 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import P4InfoIndex
-from emulation.target.p4runtime_service import RunningServer, serve
-from emulation.target.state import (
+from emulation.softswitch.p4runtime_service import RunningServer, serve
+from emulation.softswitch.state import (
     ClearTables,
     ForwardChange,
     WredProfile,
@@ -576,7 +576,7 @@ def test_unset_election_id_is_a_backup_with_no_primary(clients: Any) -> None:
 def test_arbitration_pipeline_and_writes_are_logged(
     caplog: pytest.LogCaptureFixture, clients: Any, p4: P4InfoIndex
 ) -> None:
-    caplog.set_level("INFO", logger="emulation.target")
+    caplog.set_level("INFO", logger="emulation.softswitch")
     client = clients()
     client.arbitrate(3)
     client.set_pipeline(p4.p4info)

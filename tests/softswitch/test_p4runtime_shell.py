@@ -17,7 +17,7 @@ from pathlib import Path
 import p4runtime_sh.shell  # noqa: F401
 
 from controlplane.p4info import DEFAULT_P4INFO
-from emulation.target.p4runtime_service import serve
+from emulation.softswitch.p4runtime_service import serve
 
 SHELL_SCRIPT = textwrap.dedent(
     """

@@ -10,7 +10,7 @@ from scapy.contrib.mac_control import MACControlClassBasedFlowControl
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 
-from emulation.target.packet import (
+from emulation.softswitch.packet import (
     ECN_CE,
     MALFORMED,
     NOT_IPV4,
@@ -24,7 +24,7 @@ from emulation.target.packet import (
     parse_pfc,
     set_ce,
 )
-from emulation.target.ports import (
+from emulation.softswitch.ports import (
     PACKET_AUXDATA,
     SOL_PACKET,
     TP_STATUS_USER,

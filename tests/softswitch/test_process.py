@@ -25,7 +25,7 @@ from controlplane.p4info import load_p4info
 from controlplane.p4names import PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession, WriteError
 from emulation.netns import NetnsLab, leftovers
-from emulation.target.switch import READY_PATTERN, SoftwareSwitch
+from emulation.softswitch.switch import READY_PATTERN, SoftwareSwitch
 from tests.helpers import CASSINI
 from tests.helpers.hosts import mac_of, make_hosts, udp
 from tests.helpers.waiting import wait_for
@@ -152,7 +152,7 @@ def test_a_dead_packet_loop_stops_the_switch_with_its_cause(lab: NetnsLab) -> No
     process, _address = _start_serve(lab, {1: h1.switch_ifname, 2: h2.switch_ifname})
     try:
         (loop,) = _children(process.pid)
-        assert "emulation.target.datapath_process" in Path(f"/proc/{loop}/cmdline").read_text()
+        assert "emulation.softswitch.datapath_process" in Path(f"/proc/{loop}/cmdline").read_text()
         assert f"process {loop}" in leftovers(lab.prefix)  # `cassini clean` would find it
         began = time.monotonic()
         subprocess.run(["kill", "-KILL", str(loop)], check=True)

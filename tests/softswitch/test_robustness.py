@@ -21,15 +21,15 @@ from controlplane import session as session_module
 from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.p4info import P4InfoIndex, load_p4info
 from controlplane.session import P4RuntimeSession, WriteError
-from emulation.target.device import MAX_UPDATES_PER_WRITE, Device
-from emulation.target.entry_validation import MAX_METADATA_BYTES
-from emulation.target.p4runtime_service import (
+from emulation.softswitch.device import MAX_UPDATES_PER_WRITE, Device
+from emulation.softswitch.entry_validation import MAX_METADATA_BYTES
+from emulation.softswitch.p4runtime_service import (
     DETAILED_FAILURES,
     ERROR_MESSAGE_CHARS,
     MAX_STREAMS,
     RunningServer,
 )
-from emulation.target.state import LocalDataplane
+from emulation.softswitch.state import LocalDataplane
 from tests.helpers.p4runtime import (
     DEVICE_ID,
     INSERT,
@@ -146,7 +146,7 @@ def test_failures_keep_no_traceback(p4: P4InfoIndex) -> None:
 
 
 def _arbitrated(device: Device) -> Any:
-    from emulation.target.device import Session
+    from emulation.softswitch.device import Session
 
     session = Session(peer="test")
     arbitration = p4runtime_pb2.MasterArbitrationUpdate(device_id=DEVICE_ID)

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulation.target.state import (
+from emulation.softswitch.state import (
     COUNTER_CELLS,
     Change,
     ClearTables,

@@ -32,9 +32,9 @@ from controlplane.session import ConnectionFailed, P4RuntimeSession
 from controlplane.tls import ServerTlsSettings, TlsSettings
 from emulation.cli import main
 from emulation.netns import NetnsLab
-from emulation.target.p4runtime_service import RunningServer, is_loopback_address, serve
-from emulation.target.port_stats import PortCounters
-from emulation.target.switch import READY_PATTERN
+from emulation.softswitch.p4runtime_service import RunningServer, is_loopback_address, serve
+from emulation.softswitch.port_stats import PortCounters
+from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from topologies.errors import UserInputError
 
@@ -385,7 +385,7 @@ def test_plaintext_beyond_loopback_is_warned_once(
     def warnings() -> list[str]:
         return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
-    with caplog.at_level(logging.INFO, logger="emulation.target.p4runtime_service"):
+    with caplog.at_level(logging.INFO, logger="emulation.softswitch.p4runtime_service"):
         with serve(1, "0.0.0.0:0"):
             pass
         (warning,) = warnings()

@@ -11,11 +11,11 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
 from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX, WRED_DROPPED
-from emulation.target import fast_pipeline
-from emulation.target.datapath import SwitchProgram
-from emulation.target.packet import build_pfc_frame, ipv4_header_checksum
-from emulation.target.state import DataplaneState, WredProfile
-from emulation.target.tm_config import (
+from emulation.softswitch import fast_pipeline
+from emulation.softswitch.datapath import SwitchProgram
+from emulation.softswitch.packet import build_pfc_frame, ipv4_header_checksum
+from emulation.softswitch.state import DataplaneState, WredProfile
+from emulation.softswitch.tm_config import (
     LoopbackCable,
     PfcConfig,
     PortSettings,
@@ -23,7 +23,7 @@ from emulation.target.tm_config import (
     load_tm_config,
     tm_config_from_dict,
 )
-from emulation.target.traffic_manager import TrafficManager, Verdict
+from emulation.softswitch.traffic_manager import TrafficManager, Verdict
 from topologies.errors import UserInputError
 
 MAC_A = bytes.fromhex("020000000001")

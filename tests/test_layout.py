@@ -1,0 +1,59 @@
+"""The project's shape: the fixed top level, the P4 sources where users look for
+them, and a build script that writes only under build/."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from controlplane.p4info import DEFAULT_P4INFO, P4_DIR, load_p4info
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_p4_sources_and_p4info_live_in_p4src_at_the_top() -> None:
+    p4src = ROOT / "p4src"
+    for name in ("cassini.p4", "cassini_tna.p4", "cassini.p4info.txtpb", "include/headers.p4"):
+        assert (p4src / name).is_file(), name
+    # The control plane loads the P4Info from there (a source checkout here;
+    # tests/emulation/test_wheel.py checks the installed wheel).
+    assert Path(str(P4_DIR)).resolve() == p4src.resolve()
+    assert Path(str(DEFAULT_P4INFO)).resolve() == (p4src / "cassini.p4info.txtpb").resolve()
+    assert load_p4info().tables
+    assert not (ROOT / "controlplane" / "p4").exists()
+
+
+def test_no_folder_is_named_like_build_output() -> None:
+    # `target/` is build output to Rust, Maven and GitHub's Python .gitignore.
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert not [f for f in tracked if "/target/" in f or f.startswith("target/")]
+
+
+def test_build_script_without_a_compiler_creates_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "p4c-out"
+    # A PATH with bash's own folder only: no p4c, p4c-bm2-ss or bf-p4c on it.
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("bash", "dirname"):
+        (bare / tool).symlink_to(_which(tool))
+    result = subprocess.run(
+        [str(bare / "bash"), str(ROOT / "scripts" / "build_p4.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": str(bare), "P4_OUT": str(out), "HOME": os.environ.get("HOME", "/")},
+    )
+    assert result.returncode == 1
+    assert "no P4 compiler found" in result.stderr
+    assert not out.exists(), sorted(str(p) for p in out.rglob("*"))
+
+
+def _which(tool: str) -> str:
+    for folder in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/bin", "/bin"]:
+        candidate = Path(folder) / tool
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    raise AssertionError(f"{tool} not found")
