@@ -98,15 +98,15 @@ def bmv2_wred(settings: ControlPlaneSettings) -> WredSettings:
 
 
 def queue_commands(
-    topo: Topology, chip: ChipMap, settings: ControlPlaneSettings, rate_scale: float = 1.0
+    topo: Topology, chip: ChipMap, settings: ControlPlaneSettings, scale: float
 ) -> list[str]:
     """simple_switch_CLI lines: queue depth (packets) and rate (packets/s) of every used port.
 
-    The rate is the logical link's capacity times `rate_scale` (the emulation's
+    The rate is the logical link's capacity times `scale` (the emulation's
     scale factor S), in packets of settings.bmv2_packet_bytes per second.
     """
-    if rate_scale <= 0:
-        raise UserInputError(f"rate scale must be > 0, got {rate_scale}")
+    if scale <= 0:
+        raise UserInputError(f"scale must be > 0, got {scale}")
     depth = min(
         BMV2_MAX_QDEPTH,
         cells_to_packets(settings.queue_cells, settings.cell_bytes, settings.bmv2_packet_bytes),
@@ -115,7 +115,7 @@ def queue_commands(
     lines = []
     for port in chip.ports():
         gbps = capacity[(chip.switch_of_port[port], chip.node_behind_port(port))]
-        pps = max(1, round(gbps * 1e9 * rate_scale / (8 * settings.bmv2_packet_bytes)))
+        pps = max(1, round(gbps * 1e9 * scale / (8 * settings.bmv2_packet_bytes)))
         lines.append(f"set_queue_depth {depth} {port}")
         lines.append(f"set_queue_rate {pps} {port}")
     return lines

@@ -3,7 +3,7 @@
 One source of truth: the chip map (`topologies.chip_mapping`) says which chip
 port each server and each loopback cable uses, the topology's links give
 every port's rate and every cable's delay, and `controlplane.settings` gives
-the thresholds. `emulation.profile` scales them (rates x S, thresholds x F);
+the thresholds. `emulation.scaling` scales them (rates x S, thresholds x F);
 this module wires them up (`EmulatedFabric`) as a Mininet network
 (`emulation.mininet_net`): one host (a named namespace) and veth per server,
 one Mininet switch holding all logical switches, programmed over P4Runtime by
@@ -41,7 +41,7 @@ from topologies.model import Topology
 
 from .cpu_split import split_cpus
 from .netns import NetnsLab, _signals_deferred, exit_cause
-from .profile import (
+from .scaling import (
     DEFAULT_SCALE,
     THRESHOLD_FLOOR_PACKETS,
     EmulationProfile,

@@ -12,7 +12,7 @@ loopback cables stay inside it), `Bmv2Switch` one that runs
 `controlplane.program.program_topology`, as `cassini program` does.
 
 Every namespace, interface and process is recorded in the lab's run file
-(`emulation.runs`) before it exists, so `cassini clean` removes what a killed
+(`emulation.run_files`) before it exists, so `cassini clean` removes what a killed
 run left. Mininet's global cleanup (`mn -c`) is never called: it kills
 processes by machine-wide names.
 

@@ -74,7 +74,7 @@ def cassini_topo(topology: str = "cassini-testbed", scale: float = 0.001) -> Any
     from emulation.fabric import FABRIC_PREFIX_BASE, SWITCH_LOG
     from emulation.mininet_net import CassiniHost, CassiniTopo
     from emulation.netns import NetnsLab
-    from emulation.profile import emulation_profile
+    from emulation.scaling import emulation_profile
     from emulation.softswitch.tm_config import tm_config_to_dict
     from topologies.chip_mapping import map_to_chip
     from topologies.library import load_topology
@@ -111,7 +111,7 @@ def cleanup() -> None:
     import os
 
     from emulation.netns import PROJECT_PREFIXES, clean
-    from emulation.runs import runs
+    from emulation.run_files import runs
 
     for run in runs(PROJECT_PREFIXES):
         if run.owner.pid == os.getpid():

@@ -5,7 +5,7 @@ network namespaces and veth pairs under one name prefix, with addresses,
 MACs and offloads set, and processes started inside them. Leaving the
 `with` block - normally, by an exception, Ctrl-C or SIGTERM - kills the
 processes and deletes what was created. Every item is recorded in the
-lab's run file (`emulation.runs`) before it is created, so a run killed at
+lab's run file (`emulation.run_files`) before it is created, so a run killed at
 any moment leaves nothing that `clean` cannot find; `clean` removes what
 runs whose owner is gone left behind (`cassini clean`), `cleanup_all(prefix)`
 everything under a prefix, owner or not.
@@ -39,7 +39,7 @@ from typing import Any
 from topologies.addressing import is_valid_mac
 from topologies.errors import UserInputError
 
-from .runs import RunFile, RunRecord, remove_folders, runs
+from .run_files import RunFile, RunRecord, remove_folders, runs
 
 # Prefixes of everything this project creates: "cas" for emulation runs,
 # "cst" for tests (a random suffix keeps parallel runs apart).

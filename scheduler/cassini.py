@@ -32,7 +32,7 @@ from scheduler.compatibility import (
     compatibility,
     free_running_score,
 )
-from scheduler.pacing import coupled_groups, paced_profile, pacing_options
+from scheduler.periods import coupled_groups, paced_profile, pacing_options
 from scheduler.types import Placement, Profile, Schedule
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import DirectedLink

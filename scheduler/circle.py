@@ -26,7 +26,7 @@ def _commensurate_perimeter(
 ) -> float | None:
     """The exact LCM when every time is a whole multiple of min(T) / k for a small k.
 
-    Paced periods (`scheduler.pacing`) are built that way; their quantum is
+    Paced periods (`scheduler.periods`) are built that way; their quantum is
     rarely a whole millisecond, so quantizing to 1 ms would blur them again.
     """
     shortest = min(iteration_ms)

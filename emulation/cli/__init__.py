@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from topologies.errors import UserInputError
 
 from . import (
+    bmv2_cmds,
     ecn_cmds,
     emulate_cmds,
     fabric_cmds,
@@ -23,7 +24,7 @@ from . import (
     simulate_cmds,
     sweep_cmds,
     switch_cmds,
-    target_cmds,
+    tofino_cmds,
     topo_cmds,
 )
 from .common import Interrupted
@@ -42,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         sweep_cmds,
         program_cmds,
         ecn_cmds,
-        target_cmds,
+        tofino_cmds,
+        bmv2_cmds,
         switch_cmds,
         fabric_cmds,
         emulate_cmds,

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from emulation.scaling import DEFAULT_SCALE, check_scale
 from topologies.errors import UserInputError
 from topologies.library import builtin_names
 
@@ -77,6 +78,35 @@ def nonnegative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
+
+
+def scale_factor(text: str) -> float:
+    """The emulation factor S, in (0, 1] (`emulation.scaling.check_scale`)."""
+    value = float(_number(text, float))
+    try:
+        check_scale(value)
+    except UserInputError:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}") from None
+    return value
+
+
+def port_number(text: str) -> int:
+    """A TCP/UDP port, 1-65535 (Thrift, gRPC)."""
+    value = int(_number(text, int))
+    if not 1 <= value <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be a port in 1-{MAX_PORT}, got {value}")
+    return value
+
+
+def add_scale_argument(parser: argparse.ArgumentParser) -> None:
+    """`--scale`, with the one default every command that scales a fabric uses."""
+    parser.add_argument(
+        "--scale",
+        type=scale_factor,
+        default=DEFAULT_SCALE,
+        help=f"emulation factor S in (0, 1]: port rate = link Gbps x S, thresholds scaled "
+        f"to match (default {DEFAULT_SCALE}: 50 Gbps -> {50e3 * DEFAULT_SCALE:g} Mbit/s)",
+    )
 
 
 def positive_float(text: str) -> float:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .common import (
     Interrupted,
     add_force_argument,
+    add_scale_argument,
     add_topology_argument,
     nonnegative_int,
     parse_duration,
@@ -70,9 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     emu.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
     emu.add_argument("--device-config", metavar="FILE", help="bmv2: the compiled JSON")
-    emu.add_argument(
-        "--scale", type=positive_float, default=None, help="emulation factor S (default 0.001)"
-    )
+    add_scale_argument(emu)
     length = emu.add_mutually_exclusive_group()
     length.add_argument(
         "--iterations", type=positive_int, default=40, help="iterations per job (default 40)"
@@ -217,6 +216,6 @@ def _print_table(summary: dict[str, Any]) -> None:
         )
     for variant, up in summary["speedups"].items():
         if up["mean"]:
-            print(f"{variant} vs {up['over']}: mean iteration time {up['mean']:.2f}x")
+            print(f"{variant} vs {up['base']}: mean iteration time {up['mean']:.2f}x")
     if summary["partial"]:
         print("PARTIAL: not every scheduler's run completed (see summary.json)")

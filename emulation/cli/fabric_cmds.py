@@ -25,6 +25,7 @@ from . import fabric_run_cmds
 from .common import (
     Interrupted,
     add_force_argument,
+    add_scale_argument,
     add_settings_arguments,
     add_topology_argument,
     listen_address,
@@ -48,12 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Rates and thresholds are scaled by --scale.",
     )
     add_topology_argument(up)
-    up.add_argument(
-        "--scale",
-        type=float,
-        default=None,
-        help="emulation factor S: port rate = link Gbps x S (default 0.001: 50 Gbps -> 50 Mbit/s)",
-    )
+    add_scale_argument(up)
     up.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
     up.add_argument(
         "--grpc-server-addr",
@@ -90,13 +86,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from emulation.fabric import DEFAULT_SCALE, EmulatedFabric
+    from emulation.fabric import EmulatedFabric
     from emulation.netns import SignalExit, signals_raise
     from topologies.library import load_topology
 
     topo = load_topology(args.topology)
     settings = settings_from_args(args)
-    scale = DEFAULT_SCALE if args.scale is None else args.scale
+    scale = args.scale
     if not topo.servers:
         raise UserInputError(f"topology '{topo.name}' has no servers to emulate")
     if args.prefix is not None:

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from .common import (
     Interrupted,
     add_force_argument,
+    add_scale_argument,
     add_topology_argument,
     parse_duration,
-    positive_float,
     positive_int,
 )
 
@@ -44,9 +44,7 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--iterations", type=positive_int, default=40, help="iterations per job (default 40)"
     )
-    run.add_argument(
-        "--scale", type=positive_float, default=None, help="emulation factor S (default 0.001)"
-    )
+    add_scale_argument(run)
     run.add_argument("--transport", choices=("tcp",), default="tcp", help="kernel TCP with ECN")
     run.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
     run.add_argument(
@@ -64,7 +62,7 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from emulation.fabric import DEFAULT_SCALE, EmulatedFabric
+    from emulation.fabric import EmulatedFabric
     from emulation.jobs.agent import parse_drift_threshold
     from emulation.jobs.launch import plan_jobs, read_schedule
     from emulation.jobs.run import RunSettings, run_schedule, write_run
@@ -90,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
         transport=args.transport,
     )
     check_output(args.out, "folder", args.force)  # refused before the fabric is built
-    scale = DEFAULT_SCALE if args.scale is None else args.scale
+    scale = args.scale
     result = None
     try:
         with signals_raise(), staged_folder(args.out, args.force) as stage:

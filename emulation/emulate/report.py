@@ -78,7 +78,7 @@ def speedups(schedulers: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str,
             if job in b["jobs"]
         }
         out[variant] = {
-            "over": base,
+            "base": base,
             "mean": ratio(b["mean_iteration_ms"], v["mean_iteration_ms"]),
             "jobs": jobs,
         }
@@ -223,7 +223,7 @@ def figures(runs: Sequence[SchedulerRun], summary: Mapping[str, Any]) -> dict[st
         for i, (variant, up) in enumerate(ups.items()):
             names = sorted(up["jobs"])
             vals = [up["jobs"][j] or np.nan for j in names] + [up["mean"] or np.nan]
-            ax.bar(np.arange(len(vals)) + i * width, vals, width, label=f"{variant} / {up['over']}")
+            ax.bar(np.arange(len(vals)) + i * width, vals, width, label=f"{variant} / {up['base']}")
             ax.set_xticks(np.arange(len(vals)), [*names, "all"], rotation=20)
         ax.axhline(1.0, color="black", lw=0.8)
         ax.set_ylabel("speed-up of mean iteration time (x)")
@@ -419,7 +419,7 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
         for name, s in sch.items()
     ]
     ups = [
-        [variant, up["over"], _fmt(up["mean"], 3)] for variant, up in summary["speedups"].items()
+        [variant, up["base"], _fmt(up["mean"], 3)] for variant, up in summary["speedups"].items()
     ]
     return [
         (
@@ -428,7 +428,7 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
              "on shared links", "CE received (hosts)", "trustworthy"],
             main,
         ),
-        ("Cassini speed-up (mean iteration time, base / variant)", ["variant", "over", "speed-up"],
+        ("Cassini speed-up (mean iteration time, base / variant)", ["variant", "base", "speed-up"],
          ups),
         (
             "Per job",

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emulation.scaling import DEFAULT_SCALE
 from topologies.errors import UserInputError
 
 from .fidelity import switch_lateness
@@ -73,7 +74,7 @@ class EmulateSettings:
     trace: str = "four-jobs"
     schedulers: tuple[str, ...] = ("themis", "th+cassini")
     target: str = "softswitch"
-    scale: float | None = None  # None: the fabric's default
+    scale: float = DEFAULT_SCALE
     iterations: int = 40
     duration_s: float | None = None  # a deadline per scheduler; None: the runner's default
     seed: int = 0
@@ -309,12 +310,11 @@ def run_settings_record(settings: EmulateSettings, plan: TracePlan, fabric: Any)
 
 @contextlib.contextmanager
 def _fabric(settings: EmulateSettings, topo: Topology) -> Iterator[EmulatedFabric]:
-    from emulation.fabric import DEFAULT_SCALE, EmulatedFabric
+    from emulation.fabric import EmulatedFabric
 
-    scale = DEFAULT_SCALE if settings.scale is None else settings.scale
     with EmulatedFabric(
         topo,
-        scale,
+        settings.scale,
         prefix=settings.prefix,
         seed=settings.seed,
         target=settings.target,

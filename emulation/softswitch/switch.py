@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..runs import InterfaceLocks
+from ..run_files import InterfaceLocks
 from .datapath import checked_counter_names
 from .datapath_process import DatapathProcess, DatapathSpec
 from .port_stats import Lateness, PortCounters, port_counters

@@ -28,8 +28,8 @@ The package, one question per module:
 
 from __future__ import annotations
 
+from .playout import DecisionHook, EventHook, ProgressHook, first_grid_points, simulate
 from .results import JobResult, LinkSeries, SimResult, SimSettings
-from .run import DecisionHook, EventHook, ProgressHook, first_grid_points, simulate
 
 __all__ = [
     "DecisionHook",

@@ -6,7 +6,7 @@ Python handles what happens once per iteration: recording it, the agent's
 decision when the next one starts, snapshots to rewind to a scheduler decision.
 
 Agents: a schedule from Cassini gives job j a time-shift t_j and a period
-Q_j >= T_j (`scheduler.pacing`) at decision time t; the agent starts
+Q_j >= T_j (`scheduler.periods`) at decision time t; the agent starts
 iterations on the grid t + t_j + k x Q_j. A job ready early idles until its
 grid point (pacing); a job ready late starts at once. With
 `drift_sigma > 0` compute phases are jittered by N(0, sigma) per iteration

@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 from .config import Cell, SweepConfig, load_sweep_config, parse_seeds, parse_sweep_config
+from .driver import SweepResult, run_sweep
 from .engine import DaskEngine, InlineEngine, make_engine
-from .run import SweepResult, run_sweep
 
 __all__ = [
     "Cell",

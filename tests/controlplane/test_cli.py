@@ -216,9 +216,23 @@ def test_tofino_artifacts_and_bmv2_queue_commands(tmp_path, capsys):
     assert "bfshell -b cassini_tm.py" in capsys.readouterr().out
     assert (tmp_path / "chassis_config.pb.txt").read_text().count("singleton_ports {") == 72
     assert "WRED_MAX_CELLS = 2500" in (tmp_path / "cassini_tm.py").read_text()
-    assert main(["bmv2", "queues", "--print", "--rate-scale", "0.01"]) == 0
+    assert main(["bmv2", "queues", "--print", "--scale", "0.01"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 144 and lines[0].startswith("set_queue_depth 1067 ")
+
+
+@pytest.mark.parametrize("command", [["bmv2", "queues", "--print"], ["fabric", "up"], ["emulate", "--out", "x"]])
+def test_every_scaling_command_takes_one_scale_flag_with_one_default_and_range(command, capsys):
+    from emulation.cli import build_parser
+    from emulation.scaling import DEFAULT_SCALE
+
+    assert build_parser().parse_args(command).scale == DEFAULT_SCALE
+    for bad in ("0", "2", "nan", "-1"):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*command, "--scale", bad])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert "--scale" in err and "Traceback" not in err
 
 
 def test_output_piped_into_a_closed_reader_ends_quietly():

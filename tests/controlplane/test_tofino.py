@@ -172,7 +172,7 @@ def test_bmv2_converts_cells_to_packets(testbed):
     assert cells_to_packets(0, 80, 1500) == 0
     settings = ControlPlaneSettings(wred=WredSettings(1000, 2000, 30))
     assert bmv2_wred(settings) == WredSettings(54, 107, 30)
-    lines = queue_commands(topo, chip, settings, rate_scale=0.01)
+    lines = queue_commands(topo, chip, settings, scale=0.01)
     assert len(lines) == 2 * 72
     assert lines[0] == f"set_queue_depth 1067 {chip.ports()[0]}"  # 20000 cells * 80 B / 1500 B
     # 50 Gb/s * 0.01 = 500 Mb/s of 1500 B packets = 41667 packets/s

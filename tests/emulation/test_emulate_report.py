@@ -142,6 +142,8 @@ def test_report_files(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert list(summary["schedulers"]) == ["th+cassini", "themis"]  # the paper's order
     assert summary["speedups"]["th+cassini"]["mean"] == pytest.approx(309.5 / 254.5, rel=1e-3)
+    # One word for the scheduler a variant is measured against, as scheduler.experiment says it.
+    assert summary["speedups"]["th+cassini"]["base"] == "themis"
     assert summary["schedulers"]["themis"]["ecn_marks_shared_links"] == 100
     rows = (tmp_path / "iterations.csv").read_text().splitlines()
     assert rows[0].startswith("scheduler,job,model,worker,iteration")

@@ -27,7 +27,7 @@ from emulation.fabric import EmulatedFabric
 from emulation.jobs.cpu_usage import process_tree
 from emulation.mininet_net import CHIP, Bmv2Switch, CassiniTopo, bmv2_available, fixed_address
 from emulation.netns import leftovers
-from emulation.runs import runs
+from emulation.run_files import runs
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from tests.helpers.waiting import wait_for

@@ -14,7 +14,7 @@ import pytest
 
 from emulation import netns
 from emulation.netns import NetnsLab, cleanup_all, leftovers, new_prefix
-from emulation.runs import ProcessId, runs
+from emulation.run_files import ProcessId, runs
 from tests.helpers import CASSINI
 from topologies.errors import UserInputError
 

@@ -13,7 +13,7 @@ import pytest
 from emulation.cli import main
 from scheduler.candidates import locality_candidates
 from scheduler.cassini import choose, evaluate_candidate
-from scheduler.pacing import pacing_options
+from scheduler.periods import pacing_options
 from scheduler.profiles import build_profile
 from scheduler.traffic import JobRouter as Router
 from scheduler.types import Job, Phase, Profile

@@ -25,7 +25,7 @@ from scheduler.sweep import (
 from scheduler.sweep.aggregate import markdown_table, ratio_stats, seed_runs
 from scheduler.sweep.cells import cell_key, run_cell, summary_record
 from scheduler.sweep.config import Cell
-from scheduler.sweep.run import prepare_tasks
+from scheduler.sweep.driver import prepare_tasks
 from scheduler.traces import generate_trace
 from topologies.errors import UserInputError
 from topologies.library import load_topology
@@ -161,7 +161,7 @@ def test_resume_skips_done_cells_and_completes_a_half_done_folder(tmp_path: Path
 def test_a_failed_cell_does_not_stop_the_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import scheduler.sweep.run as run_mod
+    import scheduler.sweep.driver as run_mod
 
     real = run_mod.run_cell
 
