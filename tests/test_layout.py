@@ -3,9 +3,12 @@ them, and a build script that writes only under build/."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 from pathlib import Path
+
+import networkx as nx
 
 from controlplane.p4info import DEFAULT_P4INFO, P4_DIR, load_p4info
 
@@ -57,3 +60,70 @@ def _which(tool: str) -> str:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     raise AssertionError(f"{tool} not found")
+
+
+PACKAGES = ("topologies", "scheduler", "controlplane", "emulation", "p4src")
+MAX_MODULE_LINES = 600
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _import_graph() -> nx.DiGraph:
+    """Module -> module it imports (anywhere in it, lazy imports included)."""
+    modules = _modules()
+    graph = nx.DiGraph()
+    for name, path in modules.items():
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = here[: len(here) - node.level + 1] if node.level else []
+                prefix = ".".join(base + ([node.module] if node.module else []))
+                targets = [prefix] + [f"{prefix}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                # A module's own package (its __init__) is not an import of a sibling.
+                if target and target != name and not name.startswith(target + "."):
+                    graph.add_edge(name, target)
+    return graph
+
+
+def test_no_module_is_longer_than_a_reader_can_hold() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in _modules().values()
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_no_import_circle_between_modules() -> None:
+    circles = [cycle for cycle in nx.simple_cycles(_import_graph()) if len(cycle) > 1]
+    assert circles == []
+
+
+def test_the_graph_sees_lazy_and_relative_imports() -> None:
+    # The checker itself: a relative import inside a function is an edge.
+    graph = _import_graph()
+    assert graph.has_edge("emulation.cli", "emulation.cli.common")
+    assert graph.has_edge("emulation.cli.emulate_cmds", "emulation.emulate.runner")
+    # Layers point one way: nothing below emulation imports it.
+    upward = [
+        (a, b)
+        for a, b in graph.edges
+        if b.startswith("emulation") and a.split(".")[0] in ("topologies", "scheduler", "controlplane")
+    ]
+    assert upward == []
