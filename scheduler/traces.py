@@ -14,7 +14,10 @@ CSV, one job per line after a header naming the columns (order free):
 
 JSON: `{"jobs": [{"arrival_s": 0.0, "model": "vgg16", "workers": 4,
 "iterations": 500}, ...]}` (or a bare list). `batch_size` and `name` are
-optional; names default to `j<index>-<model>`.
+optional; names default to `j<index>-<model>`. A name becomes part of file
+names, so it must be a safe name (`topologies.names`: 1-64 letters, digits,
+`.`, `_`, `+`, `-`). Numbers are bounded (`LIMITS`) so a typo cannot ask the
+simulator for centuries of work.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from topologies.datafile import read_text_file
 from topologies.errors import UserInputError, did_you_mean
+from topologies.names import check_name, shown
 
 from .profiles import ModelSpec, build_profile, load_models, model_names, normalize_model_name
 
@@ -46,6 +51,15 @@ FOUR_JOBS: tuple[tuple[str, int], ...] = (
 )
 FIELDS = ("arrival_s", "model", "workers", "iterations", "batch_size", "name")
 REQUIRED = ("arrival_s", "model", "workers", "iterations")
+# (our choice) Upper bounds far above the paper's workloads (200-1000
+# iterations, 1-12 GPUs, arrivals within hours): a trace past them is a typo
+# or an attack, and is refused before anything runs.
+LIMITS: dict[str, float] = {
+    "arrival_s": 30 * 24 * 3600.0,  # thirty days
+    "workers": 100_000,
+    "iterations": 10_000_000,
+    "batch_size": 1_000_000,
+}
 
 
 @dataclass(frozen=True)
@@ -270,9 +284,7 @@ def load_trace(
     Jobs may name any model of `models` (default: the built-in ones).
     """
     src = Path(path)
-    if not src.exists():
-        raise UserInputError(f"trace file {src} does not exist")
-    text = src.read_text()
+    text = read_text_file(src, "trace")
     known = model_names(models)
     if src.suffix.lower() == ".json":
         return _parse_json(text, src.name, known)
@@ -288,11 +300,13 @@ def _parse_csv(text: str, where: str, known: Sequence[str]) -> tuple[TraceJob, .
             continue
         if header is None:
             header = [c.strip().lower() for c in cells]
-            for col in header:
+            for i, col in enumerate(header):
                 if col not in FIELDS:
                     raise UserInputError(
-                        f"{where}:{lineno}: " + did_you_mean(col, FIELDS, "column")
+                        f"{where}:{lineno}: " + did_you_mean(col[:40], FIELDS, "column")
                     )
+                if col in header[:i]:
+                    raise UserInputError(f"{where}:{lineno}: column '{col}' appears twice")
             missing = [f for f in REQUIRED if f not in header]
             if missing:
                 raise UserInputError(
@@ -325,7 +339,7 @@ def _parse_json(text: str, where: str, known: Sequence[str]) -> tuple[TraceJob, 
             raise UserInputError(f"{at}: expected an object, got {type(entry).__name__}")
         for key in entry:
             if key not in FIELDS:
-                raise UserInputError(f"{at}: " + did_you_mean(str(key), FIELDS, "field"))
+                raise UserInputError(f"{at}: " + did_you_mean(str(key)[:40], FIELDS, "field"))
         for key in REQUIRED:
             if key not in entry:
                 raise UserInputError(f"{at}: missing field '{key}'")
@@ -339,11 +353,11 @@ def _job_from_record(record: dict[str, str], at: str, index: int, known: Sequenc
     raw_model = record.get("model", "")
     key = normalize_model_name(raw_model)
     if key not in known:
-        raise UserInputError(f"{at}: model: " + did_you_mean(raw_model, known, "model"))
+        raise UserInputError(f"{at}: model: " + did_you_mean(raw_model[:40], known, "model"))
     workers = _number(record, "workers", at, int)
     iterations = _number(record, "iterations", at, int)
     batch = _number(record, "batch_size", at, int) if record.get("batch_size") else None
-    name = record.get("name") or f"j{index:04d}-{key}"
+    name = check_name(record.get("name") or f"j{index:04d}-{key}", "job name", f"{at}: name")
     return TraceJob(
         name,
         key,
@@ -358,13 +372,15 @@ def _number(
     record: dict[str, str], field: str, at: str, kind: type, allow_zero: bool = False
 ) -> float:
     text = record.get(field, "")
+    limit = LIMITS[field]
     what = "a non-negative number" if allow_zero else "a positive integer"
+    what += f" up to {limit:g}"
     try:
         value = float(text) if kind is float else int(text)
-    except ValueError:
-        raise UserInputError(f"{at}: {field}: expected {what}, got {text!r}") from None
-    if value < 0 or (value == 0 and not allow_zero) or value != value:
-        raise UserInputError(f"{at}: {field}: expected {what}, got {text!r}")
+    except ValueError:  # also an integer of more digits than Python converts
+        raise UserInputError(f"{at}: {field}: expected {what}, got {shown(text)}") from None
+    if not 0 <= value <= limit or (value == 0 and not allow_zero):  # NaN fails both
+        raise UserInputError(f"{at}: {field}: expected {what}, got {shown(text)}")
     return value
 
 

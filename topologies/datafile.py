@@ -2,7 +2,12 @@
 
 Topologies, profiles, traces, TM configs and control-plane settings are all
 files a user edits by hand, so they share one reader whose errors point at
-the file, line and column instead of a parser traceback.
+the file, line and column instead of a parser traceback. The reader is also
+the first guard against hostile files: a folder, a binary or non-UTF-8 file,
+an unreadable one, one past MAX_FILE_BYTES, nesting past Python's recursion
+limit and YAML alias bombs (more than MAX_YAML_ALIASES aliases) are each one
+line naming the file. A UTF-8 byte-order mark is accepted (spreadsheets
+write one).
 """
 
 from __future__ import annotations
@@ -16,6 +21,62 @@ import yaml
 from .errors import UserInputError
 
 DATA_SUFFIXES = (".json", ".yaml", ".yml")
+# (our choice) Far above any real topology, trace or models file (the largest
+# shipped is under 10 KB), far below what would exhaust memory.
+MAX_FILE_BYTES = 64 << 20
+# (our choice) Real files use a handful of anchors. A billion-laughs file
+# needs few aliases (nine levels of ten) but expands to a billion values for
+# whoever walks it (a validator, an error message), so the expanded size is
+# bounded too.
+MAX_YAML_ALIASES = 1000
+MAX_YAML_VALUES = 1_000_000
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a document with more than MAX_YAML_ALIASES aliases."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_YAML_ALIASES:
+                event = self.peek_event()
+                raise yaml.YAMLError(
+                    f"line {event.start_mark.line + 1}: more than {MAX_YAML_ALIASES} aliases"
+                )
+        return super().compose_node(parent, index)
+
+
+def read_text_file(path: str | Path, what: str = "data") -> str:
+    """A user's text file, UTF-8 (with or without a byte-order mark), or one clear error.
+
+    >>> read_text_file(".", "trace")
+    Traceback (most recent call last):
+    ...
+    topologies.errors.UserInputError: .: is a folder, not a trace file
+    """
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise UserInputError(f"{p}: is a folder, not a {what} file")
+        with p.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise UserInputError(f"{p}: no such {what} file") from None
+    except OSError as err:
+        raise UserInputError(f"{p}: cannot read the {what} file: {err.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise UserInputError(f"{p}: larger than {MAX_FILE_BYTES >> 20} MiB; not a {what} file")
+    if b"\0" in data:
+        raise UserInputError(f"{p}: a binary file (it holds NUL bytes), not a {what} file")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise UserInputError(f"{p}:{line}: not UTF-8 text (byte {err.start}); save it as UTF-8") from None
 
 
 def data_format(path: str | Path, what: str = "data") -> str:
@@ -38,13 +99,37 @@ def parse_data(text: str, fmt: str, label: str) -> Any:
             raise UserInputError(
                 f"{label}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}"
             ) from None
+        except RecursionError:
+            raise UserInputError(f"{label}: nested too deeply to be a {fmt} data file") from None
     try:
-        return yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader subclass)
+        size = _expanded_size(doc, {})
+    except RecursionError:
+        raise UserInputError(f"{label}: nested too deeply to be a {fmt} data file") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark is not None else label
         problem = getattr(err, "problem", None) or str(err)
         raise UserInputError(f"{where}: invalid YAML: {problem}") from None
+    if size > MAX_YAML_VALUES:
+        raise UserInputError(
+            f"{label}: its aliases expand to more than {MAX_YAML_VALUES:,} values; "
+            "not a data file (a YAML alias bomb?)"
+        )
+    return doc
+
+
+def _expanded_size(value: Any, memo: dict[int, int]) -> int:
+    """How many values `value` holds once every alias is expanded (shared parts counted
+    each time they are reached, computed once each)."""
+    if not isinstance(value, list | dict):
+        return 1
+    key = id(value)
+    if key not in memo:
+        memo[key] = 0  # a recursive alias (`&a [*a]`) counts once
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        memo[key] = 1 + sum(_expanded_size(v, memo) for _, v in items)
+    return memo[key]
 
 
 def read_data_file(path: str | Path, what: str = "data") -> Any:
@@ -57,10 +142,4 @@ def read_data_file(path: str | Path, what: str = "data") -> Any:
     """
     p = Path(path)
     fmt = data_format(p, what)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserInputError(f"{p}: no such {what} file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserInputError(f"{p}: cannot read: {err}") from None
-    return parse_data(text, fmt, str(p))
+    return parse_data(read_text_file(p, what), fmt, str(p))

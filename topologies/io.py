@@ -25,6 +25,7 @@ writes the built-in testbed in this format as a starting point.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from .addressing import server_ip, server_mac
 from .datafile import data_format, read_data_file
 from .errors import UserInputError, did_you_mean
 from .model import Link, Server, Switch, Topology
+from .names import shown
 from .validate import validate
 
 _TOP_FIELDS = ("name", "description", "servers", "switches", "links", "chip_ports")
@@ -140,7 +142,7 @@ def _mapping(value: Any, where: str, fields: tuple[str, ...]) -> Mapping[str, An
         raise UserInputError(f"{where}: expected a mapping of fields, got {_kind(value)}")
     for key in value:
         if key not in fields:
-            raise UserInputError(f"{where}: " + did_you_mean(str(key), fields, "field"))
+            raise UserInputError(f"{where}: " + did_you_mean(str(key)[:40], fields, "field"))
     return value
 
 
@@ -166,7 +168,7 @@ def _string(m: Mapping[str, Any], key: str, where: str, required: bool = True) -
         return ""
     value = m[key]
     if not isinstance(value, str):
-        raise UserInputError(f"{_field(where, key)}: expected a string, got {value!r}")
+        raise UserInputError(f"{_field(where, key)}: expected a string, got {shown(value)}")
     return value
 
 
@@ -184,7 +186,9 @@ def _number(
         return default
     value = m[key]
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise UserInputError(f"{field}: expected a number, got {value!r}")
+        raise UserInputError(f"{field}: expected a number, got {shown(value)}")
+    if not math.isfinite(value):
+        raise UserInputError(f"{field}: expected a finite number, got {value}")
     if positive and not value > 0:
         raise UserInputError(f"{field}: must be > 0, got {value}")
     if not positive and value < 0:
@@ -192,11 +196,13 @@ def _number(
     return float(value)
 
 
-def _int_value(value: Any, field: str, minimum: int) -> int:
+def _int_value(value: Any, field: str, minimum: int, maximum: int = 2**31 - 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UserInputError(f"{field}: expected an integer, got {value!r}")
+        raise UserInputError(f"{field}: expected an integer, got {shown(value)}")
     if value < minimum:
-        raise UserInputError(f"{field}: must be >= {minimum}, got {value}")
+        raise UserInputError(f"{field}: must be >= {minimum}, got {shown(value)}")
+    if value > maximum:
+        raise UserInputError(f"{field}: must be <= {maximum}, got {shown(value)}")
     return value
 
 

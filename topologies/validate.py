@@ -13,6 +13,7 @@ from collections import deque
 from .addressing import is_valid_ip, is_valid_mac, normalize_mac
 from .errors import UserInputError, did_you_mean
 from .model import Topology
+from .names import check_name
 from .tiers import KNOWN_TIERS
 
 
@@ -41,8 +42,8 @@ def _check_nodes(topo: Topology) -> None:
         (f"switches[{i}]", s.name) for i, s in enumerate(topo.switches)
     ]
     for where, name in entries:
-        if not name or not name.strip():
-            raise UserInputError(f"{where}: name must be a non-empty string")
+        # Names become Mininet hosts, namespaces and file names: safe names only.
+        check_name(name, "node name", f"{where}.name")
         if name in seen:
             raise UserInputError(f"{where}: duplicate node name '{name}' (also {seen[name]})")
         seen[name] = where

@@ -71,7 +71,7 @@ def test_csv_error_names_line_and_field(tmp_path) -> None:
     path = tmp_path / "trace.csv"
     path.write_text("arrival_s,model,workers,iterations\n0,vgg16,4,500\n1.5,bert,x,300\n")
     with pytest.raises(
-        UserInputError, match=r"trace.csv:3: workers: expected a positive integer, got 'x'"
+        UserInputError, match=r"trace.csv:3: workers: expected a positive integer up to 100000, got 'x'"
     ):
         load_trace(path)
 
@@ -101,3 +101,73 @@ def test_json_errors(tmp_path) -> None:
     path.write_text(json.dumps([{"arrival_s": 0, "model": "bert", "workers": 0, "iterations": 3}]))
     with pytest.raises(UserInputError, match=r"jobs\[0\]: workers"):
         load_trace(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("../../../../../tmp/x/escaped", "'../../../../../tmp/x/escaped'"),
+        ("a/b", "'a/b'"),
+        ("two words", "'two words'"),
+        ("..", "'..'"),
+        ("-rf", "'-rf'"),
+        ("x" * 65, "'xxxx"),
+    ],
+)
+def test_a_job_name_that_is_not_a_safe_path_component_is_refused_with_file_row_field(
+    tmp_path, name, shown
+) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text(f"arrival_s,model,workers,iterations,name\n0,vgg16,2,10,ok-1\n0,vgg16,2,10,{name}\n")
+    with pytest.raises(UserInputError, match=r"trace.csv:3: name: job name ") as err:
+        load_trace(path)
+    assert shown in str(err.value) and "not a safe name" in str(err.value)
+    js = tmp_path / "trace.json"
+    js.write_text(json.dumps([{"arrival_s": 0, "model": "vgg16", "workers": 2, "iterations": 1, "name": name}]))
+    with pytest.raises(UserInputError, match=r"trace.json: jobs\[0\]: name: job name "):
+        load_trace(js)
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("arrival_s", "inf"),
+        ("arrival_s", "1e300"),
+        ("arrival_s", "nan"),
+        ("iterations", "9200000000000000000"),
+        ("batch_size", "100000000000000"),
+        ("workers", "9" * 4300),
+    ],
+)
+def test_numbers_past_their_bound_are_refused_before_anything_runs(tmp_path, column, value) -> None:
+    row = {"arrival_s": "0", "model": "vgg16", "workers": "2", "iterations": "10", "batch_size": "32"}
+    row[column] = value
+    path = tmp_path / "trace.csv"
+    path.write_text(",".join(row) + "\n" + ",".join(row.values()) + "\n")
+    with pytest.raises(UserInputError, match=rf"trace.csv:2: {column}: expected .* up to ") as err:
+        load_trace(path)
+    assert len(str(err.value)) < 200  # a 4,300-digit number is not repeated whole
+
+
+def test_a_byte_order_mark_is_read_and_a_duplicated_column_is_refused(tmp_path) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_bytes(b"\xef\xbb\xbfarrival_s,model,workers,iterations\n0,vgg16,2,10\n")
+    assert [j.model for j in load_trace(path)] == ["vgg16"]
+    path.write_text("arrival_s,model,workers,iterations,workers\n0,vgg16,2,10,4\n")
+    with pytest.raises(UserInputError, match=r"trace.csv:1: column 'workers' appears twice"):
+        load_trace(path)
+
+
+def test_files_that_are_not_text_traces_are_one_line_each(tmp_path) -> None:
+    with pytest.raises(UserInputError, match=r"is a folder, not a trace file"):
+        load_trace(tmp_path)
+    binary = tmp_path / "b.csv"
+    binary.write_bytes(b"arrival_s\0\x01\x02")
+    with pytest.raises(UserInputError, match=r"b.csv: a binary file"):
+        load_trace(binary)
+    latin = tmp_path / "l.csv"
+    latin.write_bytes("arrival_s,model,workers,iterations,name\n0,vgg16,2,10,caf\xe9\n".encode("latin-1"))
+    with pytest.raises(UserInputError, match=r"l.csv:2: not UTF-8 text"):
+        load_trace(latin)
+    with pytest.raises(UserInputError, match=r"no such trace file"):
+        load_trace(tmp_path / "missing.csv")

@@ -390,3 +390,47 @@ def test_cli_topo_export_then_load(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["topo", "export", "--out", str(out), "--force"]) == 0
     assert load_topology_file(out) == cassini_testbed()
 
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [("s/01", "'s/01'"), ("s 01", "'s 01'"), ("s" * 300, "(302 characters)"), ("..", "'..'")],
+)
+def test_a_server_name_that_is_not_a_safe_name_is_refused_before_a_fabric_is_built(
+    tmp_path, name, shown
+) -> None:
+    doc = {
+        "name": "t",
+        "servers": [{"name": name}, {"name": "s02"}],
+        "switches": [{"name": "tor1", "tier": "tor"}],
+        "links": [{"a": name, "b": "tor1", "gbps": 50}, {"a": "s02", "b": "tor1", "gbps": 50}],
+    }
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(UserInputError, match=r"topo.json: servers\[0\].name: node name ") as err:
+        load_topology(str(path))
+    assert shown in str(err.value) and len(str(err.value)) < len(str(path)) + 250
+
+
+def test_a_yaml_alias_bomb_and_deep_nesting_are_one_line_without_growing(tmp_path) -> None:
+    levels = ["a: &a [" + ",".join(['"lol"'] * 9) + "]"]
+    for prev, cur in zip("abcdefgh", "bcdefghi", strict=True):
+        levels.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 9) + "]")
+    levels.append("name: *i")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(levels) + "\n")
+    with pytest.raises(UserInputError, match=r"bomb.yaml: its aliases expand to more than"):
+        load_topology(str(bomb))
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    with pytest.raises(UserInputError, match=r"deep.json: nested too deeply"):
+        load_topology(str(deep))
+
+
+def test_nan_and_huge_numbers_in_a_topology_are_refused(tmp_path) -> None:
+    path = _write_testbed_json(tmp_path, lambda d: d["links"][0].update(delay_us=float("nan")))
+    with pytest.raises(UserInputError, match=r"links\[0\].delay_us: expected a finite number"):
+        load_topology_file(path)
+    path = _write_testbed_json(tmp_path, lambda d: d["servers"][0].update(gpus=2**63))
+    with pytest.raises(UserInputError, match=r"servers\[0\].gpus: must be <= "):
+        load_topology_file(path)
