@@ -38,6 +38,7 @@ from typing import Any
 from scheduler.types import Phase, Profile
 from topologies.datafile import parse_data, read_data_file
 from topologies.errors import UserInputError, did_you_mean
+from topologies.names import check_name, shown
 
 PARALLELISMS = ("data", "pipeline", "tensor", "hybrid")
 COLLECTIVES = ("allreduce", "alltoall", "p2p")
@@ -75,37 +76,63 @@ def normalize_model_name(name: str) -> str:
     return name.strip().lower().replace("-", "").replace("_", "")
 
 
-def _field(entry: Mapping[str, Any], key: str, field_name: str, kind: type, where: str) -> Any:
+# (our choice) Bounds far above any real model (GPT-3 is 175,000 M parameters,
+# iterations of seconds): past them a models file is a typo, and the
+# simulator would run for ever.
+FIELD_MAXIMA: dict[str, float] = {
+    "params_m": 1e7,
+    "batch_size": 1e6,
+    "compute_ms": 1e7,
+    "ref_workers": 1e5,
+    "send_mb": 1e7,
+}
+
+
+def _field(
+    entry: Mapping[str, Any], key: str, field_name: str, kind: type, where: str, default: Any = None
+) -> Any:
     if field_name not in entry:
+        if default is not None:
+            return default
         raise UserInputError(f"{where}: model '{key}' is missing field '{field_name}'")
-    value = entry[field_name]
+    return _typed(entry[field_name], kind, f"{where}: model '{key}' field '{field_name}'", field_name)
+
+
+def _typed(value: Any, kind: type, ctx: str, field_name: str = "") -> Any:
+    """`value` if it is of `kind` (an int is a float too; a bool is neither), finite and
+    within FIELD_MAXIMA; else one line naming `ctx`."""
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise UserInputError(
-            f"{where}: model '{key}' field '{field_name}' must be {kind.__name__}, got {value!r}"
-        )
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise UserInputError(f"{ctx} must be {kind.__name__}, got {shown(value)}")
+    if kind in (int, float) and not (
+        math.isfinite(value) and abs(value) <= FIELD_MAXIMA.get(field_name, math.inf)
+    ):
+        limit = FIELD_MAXIMA.get(field_name)
+        bound = f" up to {limit:g}" if limit else ""
+        raise UserInputError(f"{ctx} must be a finite number{bound}, got {shown(value)}")
     return value
 
 
 def _parse_step(raw: Any, key: str, par: str, index: int, where: str) -> Step:
     ctx = f"{where}: model '{key}' structure '{par}' step {index}"
     if not isinstance(raw, Mapping):
-        raise UserInputError(f"{ctx} must be a mapping, got {raw!r}")
-    unknown = set(raw) - {"compute", "send_mb", "collective", "kind", "rate", "overlap"}
+        raise UserInputError(f"{ctx} must be a mapping, got {shown(raw)}")
+    unknown = {str(k)[:40] for k in raw} - {"compute", "send_mb", "collective", "kind", "rate", "overlap"}
     if unknown:
         raise UserInputError(f"{ctx} has unknown field(s): {', '.join(sorted(unknown))}")
-    try:
-        step = Step(
-            compute=float(raw.get("compute", 0.0)),
-            send_mb=float(raw.get("send_mb", 0.0)),
-            collective=str(raw.get("collective", "p2p")),
-            kind=str(raw.get("kind", "activations")),
-            rate=float(raw.get("rate", 1.0)),
-            overlap=bool(raw.get("overlap", False)),
-        )
-    except (TypeError, ValueError) as err:
-        raise UserInputError(f"{ctx}: {err}") from None
+
+    def get(name: str, kind: type, default: Any) -> Any:
+        return _typed(raw.get(name, default), kind, f"{ctx} field '{name}'", name)
+
+    step = Step(
+        compute=get("compute", float, 0.0),
+        send_mb=get("send_mb", float, 0.0),
+        collective=get("collective", str, "p2p"),
+        kind=get("kind", str, "activations"),
+        rate=get("rate", float, 1.0),
+        overlap=get("overlap", bool, False),  # "false" is a string, not a no
+    )
     if step.collective not in COLLECTIVES:
         raise UserInputError(
             f"{ctx} field 'collective': " + did_you_mean(step.collective, COLLECTIVES, "collective")
@@ -127,7 +154,13 @@ def _parse_model(key: str, entry: Any, where: str) -> ModelSpec:
             + did_you_mean(parallelism, PARALLELISMS, "parallelism")
         )
     structures: dict[str, tuple[Step, ...]] = {}
-    for par, steps in (entry.get("structures") or {}).items():
+    raw_structures = entry.get("structures") or {}
+    if not isinstance(raw_structures, Mapping):
+        raise UserInputError(
+            f"{where}: model '{key}' field 'structures' must be a mapping of parallelism to "
+            f"steps, got {shown(raw_structures)}"
+        )
+    for par, steps in raw_structures.items():
         if par not in PARALLELISMS:
             raise UserInputError(
                 f"{where}: model '{key}' structures: "
@@ -155,7 +188,7 @@ def _parse_model(key: str, entry: Any, where: str) -> ModelSpec:
         parallelism=parallelism,
         batch_size=_field(entry, key, "batch_size", int, where),
         compute_ms=_field(entry, key, "compute_ms", float, where),
-        ref_workers=int(entry.get("ref_workers", 1)),
+        ref_workers=_field(entry, key, "ref_workers", int, where, default=1),
         structures=structures or None,
     )
     if spec.params_m <= 0 or spec.batch_size <= 0 or spec.compute_ms <= 0 or spec.ref_workers <= 0:
@@ -168,10 +201,11 @@ def _parse_model(key: str, entry: Any, where: str) -> ModelSpec:
 def _models_from_doc(doc: Any, where: str) -> dict[str, ModelSpec]:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("models"), Mapping):
         raise UserInputError(f"{where}: expected a top-level 'models:' mapping")
-    return {
-        normalize_model_name(str(k)): _parse_model(normalize_model_name(str(k)), v, where)
-        for k, v in doc["models"].items()
-    }
+    models = {}
+    for k, v in doc["models"].items():
+        key = check_name(normalize_model_name(str(k)), "model name", f"{where}: models")
+        models[key] = _parse_model(key, v, where)
+    return models
 
 
 def load_models(path: str | Path | None = None) -> dict[str, ModelSpec]:
@@ -316,9 +350,7 @@ def _profile_from_dict(raw: Any, index: int, where: str) -> Profile:
     for required in ("name", "phases"):
         if required not in raw:
             raise UserInputError(f"{ctx} is missing field '{required}'")
-    name = raw["name"]
-    if not isinstance(name, str) or not name:
-        raise UserInputError(f"{ctx} field 'name' must be a non-empty string")
+    name = check_name(raw["name"], "profile name", f"{ctx} field 'name'")
     phases_raw = raw["phases"]
     if not isinstance(phases_raw, list) or not phases_raw:
         raise UserInputError(
@@ -329,11 +361,15 @@ def _profile_from_dict(raw: Any, index: int, where: str) -> Profile:
         ok = (
             isinstance(ph, list | tuple)
             and len(ph) == 2
-            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in ph)
+            and all(
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                for v in ph
+            )
         )
-        if not ok or ph[0] < 0 or ph[1] < 0:
+        if not ok or not 0 <= ph[0] <= FIELD_MAXIMA["compute_ms"] or not 0 <= ph[1] <= 1e4:
             raise UserInputError(
-                f"{ctx} ('{name}') field 'phases[{k}]' must be [duration_ms >= 0, gbps >= 0], got {ph!r}"
+                f"{ctx} ('{name}') field 'phases[{k}]' must be [duration_ms in 0-1e7, "
+                f"gbps in 0-1e4], got {shown(ph)}"
             )
         phases.append(Phase(float(ph[0]), float(ph[1])))
     total = sum(p.duration_ms for p in phases)
@@ -346,7 +382,7 @@ def _profile_from_dict(raw: Any, index: int, where: str) -> Profile:
         or not math.isclose(iteration, total, rel_tol=1e-3, abs_tol=1e-3)
     ):
         raise UserInputError(
-            f"{ctx} ('{name}') field 'iteration_ms' is {iteration!r} but the phases sum to {total:g} ms"
+            f"{ctx} ('{name}') field 'iteration_ms' is {shown(iteration)} but the phases sum to {total:g} ms"
         )
     parallelism = raw.get("parallelism", "data")
     if parallelism not in PARALLELISMS:
@@ -355,9 +391,9 @@ def _profile_from_dict(raw: Any, index: int, where: str) -> Profile:
             + did_you_mean(str(parallelism), PARALLELISMS, "parallelism")
         )
     workers = raw.get("workers", 1)
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= 100_000:
         raise UserInputError(
-            f"{ctx} ('{name}') field 'workers' must be an integer >= 1, got {workers!r}"
+            f"{ctx} ('{name}') field 'workers' must be an integer in 1-100000, got {shown(workers)}"
         )
     return Profile(
         name=name,

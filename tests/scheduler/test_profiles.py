@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from scheduler.profiles import (
     allreduce_bytes_per_worker,
@@ -164,3 +165,59 @@ def test_profiles_file_not_json_names_line(tmp_path: Path) -> None:
         load_profiles_file(f)
     with pytest.raises(UserInputError, match="no such profiles file"):
         load_profiles_file(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"overlap": "false"}, r"field 'overlap' must be bool, got 'false'"),
+        ({"send_mb": float("nan")}, r"field 'send_mb' must be a finite number up to 1e\+07, got nan"),
+        ({"send_mb": float("inf")}, r"field 'send_mb' must be a finite number"),
+        ({"rate": "fast"}, r"field 'rate' must be float, got 'fast'"),
+    ],
+)
+def test_a_models_file_step_of_the_wrong_type_or_not_finite_is_refused(tmp_path, edit, message):
+    step = {"compute": 1.0, "send_mb": 10.0, "collective": "allreduce", "kind": "gradients"}
+    step.update(edit)
+    doc = {"models": {"mine": {
+        "parallelism": "tensor", "params_m": 10.0, "batch_size": 8, "compute_ms": 50.0,
+        "structures": {"tensor": [step]},
+    }}}  # fmt: skip
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(UserInputError, match=message):
+        load_models(path)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"compute_ms": float("nan")}, r"field 'compute_ms' must be a finite number"),
+        ({"params_m": float("inf")}, r"field 'params_m' must be a finite number"),
+        ({"ref_workers": "abc"}, r"field 'ref_workers' must be int, got 'abc'"),
+        ({"structures": [1, 2]}, r"field 'structures' must be a mapping"),
+        ({"batch_size": 10**14}, r"field 'batch_size' must be a finite number up to 1e\+06"),
+    ],
+)
+def test_a_models_file_entry_of_the_wrong_type_or_out_of_range_is_refused(tmp_path, edit, message):
+    entry = {"parallelism": "data", "params_m": 10.0, "batch_size": 8, "compute_ms": 50.0}
+    entry.update(edit)
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"models": {"mine": entry}}))
+    with pytest.raises(UserInputError, match=message):
+        load_models(path)
+
+
+def test_a_model_or_profile_name_that_is_not_a_safe_name_is_refused(tmp_path):
+    entry = {"parallelism": "data", "params_m": 10.0, "batch_size": 8, "compute_ms": 50.0}
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"models": {"../evil": entry}}))
+    with pytest.raises(UserInputError, match=r"models.yaml: models: model name '../evil'"):
+        load_models(path)
+    profiles = tmp_path / "p.json"
+    profiles.write_text(json.dumps([{"name": "a/b", "phases": [[10, 0], [10, 5]]}]))
+    with pytest.raises(UserInputError, match=r"entry 0 field 'name': profile name 'a/b'"):
+        load_profiles_file(profiles)
+    profiles.write_text(json.dumps([{"name": "ok", "phases": [[10, 0], [1e300, 5]]}]))
+    with pytest.raises(UserInputError, match=r"phases\[1\]' must be \[duration_ms in 0-1e7"):
+        load_profiles_file(profiles)
