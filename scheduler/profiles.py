@@ -105,7 +105,7 @@ def _typed(value: Any, kind: type, ctx: str, field_name: str = "") -> Any:
         value = float(value)
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise UserInputError(f"{ctx} must be {kind.__name__}, got {shown(value)}")
-    if kind in (int, float) and not (
+    if isinstance(value, int | float) and not (
         math.isfinite(value) and abs(value) <= FIELD_MAXIMA.get(field_name, math.inf)
     ):
         limit = FIELD_MAXIMA.get(field_name)
