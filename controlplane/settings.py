@@ -20,6 +20,7 @@ from typing import Any
 
 from topologies.datafile import read_data_file
 from topologies.errors import UserInputError, did_you_mean
+from topologies.names import shown
 
 # The paper's testbed (testbed.md): WRED min 1000 / max 2000 cells, PFC skid 4000 cells.
 PAPER_WRED_MIN_CELLS = 1000
@@ -28,6 +29,18 @@ PAPER_PFC_SKID_CELLS = 4000
 TOFINO1_CELL_BYTES = 80
 # set_wred's thresholds are bit<24>, max_prob bit<8> holding a percentage.
 MAX_THRESHOLD_CELLS = (1 << 24) - 1
+# (our choice) A cell is at most 1 KiB and a packet at most a jumbo frame on
+# any chip this harness targets.
+MAX_CELL_BYTES = 1024
+MAX_PACKET_BYTES = 9216
+
+
+def _integer(value: object, name: str, low: int, high: int) -> None:
+    """Refuse anything but an int (not a bool, not a float such as inf) in low..high."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserInputError(f"{name}: expected an integer, got {shown(value)}")
+    if not low <= value <= high:
+        raise UserInputError(f"{name}: {value} is outside {low}..{high}")
 
 
 @dataclass(frozen=True)
@@ -47,7 +60,7 @@ class WredSettings:
         for name in ("min_cells", "max_cells", "max_prob_percent"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise UserInputError(f"wred.{name}: expected an integer, got {value!r}")
+                raise UserInputError(f"wred.{name}: expected an integer, got {shown(value)}")
         if not 0 <= self.min_cells <= MAX_THRESHOLD_CELLS:
             raise UserInputError(
                 f"wred.min_cells: {self.min_cells} is outside 0..{MAX_THRESHOLD_CELLS}"
@@ -73,10 +86,10 @@ class PfcSettings:
     priority: int = 3
 
     def __post_init__(self) -> None:
-        if not 0 <= self.priority <= 7:
-            raise UserInputError(f"pfc.priority: {self.priority} is not a priority (0..7)")
-        if self.skid_cells < 0:
-            raise UserInputError(f"pfc.skid_cells: {self.skid_cells} must be >= 0")
+        if not isinstance(self.enabled, bool):  # 'no' is a string, and truthy
+            raise UserInputError(f"pfc.enabled: expected true or false, got {shown(self.enabled)}")
+        _integer(self.priority, "pfc.priority", 0, 7)
+        _integer(self.skid_cells, "pfc.skid_cells", 0, MAX_THRESHOLD_CELLS)
 
 
 @dataclass(frozen=True)
@@ -94,9 +107,9 @@ class ControlPlaneSettings:
     bmv2_packet_bytes: int = 1500
 
     def __post_init__(self) -> None:
-        for name in ("cell_bytes", "queue_cells", "bmv2_packet_bytes"):
-            if getattr(self, name) <= 0:
-                raise UserInputError(f"{name}: must be > 0, got {getattr(self, name)}")
+        _integer(self.cell_bytes, "cell_bytes", 1, MAX_CELL_BYTES)
+        _integer(self.queue_cells, "queue_cells", 1, MAX_THRESHOLD_CELLS)
+        _integer(self.bmv2_packet_bytes, "bmv2_packet_bytes", 1, MAX_PACKET_BYTES)
 
     def with_wred(
         self,
@@ -117,7 +130,16 @@ class ControlPlaneSettings:
 
 
 def settings_from_dict(data: Any, source: str = "settings") -> ControlPlaneSettings:
-    """Settings from parsed YAML/JSON; unknown keys are named with suggestions."""
+    """Settings from parsed YAML/JSON; unknown keys are named with suggestions, and every
+    error names `source` (the file)."""
+    try:
+        return _settings_from_dict(data, source)
+    except UserInputError as err:
+        text = str(err)
+        raise UserInputError(text if text.startswith(f"{source}:") else f"{source}: {text}") from None
+
+
+def _settings_from_dict(data: Any, source: str) -> ControlPlaneSettings:
     if data is None:
         return ControlPlaneSettings()
     if not isinstance(data, Mapping):
@@ -146,4 +168,4 @@ def load_settings(path: str | Path | None = None) -> ControlPlaneSettings:
 def _check_keys(data: Mapping[str, Any], known: set[str], where: str) -> None:
     for key in data:
         if key not in known:
-            raise UserInputError(f"{where}: " + did_you_mean(str(key), known, "setting"))
+            raise UserInputError(f"{where}: " + did_you_mean(str(key)[:40], known, "setting"))

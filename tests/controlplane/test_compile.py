@@ -183,3 +183,34 @@ def test_changed_egress_is_a_modify_and_conflicts_are_refused():
     assert p.modifies == (b,) and not p.inserts and not p.deletes
     with pytest.raises(UserInputError, match="two desired entries of t match"):
         plan([a, b], [])
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ("queue_cells: .inf\n", r"s.yaml: queue_cells: expected an integer, got inf"),
+        ("cell_bytes: '80'\n", r"s.yaml: cell_bytes: expected an integer, got '80'"),
+        ("pfc: {enabled: 'no'}\n", r"s.yaml: pfc.enabled: expected true or false, got 'no'"),
+        ("pfc: {priority: '3'}\n", r"s.yaml: pfc.priority: expected an integer, got '3'"),
+        ("pfc: {priority: 9}\n", r"s.yaml: pfc.priority: 9 is outside 0..7"),
+        ("wred: {min_cells: 5000}\n", r"s.yaml: wred.max_cells: 2000 must be between"),
+    ],
+)
+def test_settings_files_with_wrong_types_or_ranges_name_the_file_and_field(tmp_path, doc, message):
+    path = tmp_path / "s.yaml"
+    path.write_text(doc)
+    with pytest.raises(UserInputError, match=message):
+        load_settings(path)
+
+
+def test_tofino_artifacts_refuse_settings_they_cannot_write(tmp_path):
+    # `queue_cells: .inf` became `QUEUE_MAX_CELLS = inf` (a NameError on the switch), and
+    # `enabled: 'no'` turned PFC on: both are refused before anything is written.
+    from emulation.cli import main
+
+    for doc in ("queue_cells: .inf\n", "pfc: {enabled: 'no'}\n"):
+        settings = tmp_path / "s.yaml"
+        settings.write_text(doc)
+        out = tmp_path / "out"
+        assert main(["tofino", "artifacts", "--out", str(out), "--settings", str(settings)]) == 2
+        assert not out.exists()
