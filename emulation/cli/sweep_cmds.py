@@ -27,6 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workers", type=int, help="worker processes of the local cluster (default: one per core)"
     )
+    p.add_argument(
+        "--dashboard",
+        default=None,
+        metavar="HOST:PORT",
+        help="where the local cluster's Dask dashboard listens (default 127.0.0.1:8787, "
+        "loopback only; 0.0.0.0:8787 to reach it from other machines)",
+    )
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
     p.set_defaults(handler=_sweep)
 
@@ -39,7 +46,10 @@ def _sweep(args: argparse.Namespace) -> int:
     # The output rule, with resuming: a sweep's own folder (cells/) is reused.
     check_output(args.out, "folder", force=Path(args.out, "cells").is_dir() or None)
     config = load_sweep_config(args.config)
-    engine = make_engine(args.engine, args.address, args.workers)
+    if args.dashboard is None:
+        engine = make_engine(args.engine, args.address, args.workers)
+    else:
+        engine = make_engine(args.engine, args.address, args.workers, args.dashboard)
     events = RichProgress() if sys.stderr.isatty() and not args.json else QuietProgress()
     try:
         result = run_sweep(config, args.out, engine, events)

@@ -58,6 +58,12 @@ class InlineEngine:
         pass
 
 
+# Loopback unless the user asks: the dashboard shows the sweep's tasks and
+# tracebacks to whoever can reach it, and has no authentication.
+DEFAULT_DASHBOARD = "127.0.0.1:8787"
+LOCAL_HOST = "127.0.0.1"
+
+
 class DaskEngine:
     """A Dask client: to a new `LocalCluster` of processes, or to a running scheduler.
 
@@ -69,7 +75,7 @@ class DaskEngine:
         self,
         address: str | None = None,
         workers: int | None = None,
-        dashboard_address: str | None = ":8787",
+        dashboard_address: str | None = DEFAULT_DASHBOARD,
         silence_logs: int = logging.ERROR,
     ) -> None:
         from distributed import Client, LocalCluster
@@ -84,6 +90,7 @@ class DaskEngine:
         if address is None:
             # One thread per worker process: the simulator is CPU-bound Python and numba.
             self.cluster = LocalCluster(
+                host=LOCAL_HOST,  # the scheduler, too, listens on loopback only
                 n_workers=workers,
                 threads_per_worker=1,
                 processes=True,
@@ -145,7 +152,7 @@ def make_engine(
     kind: str = "local",
     address: str | None = None,
     workers: int | None = None,
-    dashboard_address: str | None = ":8787",
+    dashboard_address: str | None = DEFAULT_DASHBOARD,
 ) -> Engine:
     """The engine a user names: `local` (default), `dask` (needs an address) or `inline`."""
     if kind not in ENGINES:

@@ -297,3 +297,27 @@ def test_two_worker_cluster_survives_a_killed_worker(tmp_path: Path) -> None:
     assert (res.total, res.ran, res.failures) == (4, 4, ())
     assert len(list((tmp_path / "cells").glob("*.json"))) == 4
     assert pq.read_table(tmp_path / "runs.parquet").num_rows == 8
+
+
+def _listening_hosts(port: int) -> set[str]:
+    """The local addresses of TCP sockets listening on `port` (from /proc/net/tcp{,6})."""
+    hosts = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.partition(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                hosts.add(address)
+    return hosts
+
+
+def test_the_local_clusters_dashboard_listens_on_loopback_only_as_it_says():
+    from scheduler.sweep import DaskEngine
+
+    with DaskEngine(workers=1) as engine:
+        link = engine.dashboard_link
+        assert link is not None and link.startswith("http://127.0.0.1:")
+        port = int(link.split(":")[2].split("/")[0])
+        hosts = _listening_hosts(port)
+    # 127.0.0.1, little-endian hex; never 00000000 (0.0.0.0) or the IPv6 any-address.
+    assert hosts == {"0100007F"}
