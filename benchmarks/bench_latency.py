@@ -322,7 +322,8 @@ def measure(
     """Build the two hosts and the switch, program it, and run every scenario's window."""
     from controlplane.p4info import load_p4info
     from controlplane.session import P4RuntimeSession
-    from emulation.netns import NetnsLab, new_prefix
+    from emulation.netns import NetnsLab
+    from emulation.prefixes import new_prefix
 
     rows: list[Row] = []
     with NetnsLab(prefix=new_prefix("cas")) as lab:

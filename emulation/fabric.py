@@ -40,7 +40,7 @@ from topologies.errors import UserInputError
 from topologies.model import Topology
 
 from .cpu_split import split_cpus
-from .netns import NetnsLab, _signals_deferred, exit_cause
+from .netns import NetnsLab
 from .scaling import (
     DEFAULT_SCALE,
     THRESHOLD_FLOOR_PACKETS,
@@ -52,6 +52,8 @@ from .scaling import (
     threshold_factor,
     tm_config_for,
 )
+from .signals import exit_cause, signals_deferred
+from .softswitch.processes import is_switch_process
 from .softswitch.switch import READY_PATTERN
 from .softswitch.tm_config import tm_config_to_dict
 
@@ -237,7 +239,7 @@ class EmulatedFabric:
             else None
         )
         self.timeout = timeout
-        self.lab = NetnsLab(prefix, base=FABRIC_PREFIX_BASE)
+        self.lab = NetnsLab(prefix, base=FABRIC_PREFIX_BASE, processes=is_switch_process)
         self.hosts: dict[str, HostPort] = {}
         self.grpc_address: str | None = None
         self.program_result: ProgramResult | None = None
@@ -610,7 +612,7 @@ class EmulatedFabric:
         """Mininet's own stop: the chip's process, the host shells, their interfaces."""
         net, self.net = self.net, None
         if net is not None:
-            with _signals_deferred(redeliver=False), contextlib.suppress(Exception):
+            with signals_deferred(redeliver=False), contextlib.suppress(Exception):
                 net.stop()
 
     def _stop_captures(self) -> None:

@@ -4,10 +4,9 @@ Mininet's shape, with the project's parts: `CassiniTopo` is plain data (one
 host per server with the topology's MAC and IP, one switch `chip`, one link
 per server port); `CassiniHost` is a Mininet `Host` whose namespace is also
 given a name (`ip netns attach`), so `ip netns exec`, `ip -n` and the
-fabric's packet sockets reach it; `SoftSwitch` is a Mininet `Switch` that
-runs `cassini switch serve` with the emulation profile's TM config (the
-loopback cables stay inside it), `Bmv2Switch` one that runs
-`simple_switch_grpc`. Nothing here programs entries: the fabric
+fabric's packet sockets reach it. The switch is one of
+`emulation.mininet_switches` (the software switch, or bmv2's
+`simple_switch_grpc`). Nothing here programs entries: the fabric
 (`emulation.fabric.EmulatedFabric`) does that with
 `controlplane.program.program_topology`, as `cassini program` does.
 
@@ -18,39 +17,29 @@ processes by machine-wide names.
 
 From Python (the fabric builds and programs the network):
 
-    with EmulatedFabric(load_topology("cassini-testbed"), 0.001) as fabric:
+    with EmulatedFabric(load_topology("cassini-testbed"), FabricOptions(scale=0.001)) as fabric:
         print(fabric.net["s01"].cmd("ping -c1", fabric.net["s24"].IP()))
 """
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import socket
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from mininet.node import Host, Switch
+from mininet.node import Host
 from mininet.topo import Topo
 
 from topologies.addressing import SERVER_PREFIX_LEN
 from topologies.chip_mapping import ChipMap
-from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
 
-from .netns import BMV2_PROCESS, OFFLOADS, NetnsLab, _signals_deferred
+from .netns import OFFLOADS, NetnsLab
+from .signals import signals_deferred
 from .softswitch.tm_config import MTU_FRAME_BYTES
 
 CHIP = "chip"  # the Mininet name of the one switch holding every logical switch
-BMV2_BINARY = BMV2_PROCESS  # the name cassini clean looks for
-BMV2_CLI = "simple_switch_CLI"
-BMV2_CPU_PORT = 255
-# (our choice) bmv2 logs every table hit at debug and trace (its default level);
-# info keeps its log to start-up, pipeline and errors, and its packet rate up.
-BMV2_LOG_LEVEL = "info"
 
 
 def host_ifname(prefix: str, index: int) -> str:
@@ -149,10 +138,10 @@ def one_frame_per_packet(ifname: str) -> str:
     return f"link set dev {ifname} gso_max_segs 1"
 
 
-def _start_recorded_shell(lab: NetnsLab | None, start: Callable[[], None], node: Any) -> None:
+def start_recorded_shell(lab: NetnsLab | None, start: Callable[[], None], node: Any) -> None:
     """Start a node's shell with signals held until its pid is in the run file, so a
     SIGTERM in between cannot leave an unrecorded process behind."""
-    with _signals_deferred():
+    with signals_deferred():
         start()
         if lab is not None:
             lab.claim().add_process(node.pid)
@@ -192,7 +181,7 @@ class CassiniHost(Host):
         super().__init__(name, **params)
 
     def startShell(self, mnopts: str | None = None) -> None:  # noqa: N802 (Mininet's name)
-        _start_recorded_shell(self.lab, partial(super().startShell, mnopts), self)
+        start_recorded_shell(self.lab, partial(super().startShell, mnopts), self)
         subprocess.run(
             ["ip", "netns", "attach", self.namespace, str(self.pid)],
             check=True,
@@ -273,273 +262,3 @@ def static_arp(hosts: Sequence[Host]) -> None:
             namespace = getattr(host, "namespace", None)
             argv = ["ip", "-n", namespace] if namespace else ["mnexec", "-a", str(host.pid), "ip"]
             _ip_batch(argv, lines)
-
-
-class ChipSwitch(Switch):
-    """The chip as one Mininet switch in the root namespace: a process on its ports.
-
-    `launch(argv, **popen_kwargs)` starts the process (the fabric passes its
-    lab's `popen`, which records the pid); the process's stderr is
-    `self.process.stderr`, for the fabric to read until it names its
-    address. Subclasses say which argv (`command`).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        lab: NetnsLab | None = None,
-        device_id: int = 1,
-        grpc_address: str = "127.0.0.1:9559",
-        launch: Callable[..., subprocess.Popen[str]] | None = None,
-        log_file: str | None = None,
-        **params: Any,
-    ) -> None:
-        self.lab = lab
-        self.device_id = device_id
-        self.grpc_address = grpc_address
-        self.launch = launch
-        self.log_file = log_file
-        self.process: subprocess.Popen[str] | None = None
-        params.setdefault("inNamespace", False)
-        super().__init__(name, **params)
-
-    def startShell(self, mnopts: str | None = None) -> None:  # noqa: N802 (Mininet's name)
-        _start_recorded_shell(self.lab, partial(super().startShell, mnopts), self)
-        if self.lab is not None:
-            self.lab.processes.append(self.shell)
-
-    def port_interfaces(self) -> dict[int, str]:
-        """{chip port: interface} of the ports Mininet cabled (server ports)."""
-        return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
-
-    def command(self) -> list[str] | None:
-        """The switch process's argv; None: no process (the caller runs the switch itself)."""
-        return None
-
-    def output_streams(self) -> dict[str, Any]:
-        """Popen's stdout/stderr: the log is on stderr (`cassini switch serve`)."""
-        return {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
-
-    def logs_to_stderr(self) -> bool:
-        """Whether `log_file` receives the process's stderr (True) or the process
-        writes it itself (bmv2's --log-file)."""
-        return True
-
-    def log_stream(self) -> IO[str] | None:
-        """The running process's log (the pipe `output_streams` asked for)."""
-        if self.process is None:
-            return None
-        return self.process.stderr or self.process.stdout
-
-    def start(self, controllers: Sequence[Any] = ()) -> None:
-        for ifname in self.port_interfaces().values():
-            with contextlib.suppress(OSError):  # IPv6 may be off altogether
-                Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1")
-            subprocess.run(
-                ["ethtool", "-K", ifname, *[w for o in OFFLOADS for w in (o, "off")]],
-                check=True,
-                capture_output=True,
-            )
-        argv = self.command()
-        if argv is None:
-            return
-        streams = self.output_streams()
-        if self.log_file is not None and self.logs_to_stderr():
-            # Nobody reads a pipe (e.g. under `mn`): the log goes to its file.
-            streams["stderr"] = open(self.log_file, "w")  # noqa: SIM115 (the process owns it)
-        start = self.launch or subprocess.Popen
-        self.process = start(argv, **streams, text=True, start_new_session=True)
-
-    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
-        process = self.process
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(3.0)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(3.0)
-        self.process = None
-        super().stop(deleteIntfs)
-
-
-class SoftSwitch(ChipSwitch):
-    """`cassini switch serve` on the chip's server ports; loopback cables stay inside it."""
-
-    def __init__(
-        self,
-        name: str,
-        tm_config: str | None = None,
-        seed: int = 0,
-        nice: int = 0,
-        python: str | None = None,
-        loop_cpu: int | None = None,
-        **params: Any,
-    ) -> None:
-        import sys
-
-        self.tm_config = tm_config
-        self.seed = seed
-        self.nice = nice
-        self.loop_cpu = loop_cpu
-        self.python = python or sys.executable
-        super().__init__(name, **params)
-
-    def command(self) -> list[str]:
-        argv = ["nice", "-n", str(self.nice)] if self.nice else []
-        argv += [self.python, "-m", "emulation", "switch", "serve"]
-        argv += ["--device-id", str(self.device_id)]
-        for port, ifname in sorted(self.port_interfaces().items()):
-            argv += ["-i", f"{port}@{ifname}"]
-        argv += ["--grpc-server-addr", self.grpc_address]
-        if self.tm_config:
-            argv += ["--tm-config", self.tm_config]
-        if self.loop_cpu is not None:
-            argv += ["--loop-cpu", str(self.loop_cpu)]
-        return [*argv, "--seed", str(self.seed)]
-
-
-class Bmv2Switch(ChipSwitch):
-    """`simple_switch_grpc --no-p4` on every chip port, the loopback cables as veth pairs.
-
-    bmv2 has no internal cables: each cable (chip ports a <-> b) becomes a
-    veth pair `<prefix>p<a>` <-> `<prefix>p<b>` in the root namespace, both
-    ends attached to bmv2, so a frame leaving port a enters port b. Queue
-    depth and rate are set per port over `simple_switch_CLI` (Thrift) once
-    the process is up (`queue_commands`, from `controlplane.bmv2.queue_commands`);
-    the pipeline (P4Info and the compiled JSON) and the entries are pushed over
-    P4Runtime by the project's control plane. bmv2 prints to stdout, so its
-    stdout and stderr are one stream (`output`).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        cables: Sequence[tuple[int, int]] = (),
-        prefix: str = "cas",
-        thrift_port: int = 9090,
-        queue_commands: Sequence[str] = (),
-        log_level: str = BMV2_LOG_LEVEL,
-        **params: Any,
-    ) -> None:
-        self.cables = tuple(cables)
-        self.prefix = prefix
-        self.thrift_port = thrift_port
-        self.queue_commands = tuple(queue_commands)
-        self.log_level = log_level
-        self.cable_interfaces: dict[int, str] = {}
-        super().__init__(name, **params)
-
-    def _make_cables(self) -> None:
-        for a, b in self.cables:
-            if_a, if_b = switch_ifname(self.prefix, a), switch_ifname(self.prefix, b)
-            if self.lab is not None:
-                run = self.lab.claim()
-                run.add("links", if_a)
-                run.add("links", if_b)
-                self.lab.root_links += [if_a, if_b]
-            subprocess.run(
-                ["ip", "link", "add", if_a, "type", "veth", "peer", "name", if_b],
-                check=True,
-                capture_output=True,
-            )
-            for ifname in (if_a, if_b):
-                with contextlib.suppress(OSError):  # IPv6 may be off altogether
-                    Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1")
-                subprocess.run(["ip", "link", "set", ifname, "up"], check=True, capture_output=True)
-            self.cable_interfaces[a] = if_a
-            self.cable_interfaces[b] = if_b
-
-    def all_interfaces(self) -> dict[int, str]:
-        """{chip port: interface} of every port bmv2 is given: server ports and cable ends."""
-        return {**self.port_interfaces(), **self.cable_interfaces}
-
-    def command(self) -> list[str]:
-        """simple_switch_grpc's argv as bmv2 documents it: general options, then `--`
-        and the target's (`--grpc-server-addr`, `--cpu-port`)."""
-        argv = [BMV2_BINARY, "--no-p4", "--device-id", str(self.device_id)]
-        for port, ifname in sorted(self.all_interfaces().items()):
-            argv += ["-i", f"{port}@{ifname}"]
-        argv += ["--thrift-port", str(self.thrift_port), "--log-level", self.log_level]
-        if self.log_file:
-            argv += ["--log-file", self.log_file, "--log-flush"]
-        return [
-            *argv,
-            "--",
-            "--grpc-server-addr",
-            self.grpc_address,
-            "--cpu-port",
-            str(BMV2_CPU_PORT),
-        ]
-
-    def start(self, controllers: Sequence[Any] = ()) -> None:
-        self._make_cables()
-        for ifname in self.cable_interfaces.values():
-            subprocess.run(
-                ["ethtool", "-K", ifname, *[w for o in OFFLOADS for w in (o, "off")]],
-                check=True,
-                capture_output=True,
-            )
-        super().start(controllers)
-
-    def output_streams(self) -> dict[str, Any]:
-        """bmv2 says "Server listening on ..." on stdout: one stream for both."""
-        return {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
-
-    def logs_to_stderr(self) -> bool:
-        return False
-
-    def cli_commands(self) -> str:
-        """What `configure_queues` feeds simple_switch_CLI."""
-        return "".join(line + "\n" for line in self.queue_commands)
-
-    def configure_queues(self) -> None:
-        """Send `queue_commands` to bmv2's Thrift server (after it is up)."""
-        from controlplane.bmv2 import run_cli
-
-        if self.queue_commands:
-            run_cli(self.queue_commands, self.thrift_port, BMV2_CLI)
-
-    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
-        super().stop(deleteIntfs)
-        for ifname in self.cable_interfaces.values():
-            if Path("/sys/class/net", ifname).exists():
-                subprocess.run(["ip", "link", "delete", ifname], capture_output=True)
-
-
-def bmv2_available() -> str | None:
-    """None when bmv2 can run here, else why not (a test's skip reason)."""
-    missing = [tool for tool in (BMV2_BINARY, BMV2_CLI) if shutil.which(tool) is None]
-    if missing:
-        return f"{' and '.join(missing)} not on PATH (bmv2 is not installed)"
-    return None
-
-
-TARGETS = {"softswitch": SoftSwitch, "bmv2": Bmv2Switch}
-
-
-def check_target(name: str) -> str:
-    """A target name `--target` accepts, or the error naming the known ones."""
-    if name not in TARGETS:
-        raise UserInputError("--target: " + did_you_mean(name, TARGETS, "target"))
-    return name
-
-
-def fixed_address(address: str) -> str:
-    """`address` with port 0 replaced by a port free now.
-
-    bmv2 cannot say which port it bound, so it is given one (our choice: the
-    kernel's pick, released just before bmv2 binds it; a race with another
-    process binding the same port in between fails bring-up, named).
-
-    >>> fixed_address("127.0.0.1:9559")
-    '127.0.0.1:9559'
-    """
-    host, _, port = address.rpartition(":")
-    if port != "0":
-        return address
-    bare = host.strip("[]")
-    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.bind((bare, 0))
-        return f"{host}:{probe.getsockname()[1]}"

@@ -75,6 +75,7 @@ def cassini_topo(topology: str = "cassini-testbed", scale: float = 0.001) -> Any
     from emulation.mininet_net import CassiniHost, CassiniTopo
     from emulation.netns import NetnsLab
     from emulation.scaling import emulation_profile
+    from emulation.softswitch.processes import is_switch_process
     from emulation.softswitch.tm_config import tm_config_to_dict
     from topologies.chip_mapping import map_to_chip
     from topologies.library import load_topology
@@ -83,7 +84,7 @@ def cassini_topo(topology: str = "cassini-testbed", scale: float = 0.001) -> Any
     chip = map_to_chip(topo)
     settings = ControlPlaneSettings()
     profile = emulation_profile(topo, chip, float(scale), settings.cell_bytes, True, settings)
-    lab = NetnsLab(base=FABRIC_PREFIX_BASE)
+    lab = NetnsLab(base=FABRIC_PREFIX_BASE, processes=is_switch_process)
     lab.claim()
     atexit.register(cleanup)
     folder = lab.tempdir("mn")
@@ -110,12 +111,14 @@ def cleanup() -> None:
     """Remove what this process's runs created (never Mininet's global cleanup)."""
     import os
 
-    from emulation.netns import PROJECT_PREFIXES, clean
+    from emulation.clean import clean
+    from emulation.prefixes import PROJECT_PREFIXES
     from emulation.run_files import runs
+    from emulation.softswitch.processes import is_switch_process
 
     for run in runs(PROJECT_PREFIXES):
         if run.owner.pid == os.getpid():
-            clean((run.prefix,), include_live=True)
+            clean((run.prefix,), include_live=True, processes=is_switch_process)
 
 
 topos = {"cassini": cassini_topo}

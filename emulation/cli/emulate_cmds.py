@@ -99,7 +99,7 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
         drift = parse_drift_threshold(args.drift)
     except ValueError as err:
         raise UserInputError(f"--drift: {err}") from None
-    from .fabric_cmds import check_prefix
+    from emulation.prefixes import check_prefix
 
     if args.prefix is not None:
         check_prefix(args.prefix)

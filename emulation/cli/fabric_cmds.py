@@ -87,7 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _up(args: argparse.Namespace) -> int:
     from emulation.fabric import EmulatedFabric
-    from emulation.netns import SignalExit, signals_raise
+    from emulation.prefixes import check_prefix
+    from emulation.signals import SignalExit, signals_raise
     from topologies.library import load_topology
 
     topo = load_topology(args.topology)
@@ -140,16 +141,6 @@ def _up(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"fabric {fabric.prefix} down: namespaces, interfaces and switch removed", flush=True)
     return status
-
-
-def check_prefix(prefix: str) -> None:
-    from emulation.netns import PROJECT_PREFIXES
-
-    if not prefix.startswith(PROJECT_PREFIXES) or not prefix.isalnum() or len(prefix) > 9:
-        raise UserInputError(
-            f"--prefix {prefix!r}: must start with {' or '.join(PROJECT_PREFIXES)} (so "
-            "`cassini clean` finds what a crashed run leaves) and be at most 9 letters/digits"
-        )
 
 
 def _fabric_facts(fabric: EmulatedFabric) -> dict[str, Any]:

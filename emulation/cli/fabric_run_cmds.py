@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
     from emulation.jobs.agent import parse_drift_threshold
     from emulation.jobs.launch import plan_jobs, read_schedule
     from emulation.jobs.run import RunSettings, run_schedule, write_run
-    from emulation.netns import SignalExit, signals_raise
+    from emulation.signals import SignalExit, signals_raise
     from scheduler.profiles import load_models, load_profiles_file
     from topologies.errors import UserInputError
     from topologies.library import load_topology

@@ -223,13 +223,15 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _clean(args: argparse.Namespace) -> int:
-    from emulation.netns import PROJECT_PREFIXES, check_clean_prefix, clean, survey
+    from emulation.clean import clean, survey
+    from emulation.prefixes import PROJECT_PREFIXES, check_clean_prefix
+    from emulation.softswitch.processes import is_switch_process
 
     prefixes = (
         tuple(check_clean_prefix(p) for p in args.prefix) if args.prefix else PROJECT_PREFIXES
     )
     if args.dry_run:
-        found = survey(prefixes)
+        found = survey(prefixes, is_switch_process)
         count = 0
         for state in found.runs:
             removable = args.all or not state.alive
@@ -244,7 +246,7 @@ def _clean(args: argparse.Namespace) -> int:
             count += int(args.all)
         print(f"{count} item(s) would be removed under prefixes {', '.join(prefixes)}")
         return 0
-    removed = clean(prefixes, include_live=args.all)
+    removed = clean(prefixes, include_live=args.all, processes=is_switch_process)
     for item in removed:
         print(f"removed {item}")
     print(f"{len(removed)} item(s) removed under prefixes {', '.join(prefixes)}")

@@ -330,7 +330,7 @@ def emulate(
 ) -> tuple[Report, str | None]:
     """Plan, run every scheduler on one fabric, report; returns the report and why it stopped
     early (a signal's name) or None. The report is written in every case."""
-    from emulation.netns import SignalExit, signals_raise
+    from emulation.signals import SignalExit, signals_raise
     from scheduler.profiles import load_models
     from topologies.library import load_topology
 

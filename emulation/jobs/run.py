@@ -47,7 +47,7 @@ import numpy as np
 from controlplane.telemetry import Interval, LinkDelta, PortDelta, Snapshot, TelemetryLog
 from scheduler.profiles import profile_to_dict
 
-from ..netns import SignalExit, _signals_deferred, exit_cause
+from ..signals import SignalExit, exit_cause, signals_deferred
 from .agent import DEFAULT_DRIFT_FRACTION, adjustments_per_minute
 from .cpu_usage import cpu_seconds, machine_cpu, machine_fractions, process_tree
 from .launch import BASE_PORT, JobPlan, Placed, replica_specs
@@ -449,7 +449,7 @@ def run_schedule(
     except (KeyboardInterrupt, SignalExit) as stop:
         interrupted = stop.signal_name if isinstance(stop, SignalExit) else "SIGINT"
     finally:
-        with _signals_deferred(redeliver=False):
+        with signals_deferred(redeliver=False):
             _stop_workers(workers)
             for w in workers:
                 w.log.close()

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from emulation.netns import DATAPATH_MODULE, exit_cause
+from emulation.signals import exit_cause
 from topologies.errors import UserInputError
 
 from .port_stats import (
@@ -56,6 +56,7 @@ from .port_stats import (
     Lateness,
     lateness_summary,
 )
+from .processes import DATAPATH_MODULE
 from .state import COUNTER_CELLS, Change, DataplaneState, apply_batch, reduce_changes
 from .tm_config import TmConfig
 

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from emulation.netns import cleanup_all, leftovers, new_prefix
+from emulation.prefixes import new_prefix
+from tests.helpers.leftovers import cleanup_all, leftovers
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ from scapy.layers.inet import IP, TCP, UDP, IPOption
 from scapy.layers.l2 import Ether
 
 from emulation.jobs.ce_count import ce_filter
-from emulation.netns import NetnsLab, leftovers
+from emulation.netns import NetnsLab
+from tests.helpers.leftovers import leftovers
 
 PORT = 47000
 MAC_A, MAC_B = "02:00:00:00:0a:01", "02:00:00:00:0a:02"

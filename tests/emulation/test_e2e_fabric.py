@@ -35,10 +35,11 @@ from emulation.fabric import (
     tm_config_to_dict,
 )
 from emulation.mininet_net import bmv2_available
-from emulation.netns import cleanup_all, leftovers, new_prefix
+from emulation.prefixes import new_prefix
 from emulation.softswitch.tm_config import tm_config_from_dict
 from tests.helpers import CASSINI
 from tests.helpers.counters import settled_deltas, snapshot
+from tests.helpers.leftovers import cleanup_all, leftovers
 from tests.helpers.waiting import wait_for
 from topologies.chip_mapping import forwarding_entries, map_to_chip, walk
 from topologies.errors import UserInputError

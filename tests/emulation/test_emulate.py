@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from emulation.emulate.runner import EmulateSettings, emulate
-from emulation.netns import leftovers
 from scheduler.traces import TraceJob, write_trace
+from tests.helpers.leftovers import leftovers
 
 pytestmark = pytest.mark.root
 

@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 
 from emulation.emulate.runner import EmulateSettings, emulate, make_plan
-from emulation.netns import leftovers
 from scheduler.profiles import build_profile
 from scheduler.traces import TraceJob, write_trace
+from tests.helpers.leftovers import leftovers
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 

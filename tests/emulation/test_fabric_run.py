@@ -19,8 +19,8 @@ from emulation.cli import main
 from emulation.fabric import EmulatedFabric
 from emulation.jobs.launch import plan_jobs
 from emulation.jobs.run import RunSettings, run_schedule
-from emulation.netns import leftovers
 from tests.helpers import CASSINI
+from tests.helpers.leftovers import leftovers
 from tests.helpers.waiting import wait_for
 from topologies.library import load_topology
 

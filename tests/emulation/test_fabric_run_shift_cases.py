@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 
 from emulation.fabric import EmulatedFabric
-from emulation.netns import leftovers
+from tests.helpers.leftovers import leftovers
 from topologies.library import load_topology
 
 ITERATIONS = 12

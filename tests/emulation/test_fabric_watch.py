@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from emulation.fabric import EmulatedFabric, describe_exit
-from emulation.netns import leftovers
 from tests.helpers import CASSINI
+from tests.helpers.leftovers import leftovers
 from topologies.library import load_topology
 
 TOPOLOGY = "leaf-spine:2:1:2"  # 4 servers: quick to bring up and tear down

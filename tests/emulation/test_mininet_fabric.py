@@ -26,10 +26,10 @@ from emulation.cpu_split import split_cpus
 from emulation.fabric import EmulatedFabric
 from emulation.jobs.cpu_usage import process_tree
 from emulation.mininet_net import CHIP, Bmv2Switch, CassiniTopo, bmv2_available, fixed_address
-from emulation.netns import leftovers
 from emulation.run_files import runs
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
+from tests.helpers.leftovers import leftovers
 from tests.helpers.waiting import wait_for
 from topologies.addressing import SERVER_PREFIX_LEN
 from topologies.chip_mapping import forwarding_entries, map_to_chip

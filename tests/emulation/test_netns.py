@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 
 from emulation import netns
-from emulation.netns import NetnsLab, cleanup_all, leftovers, new_prefix
+from emulation.netns import NetnsLab
+from emulation.prefixes import new_prefix
 from emulation.run_files import ProcessId, runs
+from emulation.softswitch.processes import BMV2_PROCESS
 from tests.helpers import CASSINI
+from tests.helpers.leftovers import cleanup_all, leftovers
 from topologies.errors import UserInputError
 
 pytestmark = pytest.mark.root
@@ -247,7 +250,7 @@ def test_a_second_lab_on_a_prefix_in_use_is_refused_at_once(prefix: str) -> None
 def test_a_veth_interrupted_right_after_creation_is_removed(
     prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_ip = netns._ip
+    real_ip = netns.ip_command
 
     def ip_then_interrupt(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = real_ip(*args, check=check)
@@ -255,7 +258,7 @@ def test_a_veth_interrupted_right_after_creation_is_removed(
             raise KeyboardInterrupt  # as a SIGINT/SIGTERM landing right after creation
         return result
 
-    monkeypatch.setattr(netns, "_ip", ip_then_interrupt)
+    monkeypatch.setattr(netns, "ip_command", ip_then_interrupt)
     with pytest.raises(KeyboardInterrupt), NetnsLab(prefix) as lab:
         lab.veth("a", "b")
     monkeypatch.undo()
@@ -265,14 +268,14 @@ def test_a_veth_interrupted_right_after_creation_is_removed(
 def test_cleanup_tolerates_recorded_names_that_were_never_created(
     prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_ip = netns._ip
+    real_ip = netns.ip_command
 
     def interrupt_before(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         if args[:2] in (("link", "add"), ("netns", "add")):
             raise KeyboardInterrupt
         return real_ip(*args, check=check)
 
-    monkeypatch.setattr(netns, "_ip", interrupt_before)
+    monkeypatch.setattr(netns, "ip_command", interrupt_before)
     for build in (lambda lab: lab.veth("a", "b"), lambda lab: lab.namespace("n")):
         with pytest.raises(KeyboardInterrupt), NetnsLab(prefix) as lab:
             build(lab)
@@ -287,15 +290,8 @@ def test_a_mac_with_a_trailing_newline_is_refused(prefix: str) -> None:
     assert leftovers(prefix) == []
 
 
-@pytest.mark.root
 def test_a_bmv2_on_our_interfaces_is_a_leftover_and_cleaned(prefix: str) -> None:
     """bmv2 as the fabric's switch runs as `simple_switch_grpc -i PORT@IFACE ...`."""
-    import subprocess
-    import sys
-    import time
-
-    from emulation.netns import BMV2_PROCESS, cleanup_all, leftovers
-
     code = "import time; time.sleep(60)"
     real_python = os.path.realpath(sys.executable)  # not a shim that re-executes itself
     fake = subprocess.Popen(

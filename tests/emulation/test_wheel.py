@@ -24,8 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from emulation.netns import NetnsLab, leftovers, new_prefix
+from emulation.netns import NetnsLab
+from emulation.prefixes import new_prefix
 from emulation.softswitch.switch import READY_PATTERN
+from tests.helpers.leftovers import leftovers
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPENDENCIES = Path(sysconfig.get_paths()["purelib"])  # this interpreter's site-packages

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from emulation.netns import NetnsLab, leftovers
+from emulation.netns import NetnsLab
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
+from tests.helpers.leftovers import leftovers
 
 
 @pytest.fixture

@@ -24,10 +24,11 @@ from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.p4info import load_p4info
 from controlplane.p4names import PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession, WriteError
-from emulation.netns import NetnsLab, leftovers
+from emulation.netns import NetnsLab
 from emulation.softswitch.switch import READY_PATTERN, SoftwareSwitch
 from tests.helpers import CASSINI
 from tests.helpers.hosts import mac_of, make_hosts, udp
+from tests.helpers.leftovers import leftovers
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.root

@@ -1,0 +1,88 @@
+"""How do Ctrl-C and SIGTERM reach cleanup, and what ended a child process?
+
+SIGTERM's default ends a process without running `finally` blocks or
+`with` exits, so a run that must remove what it built turns SIGINT and
+SIGTERM into `SignalExit` (`signals_raise`), or holds them while it records
+or removes something (`signals_deferred`). Handlers can only be set in the
+main thread: elsewhere both blocks change nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class SignalExit(SystemExit):
+    """SIGINT or SIGTERM, raised so cleanup runs; exits 128 + signal number like a shell."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+def raise_signal_exit(signum: int, frame: FrameType | None) -> None:
+    """A signal handler: the signal becomes a `SignalExit` in the main thread."""
+    raise SignalExit(signum)
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise `SignalExit` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, raise_signal_exit) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def signals_deferred(redeliver: bool = True) -> Iterator[None]:
+    """SIGINT/SIGTERM wait until the block is done, then take effect as usual
+    (redeliver=False: dropped, as during cleanup, which is what they ask for)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        pending.append(signum)
+
+    previous = {s: signal.signal(s, hold) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if pending and redeliver:
+            signal.raise_signal(pending[0])
+
+
+def exit_cause(returncode: int | None) -> str:
+    """Why a process ended, as a phrase; a negative code is a signal (subprocess's way).
+
+    >>> exit_cause(-9), exit_cause(3), exit_cause(None)
+    ('was killed by SIGKILL (signal 9)', 'exited with code 3', 'is still running')
+    """
+    if returncode is None:
+        return "is still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"was killed by {name} (signal {-returncode})"
+    return f"exited with code {returncode}"

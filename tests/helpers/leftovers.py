@@ -1,0 +1,18 @@
+"""What a test left on the machine, as `cassini clean` sees it: switch processes too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from emulation import clean
+from emulation.softswitch.processes import is_switch_process
+
+
+def leftovers(prefixes: str | Iterable[str]) -> list[str]:
+    """`emulation.clean.leftovers`, counting switches on the prefixes' interfaces."""
+    return clean.leftovers(prefixes, is_switch_process)
+
+
+def cleanup_all(prefixes: str | Iterable[str]) -> list[str]:
+    """`emulation.clean.cleanup_all`, switches on the prefixes' interfaces included."""
+    return clean.cleanup_all(prefixes, is_switch_process)
