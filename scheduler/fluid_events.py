@@ -8,7 +8,7 @@ re-solves max-min for the flows it touched; in compiled code an event costs
 microseconds instead of the ~100 us numpy's per-call overhead costs.
 
 State lives in the component's numpy arrays, passed in and updated in place
-(see `simulator._Component` for what each holds); scalars go in and come
+(see `simulator.component.Component` for what each holds); scalars go in and come
 back out. Modes: WAIT (agent holds the next iteration), DOWN (compute), UP
 (sending), DONE.
 """

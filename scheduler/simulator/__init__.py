@@ -19,10 +19,12 @@ the group of flows it changed (exact). The event loop itself is compiled
 The package, one question per module:
 
 - `results`: what a run measures (`SimSettings`, `JobResult`, `LinkSeries`, `SimResult`).
-- `component`: how jobs that share links advance together (the per-component
-  state machine: phases, agents, snapshots for rewinding).
+- `jobrun`: what the simulator keeps about a job across components (`JobRun`,
+  `Carry`, `Member`).
 - `fastforward`: when a component may skip whole steady-state windows.
-- `run`: how a trace plays out under a scheduler (`simulate`, the loop over
+- `component`: how jobs that share links advance together (`Component`, the
+  per-component state machine: phases, agents, snapshots for rewinding).
+- `playout`: how a trace plays out under a scheduler (`simulate`, the loop over
   arrivals, decisions and completions).
 """
 

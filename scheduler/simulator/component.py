@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,74 +34,18 @@ from ..fluid_events import TOL_MS as _TOL_MS
 from ..fluid_events import UP as _UP
 from ..fluid_events import WAIT as _WAIT
 from ..fluid_events import begin_phase, flush_all, log_segment, retime, run_events
-from ..traces import TraceJob
 from ..traffic import nic_shares
-from ..types import Profile
-from .fastforward import _Window, track_window, try_jump
-from .results import FloatArray, SimSettings, _Stats
-
-
-class _JobRun:
-    """A job's mutable bookkeeping across components (records, counters)."""
-
-    __slots__ = (
-        "trace",
-        "starts",
-        "ends",
-        "ideal",
-        "work_done",
-        "work_per_iter",
-        "servers",
-        "since_s",
-        "grid_period",
-        "finish_ms",
-        "adjustments",
-        "migrations",
-        "carry",
-        "resume_ms",
-        "load_links",
-        "load_gbps",
-        "marked_mbit",
-    )
-
-    def __init__(self, trace: TraceJob) -> None:
-        self.trace = trace
-        self.starts: list[float] = []
-        self.ends: list[float] = []
-        self.ideal: list[float] = []  # profile iteration time alone, per record
-        self.work_done = 0.0
-        self.work_per_iter = 1.0
-        self.servers: tuple[str, ...] = ()
-        self.since_s = 0.0
-        self.grid_period = math.nan  # the agent's pacing period; nan: runs free
-        self.finish_ms: float | None = None
-        self.adjustments = 0
-        self.migrations = 0
-        self.carry: _Carry | None = None  # in-flight iteration state when unchanged
-        self.resume_ms = 0.0  # earliest time the next iteration may start
-        self.load_links: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self.load_gbps = 0.0  # peak per-flow demand this job puts on each of load_links
-        self.marked_mbit = 0.0  # sent through oversubscribed links (the ECN stand-in)
-
-
-@dataclass
-class _Carry:
-    mode: int
-    phase: int
-    down_rem: float
-    wait_until: float
-    iter_start: float
-    flow_rem: FloatArray
-    grid_due: float
-
-
-@dataclass
-class _Member:
-    run: _JobRun
-    profile: Profile
-    flows: list[list[int]]  # per flow, global link ids
-    first_due: float  # first grid point of a new schedule; nan: no grid, or keep the carried one
-    new_grid: bool  # a new schedule replaces the carried grid
+from .fastforward import (
+    Window,
+    repeat_records,
+    warmed_up,
+    window_complete,
+    window_records,
+    windows_before_end,
+    windows_to_skip,
+)
+from .jobrun import Carry, Member
+from .results import FloatArray, LinkStats, SimSettings
 
 
 def _row_pointers(rows: npt.NDArray[np.int64], n_rows: int) -> npt.NDArray[np.int64]:
@@ -128,18 +71,18 @@ _REWOUND_STATE = (
 )
 
 
-class _Component:
+class Component:
     """Jobs that may share links, simulated together from `clock` on."""
 
     always_full = False  # re-solve every flow at every event (the reference the tests use)
 
     def __init__(
         self,
-        members: list[_Member],
+        members: list[Member],
         capacity: FloatArray,
         settings: SimSettings,
         clock: float,
-        stats: _Stats,
+        stats: LinkStats,
         dedicated: bool,
     ) -> None:
         self.settings = settings
@@ -231,7 +174,7 @@ class _Component:
         self.completions: list[tuple[float, int]] = []
         self.events = 0
         self.ff_ms = 0.0
-        self.window: _Window | None = None
+        self.window: Window | None = None
         self.epoch_iters = np.zeros(n, dtype=np.int64)
         self.w0: tuple[float, FloatArray, FloatArray] | None = None
         self.tot = np.zeros((3, len(global_links)))
@@ -267,7 +210,7 @@ class _Component:
         self.blocked = False  # the window cannot be skipped until the epoch changes
 
     # -- setup
-    def _enter(self, j: int, m: _Member) -> None:
+    def _enter(self, j: int, m: Member) -> None:
         carry = m.run.carry
         if carry is not None and len(carry.flow_rem) == len(self.job_flows[j]):
             self.mode[j] = carry.mode
@@ -416,7 +359,7 @@ class _Component:
                 self.link_t[:] = limit
                 self.job_t[:] = limit
                 return
-            if self.window is not None and not self.blocked and try_jump(self, limit, exact_stop):
+            if self.window is not None and not self.blocked and self._try_jump(limit, exact_stop):
                 continue
             self._cover_buckets(limit)
             (
@@ -515,7 +458,69 @@ class _Component:
         ):  # fmt: skip
             self.dirty = True
         if self.settings.fast_forward:
-            track_window(self)
+            self._track_window()
+
+    # -- the steady-state fast-forward (`fastforward`)
+    def _track_window(self) -> None:
+        """After an iteration: open the window after warm-up, close it when every job did enough."""
+        if self.window is not None:
+            return
+        live = [j for j in range(len(self.runs)) if self.mode[j] != _DONE]
+        if not live:
+            return
+        if self.w0 is None:
+            if warmed_up(self.runs, live, self.epoch_iters, self.settings.warmup_iterations):
+                self._flush()
+                self.w0 = (self.clock, self.tot.copy(), self.job_marked.copy())
+                self.w0_idx = [len(r.starts) for r in self.runs]
+            return
+        if window_complete(self.runs, live, self.w0_idx, self.settings.window_iterations):
+            self._flush()
+            t0, tot0, marked0 = self.w0
+            self.window = Window(
+                length=self.clock - t0, tot=self.tot - tot0, marked=self.job_marked - marked0
+            )
+            self.blocked = False
+
+    def _try_jump(self, limit: float, exact_stop: bool) -> bool:
+        """Skip k whole windows: the last window's records repeat, shifted by k x length."""
+        win = self.window
+        assert win is not None
+        length = win.length
+        if length <= 0:
+            return False
+        done = (self.mode == _DONE).tolist()
+        records = window_records(self.runs, done, self.clock, length)
+        if records is None:
+            return False
+        most = windows_before_end(self.runs, records)
+        if most < 1:
+            # a job is within two windows of its end: no skip until the epoch resets
+            self.blocked = True
+            return False
+        k = windows_to_skip(most, self.clock, limit, length, exact_stop)
+        if k < 1:
+            return False
+        if self.snap_before_jump:
+            self.take_snapshot()
+        self._flush()
+        shift = k * length
+        repeat_records(self.runs, records, k, length)
+        for times in (self.iter_start, self.wait_until, self.grid_due, self.jt, self.fin, self.due):
+            times += shift
+        self.jt_min += shift
+        self.fin_min += shift
+        self.due_min += shift
+        self.tot += k * win.tot
+        self.job_marked += k * win.marked
+        self._log(self.clock, shift, win.tot / length)
+        self.clock += shift
+        self.link_t[:] = self.clock
+        self.job_t[:] = self.clock
+        self.ff_ms += shift
+        for j in range(len(self.runs)):  # iteration numbers moved on: new jitter draws
+            self._set_first(j)
+        return True
 
     # -- reading state out
     def earliest_end(self) -> float:
@@ -532,14 +537,14 @@ class _Component:
         for j, run in enumerate(self.runs):
             if self.mode[j] == _DONE:
                 continue
-            left = math.ceil((run.trace.iterations - run.work_done) / run.work_per_iter - 1e-9)
+            left = run.iterations_left()
             best = min(best, base + max(left - 1, 0) * float(self.period[j]))
         return best
 
-    def carry_out(self, j: int) -> _Carry:
+    def carry_out(self, j: int) -> Carry:
         self._sync_down()
         fl = self.job_flows[j]
-        return _Carry(
+        return Carry(
             mode=int(self.mode[j]),
             phase=int(self.phase[j]),
             down_rem=float(self.down_rem[j]),

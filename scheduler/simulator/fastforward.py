@@ -12,96 +12,100 @@ component would finish, and never crosses a scheduler decision that touches
 the component (the component is rewound and re-simulated exactly to the
 decision time instead). The error is bounded by the window's deviation from
 true periodicity; tests/scheduler/test_simulator.py checks it against the exact mode.
+
+Pure decisions over the jobs' records; the component (`component`) keeps the
+window and moves its own clocks when it skips.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
-from ..fluid_events import DONE as _DONE
 from ..fluid_events import TOL_MS as _TOL_MS
+from .jobrun import JobRun
 from .results import FloatArray
 
-if TYPE_CHECKING:
-    from .component import _Component
+# Per job, the records a skip repeats: (index of the first, how many); (0, 0) for a finished job.
+Records = tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True)
-class _Window:
+class Window:
+    """One measured steady-state period: its length and the counters it added."""
+
     length: float
-    tot: FloatArray
-    marked: FloatArray
+    tot: FloatArray  # per link: carried Mbit, oversubscribed ms, excess Mbit
+    marked: FloatArray  # per job: Mbit sent through oversubscribed links
 
 
-def track_window(comp: _Component) -> None:
-    """After an iteration: open the window after warm-up, close it when every job did enough."""
-    if comp.window is not None:
-        return
-    live = [j for j in range(len(comp.runs)) if comp.mode[j] != _DONE]
-    if not live:
-        return
-    if comp.w0 is None:
-        done_since = [len(comp.runs[j].starts) - int(comp.epoch_iters[j]) for j in live]
-        if min(done_since) >= comp.settings.warmup_iterations:
-            comp._flush()
-            comp.w0 = (comp.clock, comp.tot.copy(), comp.job_marked.copy())
-            comp.w0_idx = [len(r.starts) for r in comp.runs]
-        return
-    t0, tot0, marked0 = comp.w0
-    if all(
-        len(comp.runs[j].starts) - comp.w0_idx[j] >= comp.settings.window_iterations for j in live
-    ):
-        comp._flush()
-        comp.window = _Window(
-            length=comp.clock - t0, tot=comp.tot - tot0, marked=comp.job_marked - marked0
-        )
-        comp.blocked = False
+def warmed_up(
+    runs: Sequence[JobRun], live: Sequence[int], epoch_iters: npt.NDArray[np.int64], warmup: int
+) -> bool:
+    """Has every live job run `warmup` iterations since the job set last changed?"""
+    return min(len(runs[j].starts) - int(epoch_iters[j]) for j in live) >= warmup
 
 
-def try_jump(comp: _Component, limit: float, exact_stop: bool) -> bool:
-    """Skip k whole windows: the last window's records repeat, shifted by k x length."""
-    win = comp.window
-    assert win is not None
-    length = win.length
-    if length <= 0:
-        return False
-    templates: list[tuple[int, int]] = []
-    k_max = 10**12
-    # A record ending on the window's opening edge (up to rounding) belongs
-    # to the window before: copying it too would repeat one iteration per
-    # skipped window, overlapping records and ending the job early.
-    edge = comp.clock - length + max(_TOL_MS, 1e-9 * abs(comp.clock))
-    for j, run in enumerate(comp.runs):
-        if comp.mode[j] == _DONE:
-            templates.append((0, 0))
+def window_complete(
+    runs: Sequence[JobRun], live: Sequence[int], opened_at: Sequence[int], iterations: int
+) -> bool:
+    """Has every live job run `iterations` iterations since the window opened (`opened_at`)?"""
+    return all(len(runs[j].starts) - opened_at[j] >= iterations for j in live)
+
+
+def window_records(
+    runs: Sequence[JobRun], done: Sequence[bool], clock: float, length: float
+) -> Records | None:
+    """Each job's records inside the window that ends at `clock`; None if a running job has none.
+
+    A record ending on the window's opening edge (up to rounding) belongs to
+    the window before: copying it too would repeat one iteration per skipped
+    window, overlapping records and ending the job early.
+    """
+    edge = clock - length + max(_TOL_MS, 1e-9 * abs(clock))
+    out: list[tuple[int, int]] = []
+    for run, finished in zip(runs, done, strict=True):
+        if finished:
+            out.append((0, 0))
             continue
         lo = bisect.bisect_right(run.ends, edge)
         n = len(run.ends) - lo
         if n <= 0:
-            return False
-        templates.append((lo, n))
-        left = math.ceil((run.trace.iterations - run.work_done) / run.work_per_iter - 1e-9)
-        k_max = min(k_max, (left - 2 * n) // n)
-    if k_max < 1:
-        # a job is within two windows of its end: no skip until the epoch resets
-        comp.blocked = True
-        return False
-    span = (limit - comp.clock) / length
-    k = min(k_max, math.floor(span) if exact_stop else math.ceil(span))
-    if k < 1:
-        return False
-    if comp.snap_before_jump:
-        comp.take_snapshot()
-    comp._flush()
-    shift = k * length
+            return None
+        out.append((lo, n))
+    return tuple(out)
+
+
+def windows_before_end(runs: Sequence[JobRun], records: Records) -> int:
+    """How many windows may be skipped so that every job keeps two windows' iterations to run."""
+    most = 10**12
+    for run, (_, n) in zip(runs, records, strict=True):
+        if n:
+            most = min(most, (run.iterations_left() - 2 * n) // n)
+    return most
+
+
+def windows_to_skip(most: int, clock: float, limit: float, length: float, exact: bool) -> int:
+    """Whole windows to skip towards `limit`: up to it with `exact`, else past it by less than one.
+
+    >>> windows_to_skip(100, 0.0, 250.0, 100.0, exact=True)
+    2
+    >>> windows_to_skip(100, 0.0, 250.0, 100.0, exact=False)
+    3
+    """
+    span = (limit - clock) / length
+    return min(most, math.floor(span) if exact else math.ceil(span))
+
+
+def repeat_records(runs: Sequence[JobRun], records: Records, k: int, length: float) -> None:
+    """Append `k` copies of each job's window records, copy i shifted by i x `length`."""
     offsets = (np.arange(1, k + 1) * length)[:, None]
-    for j, run in enumerate(comp.runs):
-        lo, n = templates[j]
+    for run, (lo, n) in zip(runs, records, strict=True):
         if n == 0:
             continue
         ws = np.asarray(run.starts[lo:])
@@ -110,22 +114,3 @@ def try_jump(comp: _Component, limit: float, exact_stop: bool) -> bool:
         run.ends.extend((we[None, :] + offsets).ravel().tolist())
         run.ideal.extend(run.ideal[lo:] * k)
         run.work_done += k * n * run.work_per_iter
-    comp.iter_start += shift
-    comp.wait_until += shift
-    comp.grid_due += shift
-    comp.jt += shift
-    comp.jt_min += shift
-    comp.fin += shift
-    comp.due += shift
-    comp.fin_min += shift
-    comp.due_min += shift
-    comp.tot += k * win.tot
-    comp.job_marked += k * win.marked
-    comp._log(comp.clock, shift, win.tot / length)
-    comp.clock += shift
-    comp.link_t[:] = comp.clock
-    comp.job_t[:] = comp.clock
-    comp.ff_ms += shift
-    for j in range(len(comp.runs)):  # iteration numbers moved on: new jitter draws
-        comp._set_first(j)
-    return True

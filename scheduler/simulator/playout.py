@@ -22,8 +22,9 @@ from ..fluid_events import WAIT as _WAIT
 from ..traces import TraceJob, check_fits
 from ..traffic import JobRouter
 from ..types import Profile
-from .component import _Component, _JobRun, _Member
-from .results import JobResult, SimResult, SimSettings, _Stats
+from .component import Component
+from .jobrun import JobRun, Member
+from .results import JobResult, LinkStats, SimResult, SimSettings
 
 EventHook = Callable[[float, Mapping[str, int], Mapping[str, int]], None]
 ProgressHook = Callable[[int, int], None]
@@ -58,7 +59,7 @@ class _Run:
         self.link_id = {lk: i for i, lk in enumerate(self.links)}
         self.capacity = np.array([caps[lk] for lk in self.links])
         self.gpus = {s.name: s.gpus for s in topology.servers}
-        self.stats = _Stats(len(self.links))
+        self.stats = LinkStats(len(self.links))
         # Sum over running jobs of their peak demand per link. Only links whose
         # sum can exceed capacity ("coupling" links) can make jobs slow each
         # other down, so only they join jobs into one component: elsewhere the
@@ -67,10 +68,10 @@ class _Run:
         self.on_event = on_event
         self.progress = progress
         self.on_decision = on_decision
-        self.runs = {j.name: _JobRun(j) for j in self.trace}
+        self.runs = {j.name: JobRun(j) for j in self.trace}
         self.live: list[str] = []
         self.finished: set[str] = set()
-        self.comps: list[_Component] = []
+        self.comps: list[Component] = []
         self.book = book or ProfileBook(nic_gbps=topology.nic_gbps())
         self.flow_cache: dict[tuple[tuple[str, ...], str], list[list[int]]] = {}
         self.decisions = 0
@@ -188,7 +189,7 @@ class _Run:
         run.servers = ()
         self._set_load(run, None)
 
-    def _set_load(self, run: _JobRun, prof: Profile | None) -> None:
+    def _set_load(self, run: JobRun, prof: Profile | None) -> None:
         """Replace a job's contribution to the per-link peak demand."""
         np.subtract.at(self.peak_load, run.load_links, run.load_gbps)
         if prof is None or not run.servers:
@@ -299,7 +300,7 @@ class _Run:
             run.since_s = now / 1e3
             if name not in regroup:
                 regroup.append(name)
-        members: list[_Member] = []
+        members: list[Member] = []
         first_dues = self._first_dues(alloc, regroup, now) if alloc.new_schedule else {}
         for name in regroup:
             run = self.runs[name]
@@ -316,10 +317,10 @@ class _Run:
             elif run.carry is None:
                 run.grid_period = math.nan  # moved without a schedule: runs free
             members.append(
-                _Member(run, prof, self.flows(run.servers, prof.parallelism), first_due, new_grid)
+                Member(run, prof, self.flows(run.servers, prof.parallelism), first_due, new_grid)
             )
         for group in self._groups(members):
-            comp = _Component(
+            comp = Component(
                 group, self.capacity, self.settings, now, self.stats, self.scheduler.dedicated
             )
             comp.take_snapshot()
@@ -344,7 +345,7 @@ class _Run:
         groups = alloc.groups or (tuple(sorted(ready)),)  # no groups: all shifts relative
         return first_grid_points(groups, alloc.shifts_ms, alloc.periods_ms, ready, now)
 
-    def _groups(self, members: list[_Member]) -> list[list[_Member]]:
+    def _groups(self, members: list[Member]) -> list[list[Member]]:
         """Connected components of jobs through shared links (union-find)."""
         if self.scheduler.dedicated:
             return [[m] for m in members]
@@ -369,12 +370,12 @@ class _Run:
                             parent[a] = b
                     else:
                         owner[lk] = i
-        groups: dict[int, list[_Member]] = {}
+        groups: dict[int, list[Member]] = {}
         for i, m in enumerate(members):
             groups.setdefault(root(i), []).append(m)
         return list(groups.values())
 
-    def _rewind(self, comp: _Component, now: float) -> None:
+    def _rewind(self, comp: Component, now: float) -> None:
         if comp.clock > now + _TOL_MS:
             comp.restore()
         if comp.clock < now - _TOL_MS:
@@ -385,7 +386,7 @@ class _Run:
                 comp.mode[j] = _DONE
                 comp.flow_on[comp.job_flows[j]] = False
 
-    def _retire(self, comp: _Component) -> None:
+    def _retire(self, comp: Component) -> None:
         comp.commit_stats()
         self.events_retired += comp.events
         self.ff_retired += comp.ff_ms

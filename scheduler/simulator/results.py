@@ -97,7 +97,7 @@ class SimResult:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
-class _Stats:
+class LinkStats:
     """Run-wide per-link buckets, filled when components dissolve."""
 
     def __init__(self, n_links: int) -> None:

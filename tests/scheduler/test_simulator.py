@@ -243,7 +243,7 @@ def test_incremental_simulation_equals_full_resolve(monkeypatch: pytest.MonkeyPa
     trace = poisson_trace(12, topo.total_gpus(), 0.9, 3)
     settings = SimSettings(fast_forward=False, seed=3)
     fast = simulate(trace, topo, make_scheduler("random", topo, seed=3), settings)
-    monkeypatch.setattr(sim._Component, "always_full", True)
+    monkeypatch.setattr(sim.Component, "always_full", True)
     plain = simulate(trace, topo, make_scheduler("random", topo, seed=3), settings)
     assert fast.events > 100
     assert fast.links.oversub_ms.sum() > 0  # jobs really contend, so max-min matters
