@@ -128,14 +128,6 @@ class RunRecord:
         state = "alive" if self.owner_alive() else "gone"
         return f"pid {self.owner.pid}{command}, {state}"
 
-    def items(self) -> list[str]:
-        """Its items in the words of `netns.leftovers`, plus folders."""
-        found = [f"netns {ns}" for ns in self.namespaces]
-        found += [f"link {name}" for name in self.links]
-        found += [f"process {p.pid}" for p in self.processes]
-        found += [f"folder {f}" for f in self.folders]
-        return found
-
     def to_json(self) -> dict[str, Any]:
         return {
             "prefix": self.prefix,
@@ -208,12 +200,6 @@ class RunFile:
         items: list[str] = getattr(self.record, kind)
         if name not in items:
             items.append(name)
-            self.save()
-
-    def forget(self, kind: str, name: str) -> None:
-        items: list[str] = getattr(self.record, kind)
-        if name in items:
-            items.remove(name)
             self.save()
 
     def add_process(self, pid: int) -> None:
