@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from .common import positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `sweep`."""
@@ -28,6 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--workers", type=int, help="worker processes of the local cluster (default: one per core)"
     )
     p.add_argument(
+        "--max-cells",
+        type=positive_int,
+        default=None,
+        help="refuse a grid of more cells than this (default 10000)",
+    )
+    p.add_argument(
         "--dashboard",
         default=None,
         metavar="HOST:PORT",
@@ -45,7 +53,11 @@ def _sweep(args: argparse.Namespace) -> int:
 
     # The output rule, with resuming: a sweep's own folder (cells/) is reused.
     check_output(args.out, "folder", force=Path(args.out, "cells").is_dir() or None)
-    config = load_sweep_config(args.config)
+    config = (
+        load_sweep_config(args.config)
+        if args.max_cells is None
+        else load_sweep_config(args.config, args.max_cells)
+    )
     if args.dashboard is None:
         engine = make_engine(args.engine, args.address, args.workers)
     else:

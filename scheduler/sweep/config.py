@@ -20,6 +20,10 @@ one set of Cassini settings. Keys (defaults are `cassini simulate`'s):
     models: null              # YAML of measured profiles
 
 Files (trace, models, topology files) are found relative to the sweep file.
+Every value is checked, and the grid's size counted, before the first cell
+runs: a grid of more than MAX_CELLS cells is refused unless the caller
+raises the limit (`cassini sweep --max-cells N`), so a typo such as
+`seeds: 0-100000000` is one line, not gigabytes of cells.
 
 >>> cfg = parse_sweep_config({"seeds": "1-3", "loads": [0.8, 0.9]}, "s.yaml")
 >>> len(cfg.cells())
@@ -30,15 +34,19 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from topologies.datafile import parse_data, read_text_file
 from topologies.errors import UserInputError, did_you_mean
+from topologies.names import shown
 
 from ..baselines.registry import SCHEDULER_NAMES
 from ..cassini import AGGREGATES
+from ..compatibility import MIN_PRECISION_DEG
 from ..traces import TRACE_KINDS
 
 KEYS = (
@@ -57,6 +65,10 @@ KEYS = (
     "models",
 )
 DEFAULT_TOPOLOGY = "cassini-testbed"
+# (our choice) Ten thousand cells is days of simulation on a large cluster.
+MAX_CELLS = 10_000
+# (our choice) Upper bounds of the numeric axes, far above any real study.
+MAXIMA = {"loads": 10.0, "jobs": 100_000, "precision": 180.0, "candidates": 1000, "drift": 1.0}
 DATA_SUFFIXES = (".json", ".yaml", ".yml")
 
 
@@ -151,24 +163,36 @@ class SweepConfig:
         return list(out)
 
 
-def load_sweep_config(path: str | Path) -> SweepConfig:
+def load_sweep_config(path: str | Path, max_cells: int = MAX_CELLS) -> SweepConfig:
     """Read and check a sweep file; errors name the file, the key and the value."""
-    import yaml
-
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise UserInputError(f"{p}: cannot read the sweep file ({err.strerror})") from err
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise UserInputError(f"{p}: not valid YAML: {err}") from err
-    return parse_sweep_config(doc, str(p), base=p.parent)
+    doc = parse_data(read_text_file(p, "sweep"), "yaml", str(p))
+    return parse_sweep_config(doc, str(p), base=p.parent, max_cells=max_cells)
 
 
-def parse_sweep_config(doc: Any, source: str, base: Path | None = None) -> SweepConfig:
-    """Check a parsed sweep document; `source` names it in errors, `base` roots its files."""
+def parse_sweep_config(
+    doc: Any, source: str, base: Path | None = None, max_cells: int = MAX_CELLS
+) -> SweepConfig:
+    """Check a parsed sweep document; `source` names it in errors, `base` roots its files.
+
+    >>> parse_sweep_config({"seeds": "0-100000000"}, "s.yaml")
+    Traceback (most recent call last):
+    ...
+    topologies.errors.UserInputError: s.yaml: key 'seeds': the range '0-100000000' has 100000001 seeds, more than a grid may have (10000; raise it with --max-cells)
+    """
+    config = _parse(doc, source, base, max_cells)
+    axes = (config.topologies, config.loads, config.jobs, config.precision, config.aggregate)
+    size = math.prod(len(a) for a in axes)
+    size *= math.prod(len(a) for a in (config.pacing, config.candidates, config.drift, config.seeds))
+    if size > max_cells:
+        raise UserInputError(
+            f"{source}: the grid has {size:,} cells, more than {max_cells:,}; "
+            "shrink an axis or raise the limit with --max-cells"
+        )
+    return config
+
+
+def _parse(doc: Any, source: str, base: Path | None, max_cells: int) -> SweepConfig:
     if not isinstance(doc, Mapping):
         raise UserInputError(f"{source}: expected a mapping of keys ({', '.join(KEYS)})")
     for key in doc:
@@ -239,26 +263,27 @@ def parse_sweep_config(doc: Any, source: str, base: Path | None = None) -> Sweep
     return SweepConfig(
         source=source,
         trace=trace,
-        loads=_numbers(doc.get("loads", 0.9), where("loads"), float, lo=0.0, strict=True),
-        seeds=tuple(dict.fromkeys(parse_seeds(doc["seeds"], where("seeds")))),
-        jobs=_numbers(doc.get("jobs", 60), where("jobs"), int, lo=1),
+        loads=_numbers(doc.get("loads", 0.9), where("loads"), float, lo=0.0, strict=True, hi=MAXIMA["loads"]),
+        seeds=tuple(dict.fromkeys(parse_seeds(doc["seeds"], where("seeds"), max_cells))),
+        jobs=_numbers(doc.get("jobs", 60), where("jobs"), int, lo=1, hi=MAXIMA["jobs"]),
         topologies=tuple(dict.fromkeys(topologies)),
         schedulers=tuple(dict.fromkeys(schedulers)),
         precision=_numbers(
-            doc.get("precision", 5.0), where("precision"), float, lo=0.0, strict=True
+            doc.get("precision", 5.0), where("precision"), float, lo=MIN_PRECISION_DEG,
+            hi=MAXIMA["precision"],
         ),
         aggregate=tuple(dict.fromkeys(aggregates)),
         pacing=_bools(doc.get("pacing", True), where("pacing")),
-        candidates=_numbers(doc.get("candidates", 10), where("candidates"), int, lo=1),
-        drift=_numbers(doc.get("drift", 0.0), where("drift"), float, lo=0.0),
+        candidates=_numbers(doc.get("candidates", 10), where("candidates"), int, lo=1, hi=MAXIMA["candidates"]),
+        drift=_numbers(doc.get("drift", 0.0), where("drift"), float, lo=0.0, hi=MAXIMA["drift"]),
         exact=exact,
         models=models,
         inputs=inputs,
     )
 
 
-def parse_seeds(value: Any, where: str = "seeds") -> list[int]:
-    """A number, "A-B", "1,4,7", or a list of those.
+def parse_seeds(value: Any, where: str = "seeds", max_seeds: int = MAX_CELLS) -> list[int]:
+    """A number, "A-B", "1,4,7", or a list of those (at most `max_seeds` seeds).
 
     >>> parse_seeds("21-23"), parse_seeds([1, "5-6"])
     ([21, 22, 23], [1, 5, 6])
@@ -271,26 +296,45 @@ def parse_seeds(value: Any, where: str = "seeds") -> list[int]:
         if isinstance(item, bool):
             raise UserInputError(f"{where}: expected a seed number or 'A-B', got {item!r}")
         if isinstance(item, int):
-            out.append(item)
+            out.append(_seed(item, str(item), where))
             continue
         if not isinstance(item, str):
             raise UserInputError(f"{where}: expected a seed number or 'A-B', got {item!r}")
         for part in item.split(","):
-            out += _seed_range(part.strip(), item, where)
+            out += _seed_range(part.strip(), item, where, max_seeds - len(out))
+        if len(out) > max_seeds:
+            raise UserInputError(
+                f"{where}: {len(out)} seeds, more than a grid may have ({max_seeds}; "
+                "raise it with --max-cells)"
+            )
     return out
 
 
-def _seed_range(part: str, item: str, where: str) -> list[int]:
+def _seed_range(part: str, item: str, where: str, room: int) -> list[int]:
     lo, sep, hi = part.partition("-")
     try:
         if not sep:
-            return [int(lo)]
-        a, b = int(lo), int(hi)
+            return [_seed(int(lo), item, where)]
+        a, b = _seed(int(lo), item, where), _seed(int(hi), item, where)
     except ValueError:
-        raise UserInputError(f"{where}: expected a seed number or 'A-B', got {item!r}") from None
+        raise UserInputError(
+            f"{where}: expected a seed number or 'A-B', got {shown(item)}"
+        ) from None
     if b < a:
         raise UserInputError(f"{where}: empty range {part!r} (write the smaller seed first)")
+    if b - a + 1 > room:  # counted before the list is built
+        raise UserInputError(
+            f"{where}: the range {part!r} has {b - a + 1} seeds, more than a grid may have "
+            f"({room + 0}; raise it with --max-cells)"
+        )
     return list(range(a, b + 1))
+
+
+def _seed(value: int, item: str, where: str) -> int:
+    # Seeds feed numpy's generators: non-negative and below 2**32.
+    if not 0 <= value < 2**32:
+        raise UserInputError(f"{where}: seed {shown(value)} is outside 0..{2**32 - 1}")
+    return value
 
 
 def _strings(value: Any, where: str) -> list[str]:
@@ -304,7 +348,7 @@ def _strings(value: Any, where: str) -> list[str]:
 
 
 def _numbers(
-    value: Any, where: str, kind: type, lo: float, strict: bool = False
+    value: Any, where: str, kind: type, lo: float, hi: float, strict: bool = False
 ) -> tuple[Any, ...]:
     items = value if isinstance(value, list) else [value]
     if not items:
@@ -313,7 +357,9 @@ def _numbers(
     for item in items:
         ok_type = (int, float) if kind is float else (int,)
         if isinstance(item, bool) or not isinstance(item, ok_type):
-            raise UserInputError(f"{where}: expected a {kind.__name__}, got {item!r}")
+            raise UserInputError(f"{where}: expected a {kind.__name__}, got {shown(item)}")
+        if not math.isfinite(item) or item > hi:
+            raise UserInputError(f"{where}: {shown(item)} must be a finite number up to {hi:g}")
         if item < lo or (strict and item == lo):
             raise UserInputError(f"{where}: {item!r} must be {'>' if strict else '>='} {lo:g}")
         out.append(kind(item))

@@ -94,8 +94,8 @@ def test_cli_reports_a_bad_file_in_one_line(
     bad = tmp_path / "bad.yaml"
     bad.write_text("seeds: [1\n")
     assert cli_main(["sweep", "--config", str(bad), "--out", str(tmp_path / "o")]) == 2
-    assert f"{bad}: not valid YAML" in capsys.readouterr().err
-    with pytest.raises(UserInputError, match="none.yaml: cannot read"):
+    assert f"{bad}:2:1: invalid YAML" in capsys.readouterr().err
+    with pytest.raises(UserInputError, match="none.yaml: no such sweep file"):
         load_sweep_config(tmp_path / "none.yaml")
 
 
@@ -321,3 +321,31 @@ def test_the_local_clusters_dashboard_listens_on_loopback_only_as_it_says():
         hosts = _listening_hosts(port)
     # 127.0.0.1, little-endian hex; never 00000000 (0.0.0.0) or the IPv6 any-address.
     assert hosts == {"0100007F"}
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"seeds": "0-100000000"}, r"key 'seeds': the range '0-100000000' has 100000001 seeds"),
+        ({"seeds": 1, "jobs": 100000000}, r"key 'jobs': 100000000 must be a finite number up to"),
+        ({"seeds": 1, "drift": float("inf")}, r"key 'drift': inf must be a finite number up to 1"),
+        ({"seeds": 1, "loads": float("nan")}, r"key 'loads': nan must be a finite number"),
+        ({"seeds": 1, "precision": 0.0001}, r"key 'precision': 0.0001 must be >= 0.1"),
+        ({"seeds": -1}, r"key 'seeds': seed -1 is outside"),
+        (
+            {"seeds": "1-100", "loads": [0.5, 0.6, 0.7, 0.8, 0.9], "jobs": list(range(1, 41))},
+            r"the grid has 20,000 cells, more than 10,000",
+        ),
+    ],
+)
+def test_grids_past_their_bounds_are_refused_before_the_first_cell(doc, message) -> None:
+    with pytest.raises(UserInputError, match=message):
+        parse_sweep_config(doc, "s.yaml")
+
+
+def test_a_large_grid_runs_when_asked(tmp_path: Path) -> None:
+    doc = {"seeds": "1-100", "loads": [0.5, 0.6, 0.7, 0.8, 0.9], "jobs": list(range(1, 41))}
+    assert len(parse_sweep_config(doc, "s.yaml", max_cells=20_000).cells()) == 20_000
+    (tmp_path / "s.yaml").write_text("seeds: 0-20000\n")
+    assert cli_main(["sweep", "-c", str(tmp_path / "s.yaml"), "-o", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o").exists()
