@@ -1,7 +1,10 @@
 """Job replicas on the emulated fabric: the traffic of training jobs, paced by agents.
 
 - `agent`: when does iteration k start, and when has a job drifted (pure, no clock)?
-- `collectives`: ring AllReduce (and any pattern's steps) over TCP between a job's workers.
+- `ring_plan`: how many bytes each step of a ring AllReduce moves (pure).
+- `header`: the stop and skip wishes each step's header byte carries (pure).
+- `ring`: a worker's TCP connections to its job's others, and the ring's cut-through relay.
+- `exchange`: one step of any other pattern over those connections.
 - `patterns`: who sends how many bytes to whom in each step of an Up phase (pure).
 - `transport`: the TCP set-up: cubic, ECN, pacing at the scaled NIC rate.
 - `ce_count`: CE-marked segments a worker received, counted in its host.

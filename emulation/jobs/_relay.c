@@ -1,4 +1,4 @@
-/* The ring's cut-through relay loop (emulation/jobs/collectives.py, Ring.relay), compiled.
+/* The ring's cut-through relay loop (emulation/jobs/ring.py, Ring.relay), compiled.
  *
  * The Python loop is the reference; this one does the same system calls in the same order
  * without the interpreter between them. A replica wakes for nearly every segment its left
@@ -34,7 +34,7 @@ static double monotonic_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Any stop wish, the largest skip (collectives.Header.merge on header bytes). */
+/* Any stop wish, the largest skip (header.Header.merge on header bytes). */
 static int merge(int a, int b) {
     int skip = (a >> 1) > (b >> 1) ? (a >> 1) : (b >> 1);
     return (skip << 1) | ((a | b) & 1);
@@ -53,7 +53,7 @@ static Py_ssize_t first_at_or_after(const long long *at, Py_ssize_t n, long long
     return lo;
 }
 
-/* collectives.relay_limit: step 0 freely, byte j of step k once byte j of step k-1 is in. */
+/* ring.relay_limit: step 0 freely, byte j of step k once byte j of step k-1 is in. */
 static long long relay_limit(const long long *send_at, const long long *recv_at,
                              Py_ssize_t steps, long long received) {
     /* steps fully in: the last k with recv_at[k] <= received (bisect_right - 1) */

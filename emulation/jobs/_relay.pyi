@@ -1,4 +1,4 @@
-# Types of the compiled relay loop (_relay.c); see collectives.Ring.relay.
+# Types of the compiled relay loop (_relay.c); see ring.Ring.relay.
 from collections.abc import Sequence
 
 def relay(

@@ -13,7 +13,7 @@ re-aligns: the next iteration waits for the next grid point still ahead
 The slots skipped are the job's decision, not each worker's (our choice):
 a worker late by D wishes to skip ceil(D / period) slots (`Drift.skip`), the
 wishes travel around the ring with the collective's header bytes (the
-largest wins, `collectives.Header`), and every worker applies the same
+largest wins, `header.Header`), and every worker applies the same
 number (`apply_skip`). Workers deciding alone, on their own clocks, once
 disagreed whenever the job's iteration ran a little past its period: half
 of them skipped a slot, the other half waited for them inside the

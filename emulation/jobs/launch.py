@@ -41,8 +41,8 @@ from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
 
 from .agent import DEFAULT_DRIFT_FRACTION
-from .collectives import Address
 from .replica import ReplicaSpec
+from .ring import Address
 
 # (our choice) Ring ports: worker i of the run (counted over all jobs) listens
 # on BASE_PORT + i, so two workers on one server never collide.

@@ -8,7 +8,7 @@ receives) of a worker's Up-phase bytes, so a job never oversubscribes its
 own NICs and the phase lasts its profile duration when nothing else
 competes, in the emulation as in the simulator.
 
-- data, tensor, hybrid: the ring AllReduce (`collectives.ring_allreduce_plan`),
+- data, tensor, hybrid: the ring AllReduce (`ring_plan.ring_allreduce_plan`),
   2(N-1) steps; worker i sends to i+1 only. Tensor and hybrid use the ring
   because tensor-parallel AllReduce is ring-based in NCCL (the scheduler's
   choice, kept here so both sides load the same links).
@@ -34,7 +34,7 @@ from scheduler.profiles import PARALLELISMS
 from scheduler.traffic import job_flows, nic_shares
 from topologies.errors import UserInputError, did_you_mean
 
-from .collectives import gradient_bytes, ring_allreduce_plan
+from .ring_plan import gradient_bytes, ring_allreduce_plan
 
 RING_PATTERNS = ("data", "tensor", "hybrid")
 Flow = tuple[int, int]
@@ -105,7 +105,7 @@ def pacing_shares(parallelism: str, workers: int, rank: int) -> dict[int, float]
 
 def phase_plan(parallelism: str, workers: int, bytes_per_worker: int) -> tuple[PatternStep, ...]:
     """The steps of one Up phase in which each worker moves `bytes_per_worker`
-    (the phase's bytes x S, `collectives.phase_bytes`); see the module docstring."""
+    (the phase's bytes x S, `ring_plan.phase_bytes`); see the module docstring."""
     kind = validate_pattern(parallelism, workers)
     if workers < 2 or bytes_per_worker < 0:
         return ()

@@ -40,9 +40,12 @@ from .agent import (
     plan_start,
 )
 from .ce_count import CeCounter, interface_with_address
-from .collectives import Address, Header, PeerLost, Ring, phase_bytes
+from .exchange import agree, exchange
+from .header import Header
 from .patterns import neighbours, pacing_shares, phase_plan, ring_steps, validate_pattern
 from .records import IterationRecord, write_record
+from .ring import Address, PeerLost, Ring
+from .ring_plan import phase_bytes
 from .transport import CONGESTION_CONTROL, available_congestion_controls, ecn_requested
 
 EXIT_PEER_LOST = 3
@@ -307,7 +310,7 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                     else:
                         for step in plan:
                             sends = step.sends(spec.worker)
-                            _, heard = ring.exchange(sends, step.receives(spec.worker), header)
+                            _, heard = exchange(ring, sends, step.receives(spec.worker), header)
                             header = header.merge(heard)
                             sent += sum(sends.values())
                     hops += len(plan)
@@ -317,7 +320,7 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                     and (spec.deadline_ms is not None or pacing.paced)
                     and hops < workers - 1
                 ):
-                    header = ring.agree(header)  # a deadline or skip wish reaches every worker
+                    header = agree(ring, header)  # a deadline or skip wish reaches every worker
                 state = apply_skip(state, header.skip)  # the job's decision, on every worker
                 ended = clock()
                 write_record(

@@ -50,7 +50,7 @@ UNPACED_GAP_S = 0.0005
 # worker carries its left neighbour's data and the ACKs of its own flow, from two
 # hosts each shaped on its own: paced at the full share the two filled it to 100%,
 # a queue with nothing to drain it, and a ring alone was marked at its hosts' ports
-# once its steps ran cut through (`collectives.Ring.relay`); 3% below (the hosts'
+# once its steps ran cut through (`ring.Ring.relay`); 3% below (the hosts'
 # NIC shaping keeps 1%) it was not in the shift benchmark's runs. A phase lasts
 # that much longer than its profile.
 PACING_SHARE = 0.97

@@ -13,22 +13,22 @@ import sys
 
 import pytest
 
-from emulation.jobs.collectives import (
+from emulation.jobs.header import MAX_SKIP, Header
+from emulation.jobs.ring import Address
+from emulation.jobs.ring_plan import (
     TCP_PAYLOAD_SHARE,
-    Address,
     chunk_sizes,
     gradient_bytes,
     phase_bytes,
     ring_allreduce_plan,
 )
-from emulation.netns import NetnsLab
+from emulation.netns import NetnsLab, leftovers
 from scheduler.profiles import allreduce_bytes_per_worker, build_profile
-from tests.helpers.leftovers import leftovers
 
 RATE_MBIT = 40
 WORKER = """
 import json, sys, time
-from emulation.jobs.collectives import Address, Ring
+from emulation.jobs.ring import Address, Ring
 rank, total = int(sys.argv[1]), int(sys.argv[2])
 peers = [Address.parse(a) for a in sys.argv[3].split(",")]
 with Ring("ring-test", rank, peers, timeout_s=10.0) as ring:
@@ -128,8 +128,6 @@ def test_one_allreduce_over_tcp_takes_bytes_over_rate() -> None:
 
 
 def test_a_header_byte_carries_the_stop_wish_and_the_largest_skip() -> None:
-    from emulation.jobs.collectives import MAX_SKIP, Header
-
     for header in (Header(), Header(True), Header(False, 3), Header(True, MAX_SKIP)):
         assert Header.of(header.byte()) == header
     assert Header(skip=500).byte() >> 1 == MAX_SKIP  # clamped, never wraps into the stop bit

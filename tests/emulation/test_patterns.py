@@ -11,7 +11,6 @@ import itertools
 
 import pytest
 
-from emulation.jobs.collectives import gradient_bytes, ring_allreduce_plan
 from emulation.jobs.patterns import (
     bytes_sent,
     neighbours,
@@ -19,6 +18,7 @@ from emulation.jobs.patterns import (
     pattern_flows,
     phase_plan,
 )
+from emulation.jobs.ring_plan import gradient_bytes, ring_allreduce_plan
 from scheduler.traffic import job_flows
 from topologies.errors import UserInputError
 

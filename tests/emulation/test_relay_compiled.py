@@ -14,8 +14,9 @@ import threading
 
 import pytest
 
-from emulation.jobs import collectives
-from emulation.jobs.collectives import Address, Header, PeerLost, Ring
+from emulation.jobs import ring as ring_module
+from emulation.jobs.header import Header
+from emulation.jobs.ring import Address, PeerLost, Ring
 
 PEERS = [Address("10.0.0.1", 47000), Address("10.0.0.2", 47000), Address("10.0.0.3", 47000)]
 LOOPS = [pytest.param(False, id="reference"), pytest.param(True, id="compiled")]
@@ -28,7 +29,7 @@ def _stream(sizes: list[int], headers: list[Header]) -> bytes:
 
 
 def _worker(compiled: bool, timeout_s: float = 5.0) -> tuple[Ring, socket.socket, socket.socket]:
-    assert not compiled or collectives._relay is not None, NOT_BUILT
+    assert not compiled or ring_module._relay is not None, NOT_BUILT
     ring = Ring("relay-test", 1, PEERS, timeout_s, compiled=compiled)
     left_far, left = socket.socketpair()
     right, right_far = socket.socketpair()
@@ -91,7 +92,7 @@ def test_both_loops_send_the_same_bytes_and_merge_the_same_wishes(compiled: bool
 
 
 def test_the_compiled_loop_is_the_default() -> None:
-    assert collectives._relay is not None, NOT_BUILT
+    assert ring_module._relay is not None, NOT_BUILT
     assert Ring("relay-test", 1, PEERS, 1.0).compiled is True
     assert Ring("relay-test", 1, PEERS, 1.0, compiled=False).compiled is False
 

@@ -1,16 +1,18 @@
-"""How do a job's workers exchange an Up phase's bytes, the way a real collective does?
+"""How do a job's workers hold their connections and relay a ring AllReduce through them?
 
-Ring AllReduce (reduce-scatter, then all-gather: 2(N-1) steps, chunk =
-gradient bytes / N) between the job's workers in placement order, over two
-persistent TCP connections per worker: one to the right neighbour (sends),
-one from the left (receives). A worker sends byte j of step k only once byte
-j of step k-1 has arrived from its left (`relay`): a slow link anywhere
-stretches the whole job. (our choice) The steps are cut through, the way
-NCCL's ring moves a step in slices, rather than one whole step after
-another: at scaled rates a frame takes 246 us per hop (50 Mbit/s), and
-waiting at every step for the last frame of the previous one added that
-path's latency 2(N-1) times per phase (a ResNet50 ring of 4 ran its 24.6 ms
-Up phase in about 35 ms); cut through, the latency is paid once.
+One `Ring` per worker: persistent TCP connections between the job's workers
+in placement order, two per worker by default: one to the right neighbour
+(sends), one from the left (receives). `Ring.relay` moves the steps of a
+ring AllReduce (`ring_plan`) over them: a worker sends byte j of step k
+only once byte j of step k-1 has arrived from its left, so a slow link
+anywhere stretches the whole job. (our choice) The steps are cut through,
+the way NCCL's ring moves a step in slices, rather than one whole step
+after another: at scaled rates a frame takes 246 us per hop (50 Mbit/s),
+and waiting at every step for the last frame of the previous one added
+that path's latency 2(N-1) times per phase (a ResNet50 ring of 4 ran its
+24.6 ms Up phase in about 35 ms); cut through, the latency is paid once.
+Each step carries its header byte (`header.Header`). The relay's loop runs
+compiled (`_relay.c`) when it is built; the Python loop here is its reference.
 
 Other patterns (pipeline: `patterns`) add connections: a worker opens one
 to every rank it sends to and accepts one from every rank it receives from;
@@ -21,15 +23,6 @@ namespace, data as ECT(0)), each connection paced at its share of the
 scaled NIC rate. The namespace default would be bbr, which ignores ECN, and
 DCTCP is absent from this kernel; see `transport` for what cubic does with
 an ECE echo (a loss-like x 0.7 cut once per window, not a proportional one).
-
-No reduction arithmetic is done (our choice): the payload is zeros; what
-matters to the fabric is the bytes, their timing and the waiting.
-
-Each step also carries one header byte per direction (`Header`): the running
-OR of the workers' "stop after this iteration" wishes and the largest of
-their agents' wishes to skip grid slots (`agent.Drift.skip`); after N-1
-steps every worker holds them all, so a job stops at a deadline, and
-re-aligns to its grid, in agreement.
 """
 
 from __future__ import annotations
@@ -47,9 +40,9 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.types import Phase
-
 from . import transport
+from .header import Header
+from .ring_plan import ring_allreduce_plan
 
 try:
     from . import _relay
@@ -64,7 +57,6 @@ TCPI_OPT_ECN = 8  # linux/tcp.h: tcpi_options bit set when ECN was negotiated
 TCP_INFO_OPTIONS_OFFSET = 5  # u8 state, ca_state, retransmits, probes, backoff, options
 SCRATCH_BYTES = 1 << 20
 SIOCOUTQNSD = 0x894B  # linux/sockios.h: a socket's bytes not yet sent
-MAX_SKIP = 127  # what a header byte's seven skip bits hold
 # (our choice) While a step's receives are far from done, the loop naps this long between
 # looks instead of waking for nearly every segment (one per 245 us at 50 Mbit/s): the
 # kernel keeps receiving and ACKing meanwhile (2 ms is 12 KB at 50 Mbit/s, well inside
@@ -76,14 +68,6 @@ RELAY_LEFT_CLOSED, RELAY_RECV_FAILED, RELAY_SEND_FAILED, RELAY_NO_PROGRESS = 1, 
 # (our choice) The barrier's start lies this far ahead, so every worker is
 # waiting for it when it comes, not still reading the barrier's last message.
 START_MARGIN_MS = 100.0
-# What a link carries per full TCP segment, on the wire: payload (MSS 1448 with
-# timestamps), TCP/IP headers 52, Ethernet 14, preamble, FCS and gap 24; plus
-# half an ACK (66 + 24, one per two segments) of the reverse flow, which in a
-# ring shares the same NIC. The profile's bytes are what the link carries in
-# the phase at its rate, so a replica sends the payload share of them.
-TCP_MSS = 1448
-TCP_WIRE_BYTES = TCP_MSS + 52 + 14 + 24 + (66 + 24) / 2
-TCP_PAYLOAD_SHARE = TCP_MSS / TCP_WIRE_BYTES
 
 
 @dataclass(frozen=True)
@@ -106,38 +90,6 @@ class Address:
 
 
 @dataclass(frozen=True)
-class RingStep:
-    """One step of the ring for one worker: which chunk goes right, which comes from the left."""
-
-    stage: str  # "reduce-scatter" or "all-gather"
-    step: int
-    send_chunk: int
-    send_bytes: int
-    recv_chunk: int
-    recv_bytes: int
-
-
-@dataclass(frozen=True)
-class Header:
-    """One step's header byte: bit 0 the stop wish, bits 1-7 the slots to skip (our
-    choice: at most 127, far more than a drift ever asks for)."""
-
-    stop: bool = False
-    skip: int = 0
-
-    def byte(self) -> int:
-        return (min(self.skip, MAX_SKIP) << 1) | int(self.stop)
-
-    @classmethod
-    def of(cls, byte: int) -> Header:
-        return cls(bool(byte & 1), byte >> 1)
-
-    def merge(self, other: Header) -> Header:
-        """Everyone's wishes so far: any stop, the largest skip."""
-        return Header(self.stop or other.stop, max(self.skip, other.skip))
-
-
-@dataclass(frozen=True)
 class CollectiveResult:
     """What one AllReduce did for one worker."""
 
@@ -157,67 +109,9 @@ class PeerLost(RuntimeError):
         self.job, self.worker, self.peer, self.reason = job, worker, peer, reason
 
 
-def chunk_sizes(total_bytes: int, workers: int) -> tuple[int, ...]:
-    """The N chunks of a ring AllReduce; the remainder goes to the first chunks.
-
-    >>> chunk_sizes(10, 4)
-    (3, 3, 2, 2)
-    """
-    if workers < 1 or total_bytes < 0:
-        raise ValueError(f"need workers >= 1 and bytes >= 0, got {workers}, {total_bytes}")
-    base, extra = divmod(total_bytes, workers)
-    return tuple(base + (1 if i < extra else 0) for i in range(workers))
-
-
-def ring_allreduce_plan(total_bytes: int, workers: int, rank: int) -> tuple[RingStep, ...]:
-    """Worker `rank`'s 2(N-1) steps: in reduce-scatter step s it sends chunk
-    (rank - s) mod N and receives chunk (rank - s - 1) mod N; all-gather then
-    circulates the reduced chunks, starting with chunk (rank + 1) mod N.
-
-    >>> [(s.send_chunk, s.recv_chunk) for s in ring_allreduce_plan(300, 3, 0)]
-    [(0, 2), (2, 1), (1, 0), (0, 2)]
-    """
-    sizes = chunk_sizes(total_bytes, workers)
-    steps = []
-    for s in range(workers - 1):
-        send, recv = (rank - s) % workers, (rank - s - 1) % workers
-        steps.append(RingStep("reduce-scatter", s, send, sizes[send], recv, sizes[recv]))
-    for s in range(workers - 1):
-        send, recv = (rank - s + 1) % workers, (rank - s) % workers
-        steps.append(RingStep("all-gather", s, send, sizes[send], recv, sizes[recv]))
-    return tuple(steps)
-
-
-def phase_bytes(phase: Phase, scale: float, payload_share: float = TCP_PAYLOAD_SHARE) -> int:
-    """The payload bytes one worker sends in an Up phase, times the emulation scale S.
-
-    The phase's bytes at its rate are what the link carries on the wire;
-    `payload_share` of them is TCP payload (`TCP_PAYLOAD_SHARE`), so at the
-    scaled port rate the phase lasts as long as on the testbed.
-
-    >>> phase_bytes(Phase(100.0, 50.0), 0.001, payload_share=1.0)
-    625000
-    >>> phase_bytes(Phase(100.0, 50.0), 0.001)
-    571699
-    """
-    return round(phase.duration_ms * 1e-3 * phase.gbps * 1e9 / 8 * scale * payload_share)
-
-
-def gradient_bytes(bytes_per_worker: int, workers: int) -> int:
-    """The S of a ring AllReduce in which each worker sends `bytes_per_worker`
-    (the inverse of `scheduler.profiles.allreduce_bytes_per_worker`).
-
-    >>> gradient_bytes(1_500_000, 4)
-    1000000
-    """
-    if workers < 2:
-        return 0
-    return round(bytes_per_worker * workers / (2 * (workers - 1)))
-
-
 class Ring:
-    """One worker's persistent connections: `connect`, `barrier`, `allreduce`,
-    `exchange`, `agree`, `close`.
+    """One worker's persistent connections: `connect`, `barrier`, `allreduce` / `relay`,
+    `close` (`exchange.exchange` and `exchange.agree` run other patterns' steps on them).
 
     By default the two of a ring (to the right neighbour, from the left one);
     a pattern with more flows (`patterns.neighbours`) names the ranks this
@@ -248,9 +142,9 @@ class Ring:
             if not 0 <= other < self.n or other == rank:
                 raise ValueError(f"worker {rank} of {self.n} cannot talk to worker {other}")
         self.pace_gbps = dict(pace_gbps or {})
-        # What may arrive during one nap of the exchange loop (see NAP_S); 0: no naps.
+        # What may arrive during one nap of a relay or exchange loop (see NAP_S); 0: no naps.
         fastest = max(self.pace_gbps.values(), default=0.0)
-        self._nap_bytes = int(NAP_S * fastest * 1e9 / 8)
+        self.nap_bytes = int(NAP_S * fastest * 1e9 / 8)
         self.congestion = congestion
         self.out: dict[int, socket.socket] = {}  # rank -> the connection we opened to it
         self.inp: dict[int, socket.socket] = {}  # rank -> the connection it opened to us
@@ -260,7 +154,7 @@ class Ring:
         self.compiled = _relay is not None if compiled is None else compiled
         if self.compiled and _relay is None:
             raise RuntimeError("the compiled relay loop is not built (scripts/setup.sh builds it)")
-        self._scratch = memoryview(bytearray(SCRATCH_BYTES))
+        self.scratch = memoryview(bytearray(SCRATCH_BYTES))  # where every receive lands
         # The compiled relay's send window: zeros it sets each header byte in and clears.
         self._out_zeros = bytearray(SCRATCH_BYTES) if self.compiled else bytearray(0)
 
@@ -392,8 +286,8 @@ class Ring:
         heard merged with this worker's). No progress for timeout_s is a lost peer."""
         if len(sends) != len(receives):
             raise ValueError(f"{len(sends)} send steps but {len(receives)} receive steps")
-        right = self._connection(self.out, self.right_rank, "send to")
-        left = self._connection(self.inp, self.left_rank, "receive from")
+        right = self.outgoing(self.right_rank)
+        left = self.incoming(self.left_rank)
         send_at = list(itertools.accumulate((1 + b for b in sends), initial=0))
         recv_at = list(itertools.accumulate((1 + b for b in receives), initial=0))
         known = header or Header()
@@ -402,7 +296,7 @@ class Ring:
         steps, send_total, recv_total = len(sends), send_at[-1], recv_at[-1]
         sent = received = 0
         selector = selectors.DefaultSelector()
-        with self._non_blocking((right, left)), contextlib.closing(selector):
+        with self.non_blocking((right, left)), contextlib.closing(selector):
             selector.register(left, selectors.EVENT_READ)
             writing = False
             last_progress = time.monotonic()
@@ -417,15 +311,15 @@ class Ring:
                 events = selector.select(timeout=0.5)
                 if not events and time.monotonic() - last_progress > self.timeout_s:
                     peer = self.left_rank if received < recv_total else self.right_rank
-                    raise self._lost(peer, f"no progress for {self.timeout_s:g} s")
+                    raise self.lost(peer, f"no progress for {self.timeout_s:g} s")
                 for key, _mask in events:
                     if key.fileobj is left:
                         want = min(recv_total - received, SCRATCH_BYTES)
-                        n = self._recv_some(left, want, self.left_rank)
+                        n = self.recv_some(left, want, self.left_rank)
                         for k in range(bisect.bisect_left(recv_at, received), steps):
                             if recv_at[k] >= received + n:
                                 break
-                            known = known.merge(Header.of(self._scratch[recv_at[k] - received]))
+                            known = known.merge(Header.of(self.scratch[recv_at[k] - received]))
                         received += n
                         if received >= recv_total:
                             selector.unregister(left)
@@ -437,14 +331,14 @@ class Ring:
                         except BlockingIOError:
                             continue
                         except OSError as err:
-                            raise self._lost(self.right_rank, _reason(err)) from None
+                            raise self.lost(self.right_rank, err) from None
                         sent += n
                     last_progress = time.monotonic()
                 # Nap only while the right has enough queued to last it (or nothing
                 # more is due to it) and the left still has much to send.
-                far = 2 * self._nap_bytes
+                far = 2 * self.nap_bytes
                 if (
-                    self._nap_bytes
+                    self.nap_bytes
                     and recv_total - received > far
                     and (sent == send_total or _unsent(right) > far)
                 ):
@@ -462,106 +356,38 @@ class Ring:
         """`relay`'s loop in `_relay.c`: the same system calls without the interpreter
         between them (the Python loop above is its reference, tested byte for byte)."""
         assert _relay is not None
-        with self._non_blocking((right, left)):
+        with self.non_blocking((right, left)):
             status, received, _sent, heard, err = _relay.relay(
                 left.fileno(), right.fileno(), send_at, recv_at, known.byte(),
-                self._nap_bytes, NAP_S, self.timeout_s, self._scratch, self._out_zeros,
+                self.nap_bytes, NAP_S, self.timeout_s, self.scratch, self._out_zeros,
             )  # fmt: skip
         if status == RELAY_LEFT_CLOSED:
-            raise self._lost(self.left_rank, "it closed the connection")
+            raise self.lost(self.left_rank, "it closed the connection")
         if status in (RELAY_RECV_FAILED, RELAY_SEND_FAILED):
             peer = self.left_rank if status == RELAY_RECV_FAILED else self.right_rank
-            raise self._lost(peer, _reason(OSError(err, os.strerror(err))))
+            raise self.lost(peer, OSError(err, os.strerror(err)))
         if status == RELAY_NO_PROGRESS:
             peer = self.left_rank if err == 0 else self.right_rank
-            raise self._lost(peer, f"no progress for {self.timeout_s:g} s")
+            raise self.lost(peer, f"no progress for {self.timeout_s:g} s")
         return received - (len(send_at) - 1), known.merge(Header.of(heard))
 
     def _window(self, start: int, end: int, send_at: Sequence[int], header: int) -> memoryview:
         """Bytes [start, end) of the send stream: zeros, with each step's header byte."""
-        if len(self._zeros) < end - start:
-            self._zeros = memoryview(bytes(end - start))
-        window = bytearray(self._zeros[: end - start])
+        window = self.zeros(end - start)
         for k in range(bisect.bisect_left(send_at, start), len(send_at) - 1):
             if send_at[k] >= end:
                 break
             window[send_at[k] - start] = header
         return memoryview(window)
 
-    def agree(self, header: Header) -> Header:
-        """Everyone's wishes: N-1 header-only steps around the ring, for patterns
-        whose own steps do not carry them that far."""
-        for _ in range(self.n - 1):
-            _, heard = self.exchange({self.right_rank: 0}, {self.left_rank: 0}, header)
-            header = header.merge(heard)
-        return header
-
-    def exchange(
-        self, sends: Mapping[int, int], receives: Mapping[int, int], header: Header | None = None
-    ) -> tuple[int, Header]:
-        """One step: send one header byte (`header`: this worker's wishes so far) and
-        `sends[r]` bytes to each rank r while receiving one header byte and
-        `receives[r]` bytes from each; returns (payload bytes received, the senders'
-        wishes merged). No progress for timeout_s is a lost peer."""
-        mine = (header or Header()).byte()
-        outgoing: dict[socket.socket, memoryview] = {}
-        wanted: dict[socket.socket, int] = {}
-        rank_of: dict[socket.socket, int] = {}
-        for other, size in sends.items():
-            sock = self._connection(self.out, other, "send to")
-            if len(self._zeros) < size + 1:
-                self._zeros = memoryview(bytes(size + 1))
-            out = bytearray(self._zeros[: size + 1])
-            out[0] = mine
-            outgoing[sock], rank_of[sock] = memoryview(out), other
-        for other, size in receives.items():
-            sock = self._connection(self.inp, other, "receive from")
-            wanted[sock], rank_of[sock] = size + 1, other
-        got: dict[socket.socket, int] = dict.fromkeys(wanted, 0)
-        by_fd = {sock.fileno(): sock for sock in rank_of}
-        heard = Header()
-        selector = selectors.DefaultSelector()
-        with self._non_blocking(rank_of), contextlib.closing(selector):
-            for sock in wanted:
-                selector.register(sock, selectors.EVENT_READ)
-            for sock in outgoing:
-                selector.register(sock, selectors.EVENT_WRITE)
-            pending = len(wanted) + len(outgoing)
-            last_progress = time.monotonic()
-            while pending:
-                events = selector.select(timeout=0.5)
-                if not events and time.monotonic() - last_progress > self.timeout_s:
-                    late = [s for s in wanted if got[s] < wanted[s]] or list(outgoing)
-                    raise self._lost(rank_of[late[0]], f"no progress for {self.timeout_s:g} s")
-                for key, mask in events:
-                    sock = by_fd[key.fd]
-                    if mask & selectors.EVENT_READ:
-                        want = wanted[sock] - got[sock]
-                        n = self._recv_some(sock, min(want, SCRATCH_BYTES), rank_of[sock])
-                        if got[sock] == 0 and n > 0:
-                            heard = heard.merge(Header.of(self._scratch[0]))
-                        got[sock] += n
-                        if got[sock] >= wanted[sock]:
-                            selector.unregister(sock)
-                            pending -= 1
-                    else:
-                        try:
-                            n = sock.send(outgoing[sock])
-                        except BlockingIOError:
-                            continue
-                        except OSError as err:
-                            raise self._lost(rank_of[sock], _reason(err)) from None
-                        outgoing[sock] = outgoing[sock][n:]
-                        if not outgoing[sock]:
-                            selector.unregister(sock)
-                            pending -= 1
-                    last_progress = time.monotonic()
-                if self._nap_bytes and _all_far(wanted, got, 2 * self._nap_bytes):
-                    time.sleep(NAP_S)
-        return sum(got.values()) - len(got), heard
+    def zeros(self, size: int) -> bytearray:
+        """`size` zero bytes to set header bytes in, copied from one kept buffer."""
+        if len(self._zeros) < size:
+            self._zeros = memoryview(bytes(size))
+        return bytearray(self._zeros[:size])
 
     @contextlib.contextmanager
-    def _non_blocking(self, socks: Iterable[socket.socket]) -> Iterator[None]:
+    def non_blocking(self, socks: Iterable[socket.socket]) -> Iterator[None]:
         """The sockets non-blocking for one loop, back to blocking with the timeout after."""
         socks = tuple(socks)
         try:
@@ -573,6 +399,14 @@ class Ring:
                 sock.setblocking(True)
                 sock.settimeout(self.timeout_s)
 
+    def outgoing(self, other: int) -> socket.socket:
+        """The connection this worker opened to worker `other`, to send on."""
+        return self._connection(self.out, other, "send to")
+
+    def incoming(self, other: int) -> socket.socket:
+        """The connection worker `other` opened to this one, to receive on."""
+        return self._connection(self.inp, other, "receive from")
+
     def _connection(self, table: dict[int, socket.socket], other: int, verb: str) -> socket.socket:
         sock = table.get(other)
         if sock is None:
@@ -582,15 +416,16 @@ class Ring:
             )
         return sock
 
-    def _recv_some(self, sock: socket.socket, limit: int, peer: int) -> int:
+    def recv_some(self, sock: socket.socket, limit: int, peer: int) -> int:
+        """Up to `limit` bytes from `sock` into `scratch`: how many (0: none yet)."""
         try:
-            n = sock.recv_into(self._scratch, limit)
+            n = sock.recv_into(self.scratch, limit)
         except BlockingIOError:
             return 0
         except OSError as err:
-            raise self._lost(peer, _reason(err)) from None
+            raise self.lost(peer, err) from None
         if n == 0:
-            raise self._lost(peer, "it closed the connection")
+            raise self.lost(peer, "it closed the connection")
         return n
 
     def _recv_exact(self, sock: socket.socket, size: int, peer: int) -> bytes:
@@ -599,16 +434,18 @@ class Ring:
             try:
                 chunk = sock.recv(size - len(data))
             except TimeoutError:
-                raise self._lost(peer, f"no answer for {self.timeout_s:g} s") from None
+                raise self.lost(peer, f"no answer for {self.timeout_s:g} s") from None
             except OSError as err:
-                raise self._lost(peer, _reason(err)) from None
+                raise self.lost(peer, err) from None
             if not chunk:
-                raise self._lost(peer, "it closed the connection")
+                raise self.lost(peer, "it closed the connection")
             data += chunk
         return data
 
-    def _lost(self, peer: int, reason: str) -> PeerLost:
-        return PeerLost(self.job, self.rank, peer, self.peers[peer], reason)
+    def lost(self, peer: int, reason: str | OSError) -> PeerLost:
+        """The error for a lost peer: `reason` said, or the socket error that says it."""
+        said = _reason(reason) if isinstance(reason, OSError) else reason
+        return PeerLost(self.job, self.rank, peer, self.peers[peer], said)
 
     def _sockets(self) -> tuple[socket.socket, socket.socket]:
         if self.left is None or self.right is None:
@@ -631,14 +468,6 @@ class Ring:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _all_far(
-    wanted: Mapping[socket.socket, int], got: Mapping[socket.socket, int], by: int
-) -> bool:
-    """Whether every receive still open has more than `by` bytes to come."""
-    open_ = [wanted[s] - got[s] for s in wanted if got[s] < wanted[s]]
-    return bool(open_) and min(open_) > by
 
 
 def _ecn_negotiated(sock: socket.socket) -> bool:
