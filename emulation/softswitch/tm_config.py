@@ -29,6 +29,7 @@ from typing import Any
 
 from topologies.datafile import read_data_file
 from topologies.errors import UserInputError, did_you_mean
+from topologies.names import shown
 
 # Tofino1 facts (testbed.md): 80-byte cells, 280K cells of shared buffer.
 TOFINO1_CELL_BYTES = 80
@@ -142,6 +143,11 @@ _TOP_KEYS = (
     "pfc",
     "loopback_cables",
 )
+# (our choice) Bounds past any chip: 1.6 Tbit/s ports, a second of cable, and
+# integers the packet loop's 63-bit arithmetic holds.
+MAX_RATE_GBPS = 1600.0
+MAX_CABLE_DELAY_US = 1e6
+MAX_INT = 2**40
 _PORT_KEYS = ("rate_gbps", "queue_cells")
 _PFC_KEYS = ("enabled", "xoff_cells", "xon_cells", "pause_quanta", "priority")
 _CABLE_KEYS = ("port_a", "port_b", "delay_us")
@@ -219,8 +225,14 @@ def tm_config_from_dict(data: Any, source: str = "TM config") -> TmConfig:
                 )
             cabled[port] = index
         delay = raw_cable.get("delay_us", 1.0)
-        if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
-            raise UserInputError(f"{where}.delay_us must be a number >= 0, got {delay!r}")
+        if (
+            isinstance(delay, bool)
+            or not isinstance(delay, int | float)
+            or not 0 <= delay <= MAX_CABLE_DELAY_US  # NaN fails this too
+        ):
+            raise UserInputError(
+                f"{where}.delay_us must be a number in 0..{MAX_CABLE_DELAY_US:g}, got {shown(delay)}"
+            )
         cables.append(LoopbackCable(a, b, float(delay)))
 
     return TmConfig(
@@ -279,8 +291,11 @@ def _int(data: Mapping[str, Any], key: str, where: str, default: Any, minimum: i
     value = data.get(key, default)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UserInputError(f"{where}.{key} must be an integer >= {minimum}, got {value!r}")
+    # Integers past the packet loop's 63-bit counters killed it with OverflowError at start.
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_INT:
+        raise UserInputError(
+            f"{where}.{key} must be an integer in {minimum}..{MAX_INT}, got {shown(value)}"
+        )
     return value
 
 
@@ -288,16 +303,26 @@ def _rate(data: Mapping[str, Any], key: str, where: str, default: Any) -> Any:
     value = data.get(key, default)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise UserInputError(f"{where}.{key} must be a rate in Gbps > 0, got {value!r}")
+    # NaN <= 0 is false: a NaN rate passed and put the packet loop to sleep for ever.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= MAX_RATE_GBPS
+    ):
+        raise UserInputError(
+            f"{where}.{key} must be a rate in Gbps in (0, {MAX_RATE_GBPS:g}], got {shown(value)}"
+        )
     return float(value)
 
 
 def _port(value: Any, where: str) -> int:
-    try:
+    """A port key: an integer or its decimal text ('1.7' is not a port, nor is 1.7)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        port = value
+    elif isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 10:
         port = int(value)
-    except (TypeError, ValueError) as err:
-        raise UserInputError(f"{where}: port {value!r} is not an integer") from err
-    if isinstance(value, bool) or not 0 <= port <= MAX_PORT:
-        raise UserInputError(f"{where}: port {value!r} must be 0..{MAX_PORT}")
+    else:
+        raise UserInputError(f"{where}: port {shown(value)} is not an integer")
+    if not 0 <= port <= MAX_PORT:
+        raise UserInputError(f"{where}: port {shown(value)} must be 0..{MAX_PORT}")
     return port
