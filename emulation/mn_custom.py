@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulation.mininet_net import SoftSwitch as _SoftSwitch
+from emulation.mininet_switches import SoftSwitch as _SoftSwitch
 
 
 class CassiniMnSwitch(_SoftSwitch):
@@ -45,12 +45,10 @@ class CassiniMnSwitch(_SoftSwitch):
 
         from controlplane.program import program_topology
         from controlplane.session import P4RuntimeSession
-        from emulation.fabric import wait_ready_in_file
 
         try:
             super().start(controllers)
-            assert self.process is not None and self.log_file is not None
-            address = wait_ready_in_file(self.log_file, self.process)
+            address = self.wait_ready_in_file()
             self.grpc_address = address
             with P4RuntimeSession.connect(address, self.device_id) as session:
                 result = program_topology(session, *self.program)
@@ -71,8 +69,9 @@ def cassini_topo(topology: str = "cassini-testbed", scale: float = 0.001) -> Any
     from functools import partial
 
     from controlplane.settings import ControlPlaneSettings
-    from emulation.fabric import FABRIC_PREFIX_BASE, SWITCH_LOG
+    from emulation.fabric import FABRIC_PREFIX_BASE
     from emulation.mininet_net import CassiniHost, CassiniTopo
+    from emulation.mininet_switches import SWITCH_LOG
     from emulation.netns import NetnsLab
     from emulation.scaling import emulation_profile
     from emulation.softswitch.processes import is_switch_process

@@ -1,0 +1,580 @@
+"""Which Mininet switch runs the chip, and how does each start, answer and stop?
+
+One `Switch` subclass per way of running the chip, each carrying everything
+that differs between targets: `SoftSwitch` runs `cassini switch serve` in a
+process of its own (the loopback cables stay inside it; its packet loop may
+have a core of its own), `InProcessSwitch` runs the same software switch in
+the caller's process, and `Bmv2Switch` runs `simple_switch_grpc` (cables as
+veth pairs, queues set over simple_switch_CLI, WRED thresholds in packets).
+`switch_class` maps a `--target` name to its class, once.
+
+The fabric (`emulation.fabric.EmulatedFabric`) asks the class, before
+anything runs, for its Mininet parameters (`params`, from one `SwitchPlan`),
+its device config, WRED thresholds and queue commands; once Mininet has
+started the node, it waits until the switch answers P4Runtime
+(`wait_ready`) and asks it why it died (`failure`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+from mininet.node import Switch
+
+from controlplane.bmv2 import bmv2_device_config, bmv2_wred, queue_commands, run_cli
+from controlplane.settings import ControlPlaneSettings, WredSettings
+from topologies.chip_mapping import ChipMap
+from topologies.errors import UserInputError, did_you_mean
+from topologies.model import Topology
+
+from .mininet_net import start_recorded_shell, switch_ifname
+from .netns import OFFLOADS, NetnsLab
+from .softswitch.processes import BMV2_PROCESS
+from .softswitch.switch import READY_PATTERN, SoftwareSwitch
+from .softswitch.tm_config import TmConfig, tm_config_to_dict
+from .switch_log import SwitchLog, describe_exit
+
+BMV2_BINARY = BMV2_PROCESS  # the name cassini clean looks for
+BMV2_CLI = "simple_switch_CLI"
+BMV2_CPU_PORT = 255
+# (our choice) bmv2 logs every table hit at debug and trace (its default level);
+# info keeps its log to start-up, pipeline and errors, and its packet rate up.
+BMV2_LOG_LEVEL = "info"
+# The switch's log in a log folder (the Mininet node's name, as p4-utils names it),
+# and what bmv2 prints besides its own log file.
+SWITCH_LOG = "chip.log"
+SWITCH_CONSOLE_LOG = "chip-console.log"
+
+
+@dataclass(frozen=True)
+class SwitchPlan:
+    """What a fabric asks of its chip, whichever class runs it (`ChipSwitch.params`)."""
+
+    lab: NetnsLab
+    device_id: int
+    grpc_address: str  # as asked: port 0 is any free port
+    tm: TmConfig  # the emulation profile's traffic manager
+    seed: int  # of the WRED marking RNG
+    nice: int  # the switch process's niceness
+    loop_cpu: int | None  # the packet loop's core (cpu_split.py); None: not pinned
+    cables: tuple[tuple[int, int], ...]  # the chip's loopback cables (port pairs)
+    queue_commands: tuple[str, ...]  # `queue_commands_for`'s lines
+    thrift_port: int  # bmv2's; 0: any free port
+    log_dir: Path | None  # where the switch writes its own log, if it writes one
+
+
+class ChipSwitch(Switch):
+    """The chip as one Mininet switch in the root namespace: a process on its ports.
+
+    `launch(argv, **popen_kwargs)` starts the process (the fabric passes its
+    lab's `popen`, which records the pid); the process's log is
+    `log_stream()`, for the fabric to read until it names its address.
+    Subclasses say which argv (`command`), how readiness shows (`wait_ready`)
+    and what the fabric must do differently for them (the class methods).
+    """
+
+    # Who the switch is, in a failure report ("... process (pid N) was killed ...").
+    WHAT: ClassVar[str] = "the switch"
+    # The file in the fabric's log folder that receives what the process prints.
+    CONSOLE_LOG: ClassVar[str] = SWITCH_LOG
+    # The log line that names the P4Runtime address (group 1); None: the switch names none.
+    READY: ClassVar[re.Pattern[str] | None] = None
+    # Whether the packet loop takes a core of its own and the hosts' receive work the others.
+    PINS_LOOP: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        name: str,
+        lab: NetnsLab | None = None,
+        device_id: int = 1,
+        grpc_address: str = "127.0.0.1:9559",
+        launch: Callable[..., subprocess.Popen[str]] | None = None,
+        log_file: str | None = None,
+        **params: Any,
+    ) -> None:
+        self.lab = lab
+        self.device_id = device_id
+        self.grpc_address = grpc_address
+        self.launch = launch
+        self.log_file = log_file
+        self.process: subprocess.Popen[str] | None = None
+        # {chip port: interface} of the cables that are interfaces (bmv2's veth pairs).
+        self.cable_interfaces: dict[int, str] = {}
+        params.setdefault("inNamespace", False)
+        super().__init__(name, **params)
+
+    # --- what the fabric asks before the network exists ------------------------
+
+    @classmethod
+    def params(cls, plan: SwitchPlan) -> dict[str, Any]:
+        """The keywords Mininet builds this switch with, for a fabric's plan."""
+        return {
+            "lab": plan.lab,
+            "device_id": plan.device_id,
+            "grpc_address": plan.grpc_address,
+            "launch": partial(plan.lab.popen, None),
+        }
+
+    @classmethod
+    def device_config(cls, given: bytes | str | Path | None) -> bytes:
+        """The device config pushed with the pipeline: any bytes, or a file's (none: empty)."""
+        if isinstance(given, bytes) or given is None:
+            return given or b""
+        try:
+            return Path(given).read_bytes()
+        except OSError as err:
+            raise UserInputError(f"cannot read --device-config {given}: {err.strerror}") from None
+
+    @classmethod
+    def entry_wred(cls, settings: ControlPlaneSettings) -> WredSettings:
+        """The WRED entries' thresholds for the scaled `settings`: cells, as the TM counts."""
+        return settings.wred
+
+    @classmethod
+    def queue_commands_for(
+        cls, topo: Topology, chip: ChipMap, settings: ControlPlaneSettings, scale: float
+    ) -> tuple[str, ...]:
+        """Queue settings sent outside P4Runtime: none (the TM config carries them)."""
+        return ()
+
+    @classmethod
+    def notes(cls, wred: WredSettings, queue_commands: Sequence[str]) -> tuple[str, ...]:
+        """What a description of the fabric adds for this target (none)."""
+        return ()
+
+    # --- Mininet's node ------------------------------------------------------------
+
+    def startShell(self, mnopts: str | None = None) -> None:  # noqa: N802 (Mininet's name)
+        start_recorded_shell(self.lab, partial(super().startShell, mnopts), self)
+        if self.lab is not None:
+            self.lab.processes.append(self.shell)
+
+    def port_interfaces(self) -> dict[int, str]:
+        """{chip port: interface} of the ports Mininet cabled (server ports)."""
+        return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
+
+    def command(self) -> list[str] | None:
+        """The switch process's argv; None: no process (the switch runs in this one)."""
+        return None
+
+    def output_streams(self) -> dict[str, Any]:
+        """Popen's stdout/stderr: the log is on stderr (`cassini switch serve`)."""
+        return {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+
+    def logs_to_stderr(self) -> bool:
+        """Whether `log_file` receives the process's stderr (True) or the process
+        writes it itself (bmv2's --log-file)."""
+        return True
+
+    def log_stream(self) -> IO[str] | None:
+        """The running process's log (the pipe `output_streams` asked for)."""
+        if self.process is None:
+            return None
+        return self.process.stderr or self.process.stdout
+
+    def start(self, controllers: Sequence[Any] = ()) -> None:
+        for ifname in self.port_interfaces().values():
+            with contextlib.suppress(OSError):  # IPv6 may be off altogether
+                Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1")
+            subprocess.run(
+                ["ethtool", "-K", ifname, *[w for o in OFFLOADS for w in (o, "off")]],
+                check=True,
+                capture_output=True,
+            )
+        argv = self.command()
+        if argv is None:
+            return
+        streams = self.output_streams()
+        if self.log_file is not None and self.logs_to_stderr():
+            # Nobody reads a pipe (e.g. under `mn`): the log goes to its file.
+            streams["stderr"] = open(self.log_file, "w")  # noqa: SIM115 (the process owns it)
+        start = self.launch or subprocess.Popen
+        self.process = start(argv, **streams, text=True, start_new_session=True)
+
+    def stop_serving(self) -> None:
+        """Stop a switch that runs in this process before the network's links go
+        (Mininet stops links before switches); a process stops with the node."""
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(3.0)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(3.0)
+        self.process = None
+        super().stop(deleteIntfs)
+
+    # --- what the fabric asks of the running switch ----------------------------
+
+    def wait_ready(self, log: SwitchLog, timeout: float) -> str:
+        """Until the switch answers P4Runtime (`log` follows its process): the address."""
+        raise NotImplementedError
+
+    def failure(self, log: SwitchLog) -> str | None:
+        """None while the switch's process runs (or it has none); once it has ended,
+        which process and why, with its last log lines."""
+        process = self.process
+        if process is None or process.poll() is None:
+            return None
+        log.settle()  # the reader sees EOF right after the exit: quote the last words
+        return describe_exit(
+            f"{self.WHAT} process", process.pid, process.returncode, list(log.tail)
+        )
+
+
+class SoftSwitch(ChipSwitch):
+    """`cassini switch serve` on the chip's server ports; loopback cables stay inside it."""
+
+    WHAT = "the software switch"
+    READY = READY_PATTERN
+    PINS_LOOP = True
+
+    def __init__(
+        self,
+        name: str,
+        tm_config: str | None = None,
+        seed: int = 0,
+        nice: int = 0,
+        python: str | None = None,
+        loop_cpu: int | None = None,
+        **params: Any,
+    ) -> None:
+        import sys
+
+        self.tm_config = tm_config
+        self.seed = seed
+        self.nice = nice
+        self.loop_cpu = loop_cpu
+        self.python = python or sys.executable
+        super().__init__(name, **params)
+
+    @classmethod
+    def params(cls, plan: SwitchPlan) -> dict[str, Any]:
+        """The TM config as a file in the lab's folder, the seed, niceness and loop core."""
+        tm_file = plan.lab.tempdir("switch") / "tm.json"
+        tm_file.write_text(json.dumps(tm_config_to_dict(plan.tm), indent=1))
+        return super().params(plan) | {
+            "tm_config": str(tm_file),
+            "seed": plan.seed,
+            "nice": plan.nice,
+            "loop_cpu": plan.loop_cpu,
+        }
+
+    def command(self) -> list[str]:
+        argv = ["nice", "-n", str(self.nice)] if self.nice else []
+        argv += [self.python, "-m", "emulation", "switch", "serve"]
+        argv += ["--device-id", str(self.device_id)]
+        for port, ifname in sorted(self.port_interfaces().items()):
+            argv += ["-i", f"{port}@{ifname}"]
+        argv += ["--grpc-server-addr", self.grpc_address]
+        if self.tm_config:
+            argv += ["--tm-config", self.tm_config]
+        if self.loop_cpu is not None:
+            argv += ["--loop-cpu", str(self.loop_cpu)]
+        return [*argv, "--seed", str(self.seed)]
+
+    def wait_ready(self, log: SwitchLog, timeout: float) -> str:
+        """The address its readiness line names (the log is read from its pipe)."""
+        address = log.ready_address(timeout)
+        if address is None:
+            raise RuntimeError(f"{self.WHAT} did not become ready:\n{log.text()}")
+        return address
+
+    def wait_ready_in_file(self, timeout: float = 30.0) -> str:
+        """The address the readiness line names, once `log_file` holds it (a switch no
+        one reads a pipe from, e.g. under `mn`); RuntimeError if the process ends."""
+        assert self.process is not None and self.log_file is not None
+        process, path = self.process, Path(self.log_file)
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = path.read_text(errors="replace") if path.exists() else ""
+            match = READY_PATTERN.search(text)
+            if match:
+                return match.group(1)
+            if process.poll() is not None:
+                raise RuntimeError(
+                    describe_exit(self.WHAT, process.pid, process.returncode, text.splitlines())
+                )
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.WHAT} did not become ready in {timeout:g} s:\n{text}")
+
+
+class InProcessSwitch(ChipSwitch):
+    """The software switch in the caller's process (`SoftwareSwitch`) on the chip's server
+    ports; its packet loop is still a process of its own. Nothing is watched: it dies
+    only with its caller."""
+
+    WHAT = "the software switch"
+
+    def __init__(self, name: str, tm: TmConfig | None = None, seed: int = 0, **params: Any) -> None:
+        self.tm = tm
+        self.seed = seed
+        self.switch: SoftwareSwitch | None = None
+        super().__init__(name, **params)
+
+    @classmethod
+    def params(cls, plan: SwitchPlan) -> dict[str, Any]:
+        return super().params(plan) | {"tm": plan.tm, "seed": plan.seed}
+
+    def start(self, controllers: Sequence[Any] = ()) -> None:
+        super().start(controllers)  # the ports' offloads off; no process
+        self.switch = SoftwareSwitch(
+            self.device_id, self.port_interfaces(), self.grpc_address, self.tm, self.seed
+        ).start()
+
+    def wait_ready(self, log: SwitchLog, timeout: float) -> str:
+        """The address its P4Runtime service listens on (it is up once started)."""
+        assert self.switch is not None and self.switch.grpc_address is not None
+        return self.switch.grpc_address
+
+    def stop_serving(self) -> None:
+        switch, self.switch = self.switch, None
+        if switch is not None:
+            switch.stop()
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
+        self.stop_serving()
+        super().stop(deleteIntfs)
+
+
+class Bmv2Switch(ChipSwitch):
+    """`simple_switch_grpc --no-p4` on every chip port, the loopback cables as veth pairs.
+
+    bmv2 has no internal cables: each cable (chip ports a <-> b) becomes a
+    veth pair `<prefix>p<a>` <-> `<prefix>p<b>` in the root namespace, both
+    ends attached to bmv2, so a frame leaving port a enters port b. Queue
+    depth and rate are set per port over `simple_switch_CLI` (Thrift) once
+    the process is up (`queue_commands`, from `controlplane.bmv2.queue_commands`);
+    the pipeline (P4Info and the compiled JSON) and the entries are pushed over
+    P4Runtime by the project's control plane. bmv2 prints to stdout, so its
+    stdout and stderr are one stream (`output`).
+    """
+
+    WHAT = "bmv2 (simple_switch_grpc)"
+    CONSOLE_LOG = SWITCH_CONSOLE_LOG
+
+    def __init__(
+        self,
+        name: str,
+        cables: Sequence[tuple[int, int]] = (),
+        prefix: str = "cas",
+        thrift_port: int = 9090,
+        queue_commands: Sequence[str] = (),
+        log_level: str = BMV2_LOG_LEVEL,
+        **params: Any,
+    ) -> None:
+        self.cables = tuple(cables)
+        self.prefix = prefix
+        self.thrift_port = thrift_port
+        self.queue_commands = tuple(queue_commands)
+        self.log_level = log_level
+        super().__init__(name, **params)
+
+    @classmethod
+    def params(cls, plan: SwitchPlan) -> dict[str, Any]:
+        """bmv2 names no address, so it is given free ports; it writes its own log."""
+        return super().params(plan) | {
+            "grpc_address": fixed_address(plan.grpc_address),
+            "log_file": str(plan.log_dir / SWITCH_LOG) if plan.log_dir else None,
+            "cables": plan.cables,
+            "prefix": plan.lab.prefix,
+            "thrift_port": plan.thrift_port or int(fixed_address("127.0.0.1:0").split(":")[1]),
+            "queue_commands": plan.queue_commands,
+        }
+
+    @classmethod
+    def device_config(cls, given: bytes | str | Path | None) -> bytes:
+        """The compiled JSON (default: where `make p4` writes it); bmv2 missing is one line."""
+        missing = bmv2_available()
+        if missing is not None:
+            raise UserInputError(
+                f"--target bmv2: {missing}; install bmv2 or use --target softswitch"
+            )
+        if isinstance(given, bytes):
+            return given
+        return bmv2_device_config(given)
+
+    @classmethod
+    def entry_wred(cls, settings: ControlPlaneSettings) -> WredSettings:
+        """In packets: bmv2's enq_qdepth counts packets (as `cassini program --bmv2`)."""
+        return bmv2_wred(settings)
+
+    @classmethod
+    def queue_commands_for(
+        cls, topo: Topology, chip: ChipMap, settings: ControlPlaneSettings, scale: float
+    ) -> tuple[str, ...]:
+        """The simple_switch_CLI lines: each port's queue depth and its rate x S."""
+        return tuple(queue_commands(topo, chip, settings, scale))
+
+    @classmethod
+    def notes(cls, wred: WredSettings, queue_commands: Sequence[str]) -> tuple[str, ...]:
+        return (
+            f"bmv2: cables are veth pairs, no PFC; WRED min {wred.min_cells} / max "
+            f"{wred.max_cells} packets; queues set by {len(queue_commands)} "
+            "simple_switch_CLI lines",
+        )
+
+    def _make_cables(self) -> None:
+        for a, b in self.cables:
+            if_a, if_b = switch_ifname(self.prefix, a), switch_ifname(self.prefix, b)
+            if self.lab is not None:
+                run = self.lab.claim()
+                run.add("links", if_a)
+                run.add("links", if_b)
+                self.lab.root_links += [if_a, if_b]
+            subprocess.run(
+                ["ip", "link", "add", if_a, "type", "veth", "peer", "name", if_b],
+                check=True,
+                capture_output=True,
+            )
+            for ifname in (if_a, if_b):
+                with contextlib.suppress(OSError):  # IPv6 may be off altogether
+                    Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1")
+                subprocess.run(["ip", "link", "set", ifname, "up"], check=True, capture_output=True)
+            self.cable_interfaces[a] = if_a
+            self.cable_interfaces[b] = if_b
+
+    def all_interfaces(self) -> dict[int, str]:
+        """{chip port: interface} of every port bmv2 is given: server ports and cable ends."""
+        return {**self.port_interfaces(), **self.cable_interfaces}
+
+    def command(self) -> list[str]:
+        """simple_switch_grpc's argv as bmv2 documents it: general options, then `--`
+        and the target's (`--grpc-server-addr`, `--cpu-port`)."""
+        argv = [BMV2_BINARY, "--no-p4", "--device-id", str(self.device_id)]
+        for port, ifname in sorted(self.all_interfaces().items()):
+            argv += ["-i", f"{port}@{ifname}"]
+        argv += ["--thrift-port", str(self.thrift_port), "--log-level", self.log_level]
+        if self.log_file:
+            argv += ["--log-file", self.log_file, "--log-flush"]
+        return [
+            *argv,
+            "--",
+            "--grpc-server-addr",
+            self.grpc_address,
+            "--cpu-port",
+            str(BMV2_CPU_PORT),
+        ]
+
+    def start(self, controllers: Sequence[Any] = ()) -> None:
+        self._make_cables()
+        for ifname in self.cable_interfaces.values():
+            subprocess.run(
+                ["ethtool", "-K", ifname, *[w for o in OFFLOADS for w in (o, "off")]],
+                check=True,
+                capture_output=True,
+            )
+        super().start(controllers)
+
+    def output_streams(self) -> dict[str, Any]:
+        """bmv2 says "Server listening on ..." on stdout: one stream for both."""
+        return {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+
+    def logs_to_stderr(self) -> bool:
+        return False
+
+    def wait_ready(self, log: SwitchLog, timeout: float) -> str:
+        """Until its P4Runtime port accepts connections (bmv2 names no address), then
+        its queues set."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            failure = self.failure(log)
+            if failure is not None:
+                raise RuntimeError(failure)
+            if self._listening():
+                self.configure_queues()
+                return self.grpc_address
+            time.sleep(0.05)
+        raise RuntimeError(
+            f"bmv2 did not listen on {self.grpc_address} in {timeout:g} s:\n{log.text()}"
+        )
+
+    def _listening(self) -> bool:
+        host, _, port = self.grpc_address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), 0.2).close()
+        except OSError:
+            return False
+        return True
+
+    def cli_commands(self) -> str:
+        """What `configure_queues` feeds simple_switch_CLI."""
+        return "".join(line + "\n" for line in self.queue_commands)
+
+    def configure_queues(self) -> None:
+        """Send `queue_commands` to bmv2's Thrift server (after it is up)."""
+        if self.queue_commands:
+            run_cli(self.queue_commands, self.thrift_port, BMV2_CLI)
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
+        super().stop(deleteIntfs)
+        for ifname in self.cable_interfaces.values():
+            if Path("/sys/class/net", ifname).exists():
+                subprocess.run(["ip", "link", "delete", ifname], capture_output=True)
+
+
+def bmv2_available() -> str | None:
+    """None when bmv2 can run here, else why not (a test's skip reason)."""
+    missing = [tool for tool in (BMV2_BINARY, BMV2_CLI) if shutil.which(tool) is None]
+    if missing:
+        return f"{' and '.join(missing)} not on PATH (bmv2 is not installed)"
+    return None
+
+
+# Each target's class in its own process, and in the caller's (None: it has no such mode).
+TARGETS: Mapping[str, tuple[type[ChipSwitch], type[ChipSwitch] | None]] = {
+    "softswitch": (SoftSwitch, InProcessSwitch),
+    "bmv2": (Bmv2Switch, None),
+}
+
+
+def switch_class(target: str, own_process: bool = True) -> type[ChipSwitch]:
+    """The class that runs `target`'s chip in a process of its own or in the caller's;
+    an unknown target, or one with no such mode, is one line naming what is wrong.
+
+    >>> switch_class("bmv2").__name__, switch_class("softswitch", own_process=False).__name__
+    ('Bmv2Switch', 'InProcessSwitch')
+    """
+    if target not in TARGETS:
+        raise UserInputError("--target: " + did_you_mean(target, TARGETS, "target"))
+    in_its_own, in_the_callers = TARGETS[target]
+    if own_process:
+        return in_its_own
+    if in_the_callers is None:
+        raise UserInputError(f"--target {target} runs {target}'s own process (switch_process=True)")
+    return in_the_callers
+
+
+def fixed_address(address: str) -> str:
+    """`address` with port 0 replaced by a port free now.
+
+    bmv2 cannot say which port it bound, so it is given one (our choice: the
+    kernel's pick, released just before bmv2 binds it; a race with another
+    process binding the same port in between fails bring-up, named).
+
+    >>> fixed_address("127.0.0.1:9559")
+    '127.0.0.1:9559'
+    """
+    host, _, port = address.rpartition(":")
+    if port != "0":
+        return address
+    bare = host.strip("[]")
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((bare, 0))
+        return f"{host}:{probe.getsockname()[1]}"

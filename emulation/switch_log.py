@@ -1,0 +1,111 @@
+"""What did the switch's process say, and why did it end?
+
+A switch process nobody listens to dies unnoticed, and one that dies says
+why only in its last lines. `SwitchLog` reads a process's output on a
+thread of its own until the process ends: it keeps the last lines (a
+failure report quotes them), copies every line to a file when asked (the
+fabric's `log_dir`) and hands over the address a readiness line names.
+`describe_exit` turns a return code and those lines into one sentence.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from .signals import exit_cause
+
+# How many of the switch's last log lines a failure report quotes.
+FAILURE_LOG_LINES = 10
+# How many it keeps while the process runs (our choice: enough for a report with context).
+TAIL_LINES = 200
+
+
+def describe_exit(
+    what: str,
+    pid: int,
+    returncode: int,
+    log_tail: Sequence[str] = (),
+    lines: int = FAILURE_LOG_LINES,
+) -> str:
+    """Why a process ended, in one sentence plus its last log lines.
+
+    A negative return code is a signal (subprocess's convention), named so the
+    reader need not look it up:
+
+    >>> print(describe_exit("the switch", 4242, -9, ["ready: device 1"]))
+    the switch (pid 4242) was killed by SIGKILL (signal 9); last log lines:
+      ready: device 1
+    >>> describe_exit("the switch", 4242, 3)
+    'the switch (pid 4242) exited with code 3 (no log output)'
+    """
+    cause = exit_cause(returncode)
+    tail = [line for line in log_tail if line.strip()][-lines:] if lines > 0 else []
+    if not tail:
+        return f"{what} (pid {pid}) {cause} (no log output)"
+    return f"{what} (pid {pid}) {cause}; last log lines:\n" + "\n".join(f"  {t}" for t in tail)
+
+
+class SwitchLog:
+    """A switch process's output, read until it ends (`follow`), then closed (`close`)."""
+
+    def __init__(self) -> None:
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._found: list[str] = []
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._copy: IO[str] | None = None
+
+    def follow(
+        self, stream: IO[str], copy_to: Path | None = None, ready: re.Pattern[str] | None = None
+    ) -> None:
+        """Read `stream` on a thread: keep its tail, copy it to `copy_to`, and note the
+        address the first line matching `ready` names (its group 1)."""
+        if copy_to is not None:
+            self._copy = open(copy_to, "w")  # noqa: SIM115 (closed in close)
+        copy = self._copy
+
+        def drain() -> None:
+            for line in stream:
+                self.tail.append(line.rstrip())
+                if copy is not None:
+                    copy.write(line)
+                    copy.flush()
+                match = ready.search(line) if ready is not None else None
+                if match and not self._ready.is_set():
+                    self._found.append(match.group(1))
+                    self._ready.set()
+            self._ready.set()  # the process ended
+
+        self._thread = threading.Thread(target=drain, name="fabric-switch-log", daemon=True)
+        self._thread.start()
+
+    def ready_address(self, timeout: float) -> str | None:
+        """The address the readiness line named; None when the process ended or
+        `timeout` passed first."""
+        if not self._ready.wait(timeout) or not self._found:
+            return None
+        return self._found[0]
+
+    def text(self) -> str:
+        """The kept lines, for an error message."""
+        return "\n".join(self.tail) or "(no output)"
+
+    def settle(self, timeout: float = 1.0) -> None:
+        """Wait briefly for the reader to reach the end of a process that has exited, so
+        a report quotes its last words."""
+        if self._thread is not None:
+            self._thread.join(timeout=timeout)
+
+    def close(self) -> None:
+        """Stop waiting for the reader and close the copy (idempotent)."""
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+        if self._copy is not None:
+            self._copy.close()
+            self._copy = None
