@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_target import py_spy_profile  # noqa: E402
 
 from emulation.fabric import EmulatedFabric  # noqa: E402
+from emulation.fabric_options import FabricOptions  # noqa: E402
 from emulation.jobs.cpu_usage import cpu_seconds, process_tree  # noqa: E402
 from scheduler.fluid import max_min_rates  # noqa: E402
 from topologies.library import load_topology  # noqa: E402
@@ -165,7 +166,8 @@ def main() -> int:
     args = parser.parse_args()
     pairs = [(f"s{i:02d}", f"s{i + args.flows:02d}") for i in range(1, args.flows + 1)]
     topo = load_topology(args.topology)
-    with EmulatedFabric(topo, args.scale, pfc=not args.no_pfc, pin_loop=not args.no_pin) as fabric:
+    options = FabricOptions(scale=args.scale, pfc=not args.no_pfc, pin_loop=not args.no_pin)
+    with EmulatedFabric(topo, options) as fabric:
         tm = fabric.profile.tm
         link_mbps = tm.default_rate_gbps * 1e3
         fair, most, factor, incidence = ceiling(

@@ -117,7 +117,7 @@ class SwitchProcess:
 
     def check_alive(self) -> None:
         """Raise with the exit cause and the last log lines if the switch has died."""
-        from emulation.fabric import describe_exit
+        from emulation.switch_log import describe_exit
 
         if self.process.poll() is not None:
             time.sleep(0.2)  # let the log reader catch the last lines

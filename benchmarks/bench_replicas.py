@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from emulation.fabric import EmulatedFabric  # noqa: E402
+from emulation.fabric_options import FabricOptions  # noqa: E402
 from emulation.jobs.cpu_usage import cpu_seconds, process_tree  # noqa: E402
 from emulation.jobs.records import read_records  # noqa: E402
 from emulation.jobs.replica import ReplicaSpec  # noqa: E402
@@ -51,7 +52,8 @@ def main() -> None:
     args = parser.parse_args()
     topo = load_topology(args.topology)
     profile = build_profile(args.model, args.workers, nic_gbps=topo.nic_gbps())
-    with tempfile.TemporaryDirectory() as out, EmulatedFabric(topo, args.scale) as fabric:
+    options = FabricOptions(scale=args.scale)
+    with tempfile.TemporaryDirectory() as out, EmulatedFabric(topo, options) as fabric:
         servers = sorted(fabric.hosts)[: args.workers]
         peers = tuple(Address(fabric.hosts[s].ip, 47000) for s in servers)
         specs = [

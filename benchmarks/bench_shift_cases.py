@@ -37,10 +37,12 @@ from typing import Any
 import numpy as np
 
 from emulation.emulate.plan import shared_links
-from emulation.fabric import DEFAULT_SCALE, EmulatedFabric
-from emulation.jobs.launch import JobPlan, plan_jobs
+from emulation.fabric import EmulatedFabric
+from emulation.fabric_options import FabricOptions
+from emulation.jobs.launch import JobPlan, parse_schedule, plan_jobs
 from emulation.jobs.prediction import simulated_means
 from emulation.jobs.run import RunResult, RunSettings, run_schedule, write_run
+from emulation.scaling import DEFAULT_SCALE
 from scheduler.cassini import plan_link
 from scheduler.profiles import profiles_from_list
 from topologies.library import load_topology
@@ -132,7 +134,8 @@ def run_cases(fabric: EmulatedFabric, topo: Topology, iterations: int, out: Path
     shared = schedules.pop("shared_link")
     rows = []
     for case in cases:
-        jobs = plan_jobs(schedules[case], topo, where=f"case {case}")
+        where = f"case {case}"
+        jobs = plan_jobs(parse_schedule(schedules[case], where), topo, where=where)
         folder = out / f"case-{case}"
         given = settings or RunSettings()
         run = replace(given, iterations=iterations)
@@ -210,7 +213,7 @@ def main() -> int:
     topo = load_topology(TOPOLOGY)
     with tempfile.TemporaryDirectory() as scratch:
         out = args.out or Path(scratch)
-        with EmulatedFabric(topo, args.scale) as fabric:
+        with EmulatedFabric(topo, FabricOptions(scale=args.scale)) as fabric:
             settings = RunSettings(poll_interval_s=args.poll_interval, gnmi=not args.no_gnmi)
             rows = run_cases(
                 fabric, topo, args.iterations, out, args.cases, settings, args.model,

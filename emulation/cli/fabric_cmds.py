@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from topologies.errors import UserInputError
 
@@ -87,6 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _up(args: argparse.Namespace) -> int:
     from emulation.fabric import EmulatedFabric
+    from emulation.fabric_options import FabricOptions
     from emulation.prefixes import check_prefix
     from emulation.signals import SignalExit, signals_raise
     from topologies.library import load_topology
@@ -98,9 +99,8 @@ def _up(args: argparse.Namespace) -> int:
         raise UserInputError(f"topology '{topo.name}' has no servers to emulate")
     if args.prefix is not None:
         check_prefix(args.prefix)
-    fabric = EmulatedFabric(
-        topo,
-        scale,
+    options = FabricOptions(
+        scale=scale,
         prefix=args.prefix,
         settings=settings,
         pfc=not args.no_pfc,
@@ -113,6 +113,7 @@ def _up(args: argparse.Namespace) -> int:
         log_dir=args.log_dir,
         force=args.force,
     )
+    fabric = EmulatedFabric(topo, options)
     status = 0
     phase = "during bring-up"
     try:
@@ -143,71 +144,32 @@ def _up(args: argparse.Namespace) -> int:
     return status
 
 
-def _fabric_facts(fabric: EmulatedFabric) -> dict[str, Any]:
-    result = fabric.program_result
-    return {
-        "topology": fabric.topo.name,
-        "target": fabric.target,
-        "prefix": fabric.prefix,
-        "grpc": fabric.grpc_address,
-        "device_id": fabric.device_id,
-        "switch_pid": fabric.switch_pid,
-        "log_dir": None if fabric.log_dir is None else str(fabric.log_dir),
-        "pcaps": [str(c.file) for c in fabric.captures],
-        "entries": result.desired_count if result else 0,
-        "bring_up_s": {k: round(v, 3) for k, v in fabric.timings.items()},
-        "profile": fabric.profile.describe(fabric.chip).splitlines(),
-        "hosts": [
-            {
-                "server": h.server,
-                "namespace": h.namespace,
-                "interface": h.ifname,
-                "ip": h.ip,
-                "mac": h.mac,
-                "chip_port": h.port,
-                "tor": fabric.tor_of(h.server),
-            }
-            for h in fabric.hosts.values()
-        ],
-    }
-
-
 def _print_fabric(fabric: EmulatedFabric, as_json: bool) -> None:
-    facts = _fabric_facts(fabric)
+    summary = fabric.describe()
     if as_json:
-        print(json.dumps(facts), flush=True)
+        print(json.dumps(summary.as_dict()), flush=True)
         return
-    times = facts["bring_up_s"]
+    times = summary.bring_up_s
     print(
-        f"fabric {facts['prefix']}: {facts['topology']} on {facts['target']}, "
-        f"P4Runtime {facts['grpc']} "
-        f"(device {facts['device_id']}), {facts['entries']} table entries, up in "
+        f"fabric {summary.prefix}: {summary.topology} on {summary.target}, "
+        f"P4Runtime {summary.grpc} "
+        f"(device {summary.device_id}), {summary.entries} table entries, up in "
         f"{times.get('total_s', 0):.1f} s (hosts {times.get('hosts_s', 0):.1f} s, "
         f"switch {times.get('switch_s', 0):.1f} s, program {times.get('program_s', 0):.1f} s)"
     )
-    for line in facts["profile"]:
+    for line in (*summary.profile, *summary.notes):
         print(f"  {line}")
-    if fabric.target == "bmv2":
-        wred = fabric.wred
-        print(
-            f"  bmv2: cables are veth pairs, no PFC; WRED min {wred.min_cells} / max "
-            f"{wred.max_cells} packets; queues set by {len(fabric.bmv2_queue_commands())} "
-            "simple_switch_CLI lines"
-        )
-    if facts["switch_pid"] is not None:
-        print(f"  switch process: pid {facts['switch_pid']}")
-    if facts["log_dir"] is not None:
-        print(f"  switch log: {facts['log_dir']}")
-    if facts["pcaps"]:
-        print(f"  pcap: {len(facts['pcaps'])} ports in {fabric.pcap_dir}")
+    if summary.switch_pid is not None:
+        print(f"  switch process: pid {summary.switch_pid}")
+    if summary.log_dir is not None:
+        print(f"  switch log: {summary.log_dir}")
+    if summary.pcaps:
+        print(f"  pcap: {len(summary.pcaps)} ports in {summary.pcap_dir}")
     print(f"  {'server':<8} {'namespace':<16} {'ip':<12} {'mac':<18} {'port':>4}  tor")
-    for h in facts["hosts"]:
-        print(
-            f"  {h['server']:<8} {h['namespace']:<16} {h['ip']:<12} {h['mac']:<18} "
-            f"{h['chip_port']:>4}  {h['tor']}"
-        )
-    first = facts["hosts"][0]
-    print(f"  e.g. ip netns exec {first['namespace']} ping {facts['hosts'][-1]['ip']}", flush=True)
+    for h in summary.hosts:
+        print(f"  {h.server:<8} {h.namespace:<16} {h.ip:<12} {h.mac:<18} {h.port:>4}  {h.tor}")
+    first, last = summary.hosts[0], summary.hosts[-1]
+    print(f"  e.g. ip netns exec {first.namespace} ping {last.ip}", flush=True)
 
 
 def _check(fabric: EmulatedFabric, as_json: bool) -> int:

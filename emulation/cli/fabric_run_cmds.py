@@ -63,8 +63,9 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from emulation.fabric import EmulatedFabric
+    from emulation.fabric_options import FabricOptions
     from emulation.jobs.agent import parse_drift_threshold
-    from emulation.jobs.launch import plan_jobs, read_schedule
+    from emulation.jobs.launch import parse_schedule, plan_jobs, read_schedule
     from emulation.jobs.run import RunSettings, run_schedule, write_run
     from emulation.signals import SignalExit, signals_raise
     from scheduler.profiles import load_models, load_profiles_file
@@ -75,7 +76,8 @@ def _run(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     models = load_models(args.models)
     profiles = load_profiles_file(args.jobs_file) if args.jobs_file else None
-    jobs = plan_jobs(read_schedule(args.schedule), topo, profiles, models, where=args.schedule)
+    schedule = parse_schedule(read_schedule(args.schedule), where=args.schedule)
+    jobs = plan_jobs(schedule, topo, profiles, models, where=args.schedule)
     try:
         drift = parse_drift_threshold(args.drift)
     except ValueError as err:
@@ -92,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
     result = None
     try:
         with signals_raise(), staged_folder(args.out, args.force) as stage:
-            with EmulatedFabric(topo, scale) as fabric:
+            with EmulatedFabric(topo, FabricOptions(scale=scale)) as fabric:
                 print(f"fabric {fabric.prefix} up: {len(jobs)} jobs, "
                       f"{sum(j.workers for j in jobs)} replicas", file=sys.stderr, flush=True)  # fmt: skip
                 result = run_schedule(fabric, jobs, settings, stage, progress=_print_progress)

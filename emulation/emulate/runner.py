@@ -152,7 +152,7 @@ def given_schedule(
 ) -> GivenScheduler:
     """The schedule as a `GivenScheduler`, checked as `cassini fabric run` checks a schedule
     file, and against the trace: every job placed, on as many servers as it has workers."""
-    from emulation.jobs.launch import plan_jobs
+    from emulation.jobs.launch import parse_schedule, plan_jobs
     from scheduler.baselines.given import GivenScheduler
 
     workers = {j.name: j.workers for j in trace}
@@ -163,7 +163,7 @@ def given_schedule(
             f"the trace has {sorted(workers)}"
         )
     doc = {**schedule, "models": {j.name: j.model for j in trace}}
-    jobs = plan_jobs(doc, topo, where="schedule")
+    jobs = plan_jobs(parse_schedule(doc, where="schedule"), topo, where="schedule")
     for job in jobs:
         if job.workers != workers[job.name]:
             raise UserInputError(
@@ -229,7 +229,7 @@ def run_one(
             break
         if part.start_s > elapsed:
             time.sleep(part.start_s - elapsed)  # every job finished before this decision
-        schedule = part.runs.as_schedule(topo.name)
+        schedule = part.runs.as_schedule()
         jobs = [
             replace(j, iterations=wanted.get(j.name, settings.iterations) - done.get(j.name, 0))
             for j in plan_jobs(schedule, topo, models=models, where=f"{scheduler}'s schedule")
@@ -291,7 +291,9 @@ def read_lateness(fabric: EmulatedFabric) -> dict[str, dict[str, int]]:
         return {}
 
 
-def run_settings_record(settings: EmulateSettings, plan: TracePlan, fabric: Any) -> dict[str, Any]:
+def run_settings_record(
+    settings: EmulateSettings, plan: TracePlan, fabric: EmulatedFabric | None
+) -> dict[str, Any]:
     """The settings block of summary.json: what ran, on what, with which versions."""
     record: dict[str, Any] = {
         **asdict(settings),
@@ -302,24 +304,26 @@ def run_settings_record(settings: EmulateSettings, plan: TracePlan, fabric: Any)
         "python": platform.python_version(),
     }
     if fabric is not None:
-        record["scale"] = fabric.profile.scale
-        record["emulation_profile"] = fabric.profile.describe(fabric.chip).splitlines()
-        record["prefix"] = fabric.prefix
+        summary = fabric.describe()
+        record["scale"] = summary.scale
+        record["emulation_profile"] = list(summary.profile)
+        record["prefix"] = summary.prefix
     return record
 
 
 @contextlib.contextmanager
 def _fabric(settings: EmulateSettings, topo: Topology) -> Iterator[EmulatedFabric]:
     from emulation.fabric import EmulatedFabric
+    from emulation.fabric_options import FabricOptions
 
-    with EmulatedFabric(
-        topo,
-        settings.scale,
+    options = FabricOptions(
+        scale=settings.scale,
         prefix=settings.prefix,
         seed=settings.seed,
         target=settings.target,
         device_config=settings.device_config,
-    ) as fabric:
+    )
+    with EmulatedFabric(topo, options) as fabric:
         yield fabric
 
 

@@ -26,17 +26,13 @@ from scapy.layers.l2 import Ether
 from controlplane.bmv2 import built_bmv2_json
 from controlplane.session import P4RuntimeSession
 from controlplane.settings import ControlPlaneSettings, WredSettings
-from emulation.fabric import (
-    THRESHOLD_FLOOR_PACKETS,
-    EmulatedFabric,
-    server_pairs_covering_tors,
-    threshold_factor,
-    tm_config_for,
-    tm_config_to_dict,
-)
-from emulation.mininet_net import bmv2_available
+from emulation.fabric import EmulatedFabric
+from emulation.fabric_options import FabricOptions
+from emulation.mininet_switches import bmv2_available
 from emulation.prefixes import new_prefix
-from emulation.softswitch.tm_config import tm_config_from_dict
+from emulation.reachability import server_pairs_covering_tors
+from emulation.scaling import THRESHOLD_FLOOR_PACKETS, threshold_factor, tm_config_for
+from emulation.softswitch.tm_config import tm_config_from_dict, tm_config_to_dict
 from tests.helpers import CASSINI
 from tests.helpers.counters import settled_deltas, snapshot
 from tests.helpers.leftovers import cleanup_all, leftovers
@@ -89,7 +85,7 @@ def test_thresholds_scale_with_s_and_are_floored_to_a_few_packets() -> None:
     with pytest.raises(UserInputError, match="--scale"):
         tm_config_for(topo, chip, 0.0)
     with pytest.raises(UserInputError, match="--scale"):
-        EmulatedFabric(topo, 2.0)
+        FabricOptions(scale=2.0)
 
 
 def test_sample_pairs_cover_every_tor_pair() -> None:
@@ -125,8 +121,9 @@ TARGETS = [
 def fabric(request: pytest.FixtureRequest) -> Iterator[EmulatedFabric]:
     prefix = new_prefix("cas")
     topo = load_topology("cassini-testbed")
+    options = FabricOptions(scale=SCALE, prefix=prefix, target=request.param)
     try:
-        with EmulatedFabric(topo, SCALE, prefix=prefix, target=request.param) as running:
+        with EmulatedFabric(topo, options) as running:
             yield running
     finally:
         left = leftovers(prefix)
@@ -189,7 +186,7 @@ def test_fabric_is_the_default_testbed_programmed_over_p4runtime(
         f"netns {h.namespace}" for h in fabric.hosts.values()
     )
     links = sorted(f for f in found if f.startswith("link"))
-    if fabric.target == "bmv2":
+    if fabric.options.target == "bmv2":
         # Every chip port is an interface: 24 server ports and both ends of 24 cables.
         assert links == sorted(f"link {name}" for name in fabric.interfaces().values())
         assert len(links) == 72
@@ -204,7 +201,7 @@ def test_fabric_is_the_default_testbed_programmed_over_p4runtime(
     assert len(installed) == fabric.program_result.desired_count == len(forwarding) + 72
     wred = [e for e in installed if e.table.endswith("wred_profile")]
     # 152 / 304 cells of 80 B; bmv2 counts packets of 1500 B: 9 / 17.
-    expected = (9, 17) if fabric.target == "bmv2" else (152, 304)
+    expected = (9, 17) if fabric.options.target == "bmv2" else (152, 304)
     assert {(e.params["min_cells"], e.params["max_cells"]) for e in wred} == {expected}
     host = fabric.hosts["s01"]
     link = fabric.run("s01", ["ip", "-o", "link", "show", host.ifname]).stdout
@@ -410,7 +407,8 @@ def test_incast_from_two_racks_marks_ce_and_the_counters_agree(
 @pytest.mark.parametrize("switch_process", [True, False], ids=["switch-process", "in-process"])
 def test_fabric_cleans_up_when_the_body_raises(prefix: str, switch_process: bool) -> None:
     topo = load_topology("leaf-spine:2:1:2")
-    fabric = EmulatedFabric(topo, 0.01, prefix=prefix, switch_process=switch_process)
+    options = FabricOptions(scale=0.01, prefix=prefix, switch_process=switch_process)
+    fabric = EmulatedFabric(topo, options)
     with pytest.raises(RuntimeError, match="boom"), fabric as f:
         found = leftovers(prefix)
         # namespaces, switch-side veths, the packet loop, and the switch process when it has one

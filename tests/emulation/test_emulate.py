@@ -145,7 +145,8 @@ def test_a_departure_decision_re_aims_the_jobs_left_and_starts_the_waiting_one(
     others 12) and Th+Cassini places e on a's servers with new shifts for c and d."""
     from emulation.emulate.plan import plan_trace
     from emulation.emulate.runner import run_one
-    from emulation.fabric import DEFAULT_SCALE, EmulatedFabric
+    from emulation.fabric import EmulatedFabric
+    from emulation.fabric_options import FabricOptions
     from topologies.library import load_topology
 
     trace = [
@@ -160,7 +161,7 @@ def test_a_departure_decision_re_aims_the_jobs_left_and_starts_the_waiting_one(
     arrival, waits, departure = plan.of("th+cassini").decisions[:3]
     assert (waits.reason, departure.reason) == ("arrival", "departure")
     settings = EmulateSettings(schedulers=("th+cassini",), prefix=prefix)
-    with EmulatedFabric(topo, DEFAULT_SCALE, prefix=prefix) as fabric:
+    with EmulatedFabric(topo, FabricOptions(prefix=prefix)) as fabric:
         run = run_one(fabric, plan, "th+cassini", settings, tmp_path)
     folder = tmp_path / "runs" / "th+cassini"
     # e's arrival (it waits) restarts nothing; a's departure opens the second segment

@@ -17,6 +17,7 @@ import pytest
 
 from emulation.cli import main
 from emulation.fabric import EmulatedFabric
+from emulation.fabric_options import FabricOptions
 from emulation.jobs.launch import plan_jobs
 from emulation.jobs.run import RunSettings, run_schedule
 from tests.helpers import CASSINI
@@ -69,7 +70,7 @@ def test_a_killed_replica_stops_its_job_with_the_lost_peer_error(
     topo = load_topology(TOPOLOGY)
     jobs = plan_jobs(SCHEDULE, topo)
     pids: list[int] = []
-    with EmulatedFabric(topo, 0.001, prefix=prefix) as fabric:
+    with EmulatedFabric(topo, FabricOptions(scale=0.001, prefix=prefix)) as fabric:
         victim_out = tmp_path / "replicas" / "vgg19-0-w1.jsonl"
 
         def kill_worker_1() -> None:

@@ -19,6 +19,7 @@ from types import ModuleType
 import pytest
 
 from emulation.fabric import EmulatedFabric
+from emulation.fabric_options import FabricOptions
 from tests.helpers.leftovers import leftovers
 from topologies.library import load_topology
 
@@ -52,7 +53,7 @@ def test_the_placement_shares_exactly_one_tor_uplink_and_b_takes_compats_shift()
 def rows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
     topo = load_topology(bench.TOPOLOGY)
     out = tmp_path_factory.mktemp("cases")
-    with EmulatedFabric(topo, 0.001) as fabric:
+    with EmulatedFabric(topo, FabricOptions(scale=0.001)) as fabric:
         prefix = fabric.prefix
         figures = bench.run_cases(fabric, topo, ITERATIONS, out)
     assert leftovers(prefix) == []

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from emulation.fabric import EmulatedFabric, describe_exit
+from emulation.fabric import EmulatedFabric
+from emulation.fabric_options import FabricOptions
+from emulation.switch_log import describe_exit
 from tests.helpers import CASSINI
 from tests.helpers.leftovers import leftovers
 from topologies.library import load_topology
@@ -48,7 +50,7 @@ def test_an_exit_code_is_quoted_with_the_last_log_lines_only() -> None:
 
 
 def test_a_fabric_that_never_started_reports_no_failure() -> None:
-    fabric = EmulatedFabric(load_topology(TOPOLOGY), 0.01)
+    fabric = EmulatedFabric(load_topology(TOPOLOGY), FabricOptions(scale=0.01))
     assert fabric.switch_pid is None
     assert fabric.switch_failure() is None
 
@@ -69,7 +71,8 @@ def _kill_switch(pid: int, prefix: str) -> None:
 
 @pytest.mark.root
 def test_the_library_reports_a_killed_switch(prefix: str) -> None:
-    with EmulatedFabric(load_topology(TOPOLOGY), 0.01, prefix=prefix) as fabric:
+    options = FabricOptions(scale=0.01, prefix=prefix)
+    with EmulatedFabric(load_topology(TOPOLOGY), options) as fabric:
         pid = fabric.switch_pid
         assert pid is not None and fabric.switch_failure() is None
         _kill_switch(pid, prefix)

@@ -24,8 +24,10 @@ from controlplane.p4names import ECN_MARKED
 from emulation.capture import pcap_name
 from emulation.cpu_split import split_cpus
 from emulation.fabric import EmulatedFabric
+from emulation.fabric_options import FabricOptions
 from emulation.jobs.cpu_usage import process_tree
-from emulation.mininet_net import CHIP, Bmv2Switch, CassiniTopo, bmv2_available, fixed_address
+from emulation.mininet_net import CHIP, CassiniTopo
+from emulation.mininet_switches import Bmv2Switch, bmv2_available, fixed_address
 from emulation.run_files import runs
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
@@ -54,7 +56,7 @@ def test_topo_has_every_server_as_a_host_cabled_to_its_chip_port() -> None:
 
 @pytest.mark.root
 def test_fabric_is_a_mininet_network_usable_from_python(prefix: str) -> None:
-    with EmulatedFabric(load_topology(SMALL), 0.01, prefix=prefix) as fabric:
+    with EmulatedFabric(load_topology(SMALL), FabricOptions(scale=0.01, prefix=prefix)) as fabric:
         assert fabric.net is not None
         hosts = [h.name for h in fabric.net.hosts]
         assert hosts == [s.name for s in fabric.topo.servers]
@@ -73,8 +75,9 @@ def test_the_packet_loop_has_a_core_and_the_hosts_receive_work_goes_to_the_other
     prefix: str,
 ) -> None:
     split = split_cpus(os.sched_getaffinity(0))
-    assert EmulatedFabric(load_topology(SMALL), 0.01, pin_loop=False).cpu_split is None
-    with EmulatedFabric(load_topology(SMALL), 0.01, prefix=prefix) as fabric:
+    options = FabricOptions(scale=0.01, prefix=prefix)
+    assert EmulatedFabric(load_topology(SMALL), options.replace(pin_loop=False)).cpu_split is None
+    with EmulatedFabric(load_topology(SMALL), options) as fabric:
         assert fabric.cpu_split == split
         assert fabric.switch_pid is not None
         tree = process_tree(fabric.switch_pid)
@@ -144,12 +147,16 @@ def test_bmv2_argv_is_the_one_bmv2_documents() -> None:
 
 
 def test_bmv2_queues_and_thresholds_come_from_the_emulation_profile(monkeypatch) -> None:
-    import emulation.mininet_net
+    import emulation.mininet_switches
 
     topo = load_topology("cassini-testbed")
-    soft = EmulatedFabric(topo, 0.001)
+    soft = EmulatedFabric(topo, FabricOptions(scale=0.001))
     assert (soft.wred.min_cells, soft.wred.max_cells) == (152, 304)  # cells
-    lines = soft.bmv2_queue_commands()
+    assert soft.queue_commands() == ()  # the software switch's TM config carries its queues
+    # bmv2 itself is not needed to see what the fabric would give it.
+    monkeypatch.setattr(emulation.mininet_switches, "bmv2_available", lambda: None)
+    bmv2 = EmulatedFabric(topo, FabricOptions(scale=0.001, target="bmv2", device_config=b"{}"))
+    lines = bmv2.queue_commands()
     chip = map_to_chip(topo)
     # 72 ports x (depth, rate); queue limit 3040 cells x 80 B = 163 frames of 1500 B,
     # 50 Mbit/s = 4167 frames/s of 1500 B: the same profile the software switch runs.
@@ -157,9 +164,6 @@ def test_bmv2_queues_and_thresholds_come_from_the_emulation_profile(monkeypatch)
     assert set(lines[0::2]) == {f"set_queue_depth 163 {p}" for p in chip.ports()}
     assert set(lines[1::2]) == {f"set_queue_rate 4167 {p}" for p in chip.ports()}
     assert _bmv2_switch(queue_commands=lines[:2]).cli_commands() == "\n".join(lines[:2]) + "\n"
-    # bmv2 itself is not needed to see what the fabric would give it.
-    monkeypatch.setattr(emulation.mininet_net, "bmv2_available", lambda: None)
-    bmv2 = EmulatedFabric(topo, 0.001, target="bmv2", device_config=b"{}")
     # 152 / 304 cells of 80 B in 1500 B packets, as `cassini program --bmv2` converts.
     assert (bmv2.wred.min_cells, bmv2.wred.max_cells) == (9, 17)
     assert bmv2.device_config == b"{}"
@@ -185,7 +189,9 @@ def test_target_bmv2_without_bmv2_is_one_line_naming_it(prefix: str) -> None:
     ]
     assert "simple_switch_grpc" in result.stderr and result.stdout == ""
     with pytest.raises(UserInputError, match="no target named 'p4'"):
-        EmulatedFabric(load_topology(SMALL), target="p4")
+        FabricOptions(target="p4")
+    with pytest.raises(UserInputError, match="--target bmv2 runs bmv2's own process"):
+        FabricOptions(target="bmv2", switch_process=False)
 
 
 def _icmp(packets: list, src: str, dst: str) -> list[int]:
@@ -203,7 +209,8 @@ def test_pcap_per_port_and_the_switch_log_land_in_the_results_folders(
 ) -> None:
     topo = load_topology("cassini-testbed")
     pcaps, logs = tmp_path / "pcap", tmp_path / "logs"
-    with EmulatedFabric(topo, 0.001, prefix=prefix, pcap_dir=pcaps, log_dir=logs) as fabric:
+    options = FabricOptions(scale=0.001, prefix=prefix, pcap_dir=pcaps, log_dir=logs)
+    with EmulatedFabric(topo, options) as fabric:
         pids = [c.process.pid for c in fabric.captures]
         assert len(pids) == 24 and all(Path(f"/proc/{pid}").exists() for pid in pids)
         run = next(r for r in runs((prefix,)))
@@ -223,8 +230,9 @@ def test_pcap_per_port_and_the_switch_log_land_in_the_results_folders(
     assert READY_PATTERN.search(log), log[:500]
     # The output rule: a folder holding an earlier run's files is refused unless forced.
     with pytest.raises(UserInputError, match="--pcap .*already exists and is not empty"):
-        EmulatedFabric(topo, pcap_dir=pcaps)
-    assert EmulatedFabric(topo, pcap_dir=pcaps, log_dir=logs, force=True).pcap_dir == pcaps
+        EmulatedFabric(topo, FabricOptions(pcap_dir=pcaps))
+    forced = FabricOptions(pcap_dir=pcaps, log_dir=logs, force=True)
+    assert EmulatedFabric(topo, forced).pcap_dir == pcaps
 
 
 @pytest.mark.root
@@ -360,7 +368,7 @@ def test_a_host_sends_no_faster_than_its_nic_so_one_flow_alone_is_never_marked(
     """One TCP flow alone, as on the testbed: its NIC is the bottleneck, the switch queue stays
     empty. Without the host's shaping a veth sends as fast as the CPU allows and fills the port."""
     seconds = 3.0
-    with EmulatedFabric(load_topology(SMALL), 0.001, prefix=prefix) as fabric:
+    with EmulatedFabric(load_topology(SMALL), FabricOptions(scale=0.001, prefix=prefix)) as fabric:
         assert fabric.net is not None
         src, dst = fabric.net.hosts[0], fabric.net.hosts[-1]
         nic = fabric.profile.nic_mbit(fabric.chip)[src.name]
@@ -401,10 +409,11 @@ def test_a_host_sends_no_faster_than_its_nic_so_one_flow_alone_is_never_marked(
 def test_an_unreadable_device_config_is_one_line_naming_it(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
     with pytest.raises(UserInputError, match=f"cannot read --device-config {missing}: No such"):
-        EmulatedFabric(load_topology(SMALL), device_config=missing)
+        EmulatedFabric(load_topology(SMALL), FabricOptions(device_config=missing))
     given = tmp_path / "config.bin"
     given.write_bytes(b"\x01\x02")  # the software switch takes any device config
-    assert EmulatedFabric(load_topology(SMALL), device_config=given).device_config == b"\x01\x02"
+    fabric = EmulatedFabric(load_topology(SMALL), FabricOptions(device_config=given))
+    assert fabric.device_config == b"\x01\x02"
 
 
 @pytest.mark.root

@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 
 from emulation.fabric import EmulatedFabric
+from emulation.fabric_options import FabricOptions
 from emulation.jobs.patterns import bytes_sent, phase_plan
 from emulation.jobs.records import csv_rows, read_records
 from emulation.jobs.replica import EXIT_PEER_LOST, ReplicaSpec, parse_args
 from emulation.jobs.ring import Address
 from emulation.jobs.ring_plan import gradient_bytes, phase_bytes, ring_allreduce_plan
-from emulation.netns import leftovers
 from scheduler.types import Phase
 from tests.helpers.counters import settled_deltas, snapshot
+from tests.helpers.leftovers import leftovers
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 
@@ -32,7 +33,7 @@ SERVERS = ("s01", "s02", "s03", "s04")
 
 @pytest.fixture(scope="module")
 def fabric() -> Iterator[EmulatedFabric]:
-    with EmulatedFabric(load_topology("leaf-spine:2:1:2"), SCALE) as fab:
+    with EmulatedFabric(load_topology("leaf-spine:2:1:2"), FabricOptions(scale=SCALE)) as fab:
         yield fab
         prefix = fab.prefix
     assert leftovers(prefix) == []
