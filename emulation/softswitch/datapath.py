@@ -1,11 +1,12 @@
 """What happens to a frame between the receiving and the sending socket?
 
-`SwitchProgram` is the switch program (the P4 program's ingress and egress):
-count, look up (ingress_port, dst_mac) in `logical_forward`, hand to the
-traffic manager, count on transmit. It has no sockets and takes `now` from
-the caller, so tests run it on a fake clock. `Datapath` is the loop around
-it: wait on the port sockets with a timeout to the next departure, read
-frames in batches, advance the traffic manager, send.
+The switch program (the P4 program's ingress and egress and the traffic
+manager: a `switch_program.SwitchProgram`) does it; `Datapath` is the loop
+around it: wait on the port sockets with a timeout to the next departure,
+read frames in batches, advance the traffic manager, send. A program with a
+compiled path (`fast_pipeline`) reads the rings and sends by itself, and with
+rings on every port and the real clock it runs the whole loop, sleeping
+included, and Python looks in about every millisecond.
 
 P4 counters are kept apart in the hot path (Python ints, or the compiled
 pipeline's array) and added to the shared numpy arrays at most every
@@ -31,18 +32,9 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
-
-from controlplane.p4info import load_p4info
-from controlplane.p4names import COUNTERS as COUNTER_NAMES
-from controlplane.p4names import check_p4_names
-from topologies.errors import UserInputError
-
-from .fast_pipeline import FastSwitchProgram
-from .packet import parse_mac_control
-from .port_stats import LATENESS_BUCKETS, P4_COUNTED_STATS, STAT_NAMES, lateness_bucket
+from .port_stats import lateness_bucket
 from .ports import (
     MAX_FRAME_BYTES,
     PACKET_OUTGOING,
@@ -51,12 +43,9 @@ from .ports import (
     ancillary_timestamp,
     restore_vlan_tag,
 )
-from .state import COUNTER_CELLS, DataplaneState
+from .state import COUNTER_CELLS
+from .switch_program import CompiledPath, SwitchProgram
 from .tm_config import MTU_FRAME_BYTES, TmConfig
-from .traffic_manager import TrafficManager
-
-if TYPE_CHECKING:
-    from .datapath_process import SharedCounters
 
 log = logging.getLogger(__name__)
 
@@ -105,203 +94,6 @@ def wakeup_granularity(tm: TmConfig, ports: Iterable[int]) -> float:
     return min(WAKEUP_GRANULARITY_MAX_S, max(WAKEUP_GRANULARITY_MIN_S, share))
 
 
-def checked_counter_names() -> tuple[str, ...]:
-    """The counter names the target writes, as the P4Info spells them."""
-    index = load_p4info()
-    check_p4_names(index)
-    return tuple(index.counter(name).name for name in COUNTER_NAMES)
-
-
-def program_ports(config: TmConfig, interface_ports: Iterable[int]) -> tuple[list[int], list[int]]:
-    """(interface ports, all ports: interfaces and cable ends), sorted; a port may not be both."""
-    interfaces = sorted(set(interface_ports))
-    cabled = set(config.cable_peers())
-    both = cabled & set(interfaces)
-    if both:
-        raise UserInputError(
-            f"port {min(both)} is both an interface port and one end of a loopback cable"
-        )
-    return interfaces, sorted(set(interfaces) | cabled)
-
-
-class SwitchProgram:
-    """The switch program over one DataplaneState and one TrafficManager (the reference:
-    `fast_pipeline.FastSwitchProgram` is the compiled one, tested against it)."""
-
-    def __init__(
-        self,
-        state: DataplaneState,
-        config: TmConfig,
-        interface_ports: Iterable[int],
-        seed: int = 0,
-        port_macs: Mapping[int, bytes] | None = None,
-        counter_names: Sequence[str] | None = None,
-        shared: SharedCounters | None = None,
-    ) -> None:
-        self.state = state
-        self.config = config
-        # In a packet-loop process: the block the counters live in (state's arrays
-        # are views of it) and the statistics are published to.
-        self.shared = shared
-        self.interface_ports, self.ports = program_ports(config, interface_ports)
-        self.valid_ports = frozenset(self.ports)
-        self.tm = TrafficManager(
-            config, self.ports, state.wred, seed=seed, port_macs=port_macs, on_arrival=self.ingress
-        )
-        n = COUNTER_CELLS
-        self.rx_packets = [0] * n
-        self.rx_bytes = [0] * n
-        self.forward_misses = [0] * n
-        self.malformed = [0] * n
-        self.pfc_received = [0] * n  # PFC and 802.3x PAUSE frames
-        self.mac_control_ignored = [0] * n
-        self.to_unknown_port = [0] * n
-        self.rx_overruns = [0] * n  # frames the kernel dropped before we read them
-        self.send_errors = [0] * n  # finished frames a host socket refused
-        names = tuple(counter_names) if counter_names is not None else checked_counter_names()
-        tm = self.tm
-        self._counter_sources = [
-            (state.counter(names[0]), self.rx_packets, self.rx_bytes),
-            (state.counter(names[1]), tm.tx_packets, tm.tx_bytes),
-            (state.counter(names[2]), tm.marked_packets, tm.marked_bytes),
-            (state.counter(names[3]), tm.wred_dropped_packets, tm.wred_dropped_bytes),
-        ]
-        self._flushed = [([0] * n, [0] * n) for _ in self._counter_sources]
-        # The lists behind every statistic, in STAT_NAMES order (they are updated in
-        # place, never replaced, so the map is built once).
-        self._stat_lists: dict[str, list[int]] = {
-            "rx_packets": self.rx_packets,
-            "rx_bytes": self.rx_bytes,
-            "tx_packets": tm.tx_packets,
-            "tx_bytes": tm.tx_bytes,
-            "ecn_marked": tm.marked_packets,
-            "wred_dropped": tm.wred_dropped_packets,
-            "tail_dropped": tm.tail_dropped_packets,
-            "forward_misses": self.forward_misses,
-            "to_unknown_port": self.to_unknown_port,
-            "malformed": self.malformed,
-            "rx_overruns": self.rx_overruns,
-            "send_errors": self.send_errors,
-            "pfc_received": self.pfc_received,
-            "mac_control_ignored": self.mac_control_ignored,
-            "pfc_pauses_sent": tm.pfc_pauses_sent,
-            "pfc_resumes_sent": tm.pfc_resumes_sent,
-        }
-        assert tuple(self._stat_lists) == STAT_NAMES
-        self.departure_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)
-        self.wakeup_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)
-        self.late_max = self.wakeup_max = 0.0
-
-    def note_departures(self, now: float) -> None:
-        """The frames in `tm.transmitted` are handed to their sockets at `now`."""
-        histogram = self.departure_lateness
-        for due in self.tm.transmitted_due:
-            late = now - due
-            histogram[lateness_bucket(late)] += 1
-            if late > self.late_max:
-                self.late_max = late
-
-    def ingress(self, port: int, frame: bytes, now: float) -> None:
-        """One received frame through parser, ingress counter, table and queue."""
-        n = len(frame)
-        if n < 14:
-            self.malformed[port] += 1
-            return
-        if frame[12] == 0x88 and frame[13] == 0x08:
-            # MAC control (PAUSE/PFC) ends in the MAC whatever its destination:
-            # never counted as received, never looked up, never forwarded.
-            self._mac_control(port, frame, now)
-            return
-        if frame[12] == 8 and frame[13] == 0:  # IPv4: header must be whole
-            version_ihl = frame[14] if n > 14 else 0
-            if (
-                n < 34
-                or version_ihl >> 4 != 4
-                or version_ihl & 15 < 5
-                or n < 14 + 4 * (version_ihl & 15)
-            ):
-                self.malformed[port] += 1
-                return
-        self.rx_packets[port] += 1
-        self.rx_bytes[port] += n
-        out_port = self.state.forward.get((port, frame[:6]))
-        if out_port is None:
-            self.forward_misses[port] += 1
-            return
-        if out_port not in self.valid_ports:
-            self.to_unknown_port[port] += 1
-            return
-        self.tm.enqueue(frame, port, out_port, now)
-
-    def _mac_control(self, port: int, frame: bytes, now: float) -> None:
-        # The MAC consumes PAUSE/PFC frames before the pipeline sees them (so
-        # they are in neither rx_packets nor port_rx).
-        pause = parse_mac_control(frame)
-        if pause is None:  # other MAC-control opcodes: consumed, nothing to do
-            self.mac_control_ignored[port] += 1
-            return
-        self.pfc_received[port] += 1
-        self.tm.receive_pause(port, pause[0], pause[1], now)
-
-    def receive(self, port: int, frame: bytes, stamp: float) -> None:
-        """A frame a host began sending at `stamp`; ingress runs when it is fully received."""
-        self.tm.receive(port, frame, stamp)
-
-    def advance(self, now: float) -> None:
-        """Run everything due by `now` in time order: receptions (from hosts and
-        cables) through ingress, departures, PFC refreshes."""
-        self.tm.advance(now)
-
-    def flush_counters(self) -> None:
-        """Add what changed since the last flush to the shared P4 counter arrays."""
-        ports = self.ports
-        shared = self.shared
-        if shared is not None:
-            shared.begin()
-        for (array, packets, byte_counts), (seen_packets, seen_bytes) in zip(
-            self._counter_sources, self._flushed, strict=True
-        ):
-            for port in ports:
-                delta = packets[port] - seen_packets[port]
-                if delta:
-                    array[port, 0] += delta
-                    seen_packets[port] = packets[port]
-                    array[port, 1] += byte_counts[port] - seen_bytes[port]
-                    seen_bytes[port] = byte_counts[port]
-        if shared is not None:
-            shared.end()
-
-    def publish_stats(self) -> None:
-        """Copy every per-port statistic into the shared block (process mode only)."""
-        shared = self.shared
-        if shared is None:
-            return
-        ports = self.ports
-        rows = shared.stats
-        shared.begin()
-        for i, values in enumerate(self._stat_lists.values()):
-            rows[i, ports] = [values[p] for p in ports]
-        shared.publish_fidelity(
-            (self.departure_lateness, self.wakeup_lateness), (self.late_max, self.wakeup_max)
-        )
-        shared.end()
-
-    def port_stats(self) -> dict[str, dict[int, int]]:
-        """Every statistic of `STAT_NAMES`, per port (non-zero ones only)."""
-        return {
-            name: {p: v for p, v in enumerate(values) if v}
-            for name, values in self._stat_lists.items()
-        }
-
-    def stats(self) -> dict[str, dict[int, int]]:
-        """Drops and events that have no P4 counter, per port (for logs and tests)."""
-        return {
-            name: per_port
-            for name, per_port in self.port_stats().items()
-            if name not in P4_COUNTED_STATS
-        }
-
-
 class Datapath:
     """The packet loop: sockets in, SwitchProgram, sockets out. Runs in one thread.
 
@@ -311,7 +103,7 @@ class Datapath:
 
     def __init__(
         self,
-        pipeline: SwitchProgram | FastSwitchProgram,
+        pipeline: SwitchProgram,
         sockets: Sequence[PortSocket],
         clock: Callable[[], float] = time.monotonic,
         kernel_timestamps: bool = True,
@@ -374,22 +166,23 @@ class Datapath:
     def run(self) -> None:
         _set_timer_slack(DATAPATH_TIMER_SLACK_NS)
         pipeline = self.pipeline
-        compiled = (
-            isinstance(pipeline, FastSwitchProgram)
+        # A compiled program reads the rings and sends itself; it runs the whole
+        # loop when every port has a ring and time is the real clock.
+        compiled = pipeline.compiled_path()
+        if (
+            compiled is not None
             and self.clock is time.monotonic
             and all(s.rx_ring is not None for s in self.sockets)
-        )
-        if compiled:
-            self._run_compiled()
+        ):
+            self._run_compiled(compiled)
             return
-        tm: Any = pipeline.tm
+        tm = pipeline.tm
         clock = self.clock
         receive = tm.receive
         advance = pipeline.advance
         wake_fd = self._wake_fd
         transmitted = tm.transmitted  # drained in place, never replaced
         stamped = self.kernel_timestamps
-        fast = isinstance(pipeline, FastSwitchProgram)
         fds = [-1] * COUNTER_CELLS  # the compiled sender's socket per port
         rings = {}  # fd -> ring the compiled reader reads
         wakeup_lateness = pipeline.wakeup_lateness
@@ -401,7 +194,7 @@ class Datapath:
             sock = port_socket.sock
             reader: tuple[int, Callable[..., Any], int]
             fds[port_socket.port] = port_socket.fileno()
-            if port_socket.rx_ring is not None and fast:
+            if port_socket.rx_ring is not None and compiled is not None:
                 rings[port_socket.fileno()] = port_socket.rx_ring
                 reader = (port_socket.port, port_socket.rx_ring.receive, _FAST_RING)
             elif port_socket.rx_ring is not None:
@@ -491,8 +284,9 @@ class Datapath:
                     port, recv, kind = found
                     try:
                         if kind == _FAST_RING:
+                            assert compiled is not None
                             ring = rings[fd]
-                            ring.next_slot, _n, fallbacks, stamp, truncated = tm.read_ring(
+                            ring.next_slot, _n, fallbacks, stamp, truncated = compiled.read_ring(
                                 port,
                                 ring.memory,
                                 ring.next_slot,
@@ -544,9 +338,9 @@ class Datapath:
                         epoll.unregister(fd)
                 advance(horizon)
                 unflushed = True
-                if fast:
+                if compiled is not None:
                     if transmitted or tm.control:
-                        tm.send(fds, clock())
+                        compiled.send(fds, clock())
                 elif transmitted:
                     pipeline.note_departures(clock())
                     self._send_all(transmitted, senders)
@@ -575,13 +369,11 @@ class Datapath:
             pipeline.publish_stats()
             epoll.close()
 
-    def _run_compiled(self) -> None:
+    def _run_compiled(self, compiled: CompiledPath) -> None:
         """The loop with the compiled pipeline reading every ring itself: Python looks
         in at most every COUNTER_FLUSH_S (counters, statistics, the clock offset), and
         whenever the control socket or the wake-up eventfd is readable."""
         pipeline = self.pipeline
-        assert isinstance(pipeline, FastSwitchProgram)
-        tm = pipeline.tm
         clock = self.clock
         stamped = self.kernel_timestamps
         send_fds = [-1] * COUNTER_CELLS
@@ -590,7 +382,9 @@ class Datapath:
             ring = port_socket.rx_ring
             assert ring is not None
             send_fds[port_socket.port] = port_socket.fileno()
-            tm.add_ring(port_socket.port, ring.memory, ring.slots, ring.slot_bytes, ring.next_slot)
+            compiled.add_ring(
+                port_socket.port, ring.memory, ring.slots, ring.slot_bytes, ring.next_slot
+            )
             ring_fds.append(port_socket.fileno())
         control_fd, on_control = self.control if self.control is not None else (-1, None)
         poll_fds = [*ring_fds, self._wake_fd] + ([control_fd] if on_control is not None else [])
@@ -610,7 +404,7 @@ class Datapath:
                     until = last_publish + STATS_PUBLISH_S
                 else:
                     until = now + (OVERRUNS_CHECK_S if publish else 1.0)
-                woken, active = tm.run(
+                woken, active = compiled.run(
                     poll_fds,
                     send_fds,
                     offset if stamped else None,
@@ -638,8 +432,8 @@ class Datapath:
                     offset = self.realtime_offset()
                     last_offset_check = now
         finally:
-            self.stamp_fallbacks += tm.stamp_fallbacks
-            tm.release_rings()
+            self.stamp_fallbacks += compiled.stamp_fallbacks
+            compiled.release_rings()
             self._read_overruns()
             pipeline.flush_counters()
             pipeline.publish_stats()

@@ -13,9 +13,9 @@ tables. The two sides share:
   packet path sees a batch whole or not at all, and acknowledges it; the
   Write returns after the acknowledgement, so a frame sent after a Write
   returned meets its entries;
-- a shared memory block (a memfd, so nothing is left behind in /dev/shm):
-  the P4 counters, written by the loop every millisecond, and the per-port
-  statistics of `port_stats.STAT_NAMES`, every `datapath.STATS_PUBLISH_S`, both under a
+- a shared memory block (`shared_counters.SharedCounters`): the P4 counters,
+  written by the loop every millisecond, and the per-port statistics of
+  `port_stats.STAT_NAMES`, every `datapath.STATS_PUBLISH_S`, both under a
   sequence lock so a reader copies a consistent snapshot without asking the
   loop anything.
 
@@ -31,7 +31,6 @@ import contextlib
 import ctypes
 import gc
 import logging
-import mmap
 import os
 import signal
 import socket
@@ -49,22 +48,20 @@ import numpy as np
 from emulation.signals import exit_cause
 from topologies.errors import UserInputError
 
-from .port_stats import (
-    FIDELITY_NAMES,
-    LATENESS_BUCKETS,
-    STAT_NAMES,
-    Lateness,
-    lateness_summary,
-)
+from .datapath import Datapath, wakeup_granularity
+from .fast_pipeline import FastSwitchProgram, available
+from .port_stats import Lateness
+from .ports import open_ports
 from .processes import DATAPATH_MODULE
-from .state import COUNTER_CELLS, Change, DataplaneState, apply_batch, reduce_changes
+from .reference_program import ReferenceSwitchProgram
+from .shared_counters import SharedCounters
+from .state import Change, DataplaneState, apply_batch, reduce_changes
+from .switch_program import SwitchProgram
 from .tm_config import TmConfig
 
 log = logging.getLogger(__name__)
 
 MODULE = DATAPATH_MODULE
-# Header words of the shared block: the sequence lock, then room for figures of the loop.
-_SEQUENCE, _HEADER_WORDS = 0, 8
 START_TIMEOUT_S = 30.0
 ACK_TIMEOUT_S = 30.0
 PR_SET_PDEATHSIG = 1
@@ -95,119 +92,6 @@ class DatapathSpec:
     fast: bool = True
     # The one CPU the loop runs on (emulation/cpu_split.py); None: wherever Linux puts it.
     cpu: int | None = None
-
-
-class SharedCounters:
-    """The shared block: header, P4 counters [n, COUNTER_CELLS, 2], statistics [m, COUNTER_CELLS].
-
-    One writer (the loop) brackets every change with `begin()`/`end()`, which
-    make the sequence word odd, then even again; a reader copies and retries
-    when the word was odd or moved meanwhile (a seqlock).
-    """
-
-    def __init__(self, fd: int, counter_names: Sequence[str]) -> None:
-        self.fd = fd
-        self.counter_names = tuple(counter_names)
-        header = _HEADER_WORDS * 8
-        counters = len(self.counter_names) * COUNTER_CELLS * 2 * 8
-        stats = len(STAT_NAMES) * COUNTER_CELLS * 8
-        fidelity = len(FIDELITY_NAMES) * (LATENESS_BUCKETS + 1) * 8
-        size = header + counters + stats + fidelity
-        if os.fstat(fd).st_size < size:
-            os.ftruncate(fd, size)
-        self._memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        buffer = memoryview(self._memory)
-        self.header = np.frombuffer(buffer, np.int64, _HEADER_WORDS, 0)
-        self.counters = np.frombuffer(buffer, np.int64, counters // 8, header).reshape(
-            len(self.counter_names), COUNTER_CELLS, 2
-        )
-        self.stats = np.frombuffer(buffer, np.int64, stats // 8, header + counters).reshape(
-            len(STAT_NAMES), COUNTER_CELLS
-        )
-        # Per FIDELITY_NAMES: its lateness histogram, then its largest lateness (float).
-        at = header + counters + stats
-        self.lateness = np.frombuffer(
-            buffer, np.int64, len(FIDELITY_NAMES) * LATENESS_BUCKETS, at
-        ).reshape(len(FIDELITY_NAMES), LATENESS_BUCKETS)
-        self.lateness_max = np.frombuffer(
-            buffer, np.float64, len(FIDELITY_NAMES), at + self.lateness.nbytes
-        )
-
-    @classmethod
-    def create(cls, counter_names: Sequence[str]) -> SharedCounters:
-        return cls(os.memfd_create("cassini-counters", os.MFD_CLOEXEC), counter_names)
-
-    def counter_views(self) -> dict[str, np.ndarray]:
-        """Writable views, one per counter (the loop's DataplaneState.counters)."""
-        return {name: self.counters[i] for i, name in enumerate(self.counter_names)}
-
-    def begin(self) -> None:
-        self.header[_SEQUENCE] += 1
-
-    def end(self) -> None:
-        self.header[_SEQUENCE] += 1
-
-    def _consistent(self, copy: Any) -> Any:
-        header = self.header
-        while True:
-            before = int(header[_SEQUENCE])
-            if before & 1:
-                time.sleep(0)
-                continue
-            taken = copy()
-            if int(header[_SEQUENCE]) == before:
-                return taken
-
-    def publish_fidelity(self, histograms: Sequence[np.ndarray], largest: Sequence[float]) -> None:
-        """Copy the lateness histograms (FIDELITY_NAMES order); inside begin()/end()."""
-        for i, histogram in enumerate(histograms):
-            self.lateness[i] = histogram
-        self.lateness_max[:] = largest
-
-    def read_fidelity_histograms(self) -> dict[str, tuple[tuple[int, ...], float]]:
-        """The lateness histograms and largest lateness (s), all from one instant: a reader
-        that wants one interval's figures subtracts two of these."""
-        taken = self._consistent(lambda: (self.lateness.copy(), self.lateness_max.copy()))
-        return {
-            name: (tuple(int(c) for c in taken[0][i]), float(taken[1][i]))
-            for i, name in enumerate(FIDELITY_NAMES)
-        }
-
-    def read_fidelity(self) -> dict[str, Lateness]:
-        """Summaries of the lateness histograms, all from one instant."""
-        taken = self._consistent(lambda: (self.lateness.copy(), self.lateness_max.copy()))
-        return {
-            name: lateness_summary(taken[0][i], float(taken[1][i]))
-            for i, name in enumerate(FIDELITY_NAMES)
-        }
-
-    def read_counters(self, names: Iterable[str]) -> dict[str, np.ndarray]:
-        """Copies of the named counters, all from one instant."""
-        wanted = list(names)
-        known = [n for n in wanted if n in self.counter_names]
-        rows = [self.counter_names.index(n) for n in known]
-        taken = self._consistent(lambda: self.counters[rows].copy())
-        out = dict(zip(known, taken, strict=True))
-        for name in wanted:  # a P4Info counter this target does not count: zeros
-            out.setdefault(name, np.zeros((COUNTER_CELLS, 2), dtype=np.int64))
-        return out
-
-    def read_stats(self) -> dict[str, dict[int, int]]:
-        """Per-port statistics ({name: {port: value}}, non-zero ones)."""
-        taken = self._consistent(self.stats.copy)
-        out: dict[str, dict[int, int]] = {}
-        for i, name in enumerate(STAT_NAMES):
-            row = taken[i]
-            out[name] = {int(p): int(row[p]) for p in np.flatnonzero(row)}
-        return out
-
-    def close(self) -> None:
-        # Views into the mapping must go before it can close.
-        del self.header, self.counters, self.stats, self.lateness, self.lateness_max
-        with contextlib.suppress(BufferError):
-            self._memory.close()
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
 
 
 class DatapathProcess:
@@ -351,10 +235,6 @@ class DatapathProcess:
 
 def _child(control: Connection, memory_fd: int) -> int:
     """Run the packet loop until told to stop; returns the exit code."""
-    from .datapath import Datapath, SwitchProgram, wakeup_granularity
-    from .fast_pipeline import FastSwitchProgram, available
-    from .ports import open_ports
-
     spec: DatapathSpec = control.recv()
     current = os.getpriority(os.PRIO_PROCESS, 0)
     if spec.nice < current:
@@ -384,8 +264,8 @@ def _child(control: Connection, memory_fd: int) -> int:
     state = DataplaneState(counters=shared.counter_views())
     if spec.fast and not available():
         log.warning("packet loop: the compiled path is not built; running the Python reference")
-    program = FastSwitchProgram if spec.fast and available() else SwitchProgram
-    pipeline = program(
+    program = FastSwitchProgram if spec.fast and available() else ReferenceSwitchProgram
+    pipeline: SwitchProgram = program(
         state,
         spec.tm,
         spec.ports,

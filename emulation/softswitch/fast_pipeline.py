@@ -1,10 +1,12 @@
 """What runs the switch program at compiled speed, with the reference's answers?
 
-`FastSwitchProgram` has the interface of `datapath.SwitchProgram` (ingress,
-receive, advance, counters, statistics) over the compiled `_fastpath.Pipeline`,
-a port of `SwitchProgram.ingress` and `TrafficManager`. The Python classes
-stay the reference: the same frames at the same times give the same frames
-out, at the same times, with the same counters (tests/softswitch/test_fast_pipeline.py).
+`FastSwitchProgram` is a `switch_program.SwitchProgram` (ingress, receive,
+advance, counters, statistics) over the compiled `_fastpath.Pipeline`, a port
+of `ReferenceSwitchProgram.ingress` and `TrafficManager` that is also its
+`CompiledPath` (it reads the port rings and sends by itself). The Python
+classes stay the reference: the same frames at the same times give the same
+frames out, at the same times, with the same counters
+(tests/softswitch/test_fast_pipeline.py).
 Every derived setting (rates in seconds per byte, queue limits, cables, PFC
 frames and pause times, the WRED random stream) is taken from a reference
 `TrafficManager` built over the same config, so nothing is computed twice.
@@ -25,17 +27,15 @@ receiving host's stack on the sender's core.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .port_stats import LATENESS_BUCKETS, P4_COUNTED_STATS, STAT_NAMES, lateness_bucket
+from .shared_counters import SharedCounters, checked_counter_names
 from .state import COUNTER_CELLS, DataplaneState
+from .switch_program import program_ports
 from .tm_config import TmConfig
 from .traffic_manager import TrafficManager
-
-if TYPE_CHECKING:
-    from .datapath_process import SharedCounters
 
 try:
     from . import _fastpath
@@ -61,8 +61,6 @@ class FastSwitchProgram:
         counter_names: Sequence[str] | None = None,
         shared: SharedCounters | None = None,
     ) -> None:
-        from .datapath import checked_counter_names, program_ports
-
         if _fastpath is None:
             raise RuntimeError("the compiled packet path is not built (run scripts/setup.sh)")
         self.state = state
@@ -115,6 +113,10 @@ class FastSwitchProgram:
         self._stat_rows = [row[name] for name in STAT_NAMES]
 
     # --- the pipeline (the reference's names) ----------------------------------------
+
+    def compiled_path(self) -> _fastpath.Pipeline:
+        """The compiled pipeline: it reads the port rings and sends by itself."""
+        return self.tm
 
     def ingress(self, port: int, frame: bytes, now: float) -> None:
         self.tm.ingress(port, frame, now)

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..run_files import InterfaceLocks
-from .datapath import checked_counter_names
 from .datapath_process import DatapathProcess, DatapathSpec
 from .port_stats import Lateness, PortCounters, port_counters
 from .ports import check_interfaces
+from .shared_counters import checked_counter_names
 from .state import Change, ForwardChange, WredChange, WredProfile
 from .tm_config import TmConfig
 

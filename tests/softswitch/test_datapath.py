@@ -23,7 +23,7 @@ from controlplane.p4info import load_p4info
 from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession
 from emulation.netns import NetnsLab
-from emulation.softswitch.datapath import STATS_PUBLISH_S, Datapath, SwitchProgram
+from emulation.softswitch.datapath import STATS_PUBLISH_S, Datapath
 from emulation.softswitch.packet import build_pfc_frame
 from emulation.softswitch.ports import (
     MAX_FRAME_BYTES,
@@ -31,6 +31,7 @@ from emulation.softswitch.ports import (
     ancillary_timestamp,
     open_ports,
 )
+from emulation.softswitch.reference_program import ReferenceSwitchProgram
 from emulation.softswitch.state import DataplaneState, WredProfile
 from emulation.softswitch.switch import READY_PATTERN, SoftwareSwitch
 from emulation.softswitch.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
@@ -324,7 +325,9 @@ def _stalled_paced_run(
     state.wred[2] = WredProfile(min_cells=30, max_cells=90, max_prob_percent=100)
     sockets = open_ports(ports, use_ring=rx_ring)
     try:
-        pipeline = SwitchProgram(state, tm, ports, port_macs={s.port: s.mac for s in sockets})
+        pipeline = ReferenceSwitchProgram(
+            state, tm, ports, port_macs={s.port: s.mac for s in sockets}
+        )
         datapath = Datapath(pipeline, sockets, kernel_timestamps=kernel_timestamps)
         datapath.start()
         try:

@@ -1,6 +1,6 @@
 """The compiled switch program against the Python reference, frame for frame.
 
-Same frames at the same times through `SwitchProgram` (the reference) and
+Same frames at the same times through `ReferenceSwitchProgram` and
 `FastSwitchProgram`: the same frames must leave on the same ports at the same
 scheduled times, the same PFC frames must be sent, and every counter and
 statistic must agree. The traffic is chosen to reach every rule: three-hop
@@ -21,12 +21,13 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
 from emulation.netns import NetnsLab
-from emulation.softswitch.datapath import SwitchProgram
 from emulation.softswitch.fast_pipeline import FastSwitchProgram, available
 from emulation.softswitch.packet import build_pfc_frame
 from emulation.softswitch.port_stats import STAT_NAMES
+from emulation.softswitch.reference_program import ReferenceSwitchProgram
 from emulation.softswitch.state import DataplaneState, WredProfile
 from emulation.softswitch.switch import SoftwareSwitch
+from emulation.softswitch.switch_program import SwitchProgram
 from emulation.softswitch.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
 from tests.helpers.hosts import make_hosts, udp
 from tests.helpers.waiting import wait_for
@@ -91,7 +92,7 @@ def udp_frame(dst: bytes, tos: int, size: int, tagged: bool) -> bytes:
     return bytes(packet / bytes(max(0, size - len(packet))))
 
 
-def run(program: SwitchProgram | FastSwitchProgram, seed: int) -> tuple[list, list, float]:
+def run(program: SwitchProgram, seed: int) -> tuple[list, list, float]:
     """Feed seeded traffic; returns (departures, PFC frames sent, final virtual time)."""
     rng = random.Random(seed)
     tm = program.tm
@@ -127,7 +128,7 @@ def run(program: SwitchProgram | FastSwitchProgram, seed: int) -> tuple[list, li
 def test_fast_pipeline_matches_the_reference(seed: int, pfc: bool) -> None:
     assert available(), "the compiled packet path is not built: run scripts/setup.sh"
     reference_state, fast_state = state(), state()
-    reference = SwitchProgram(reference_state, config(pfc), [1, 2, 3], seed=seed)
+    reference = ReferenceSwitchProgram(reference_state, config(pfc), [1, 2, 3], seed=seed)
     fast = FastSwitchProgram(fast_state, config(pfc), [1, 2, 3], seed=seed)
     expected = run(reference, seed)
     got = run(fast, seed)

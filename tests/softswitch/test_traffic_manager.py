@@ -12,9 +12,10 @@ from scapy.layers.l2 import Dot1Q, Ether
 
 from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX, WRED_DROPPED
 from emulation.softswitch import fast_pipeline
-from emulation.softswitch.datapath import SwitchProgram
 from emulation.softswitch.packet import build_pfc_frame, ipv4_header_checksum
+from emulation.softswitch.reference_program import ReferenceSwitchProgram
 from emulation.softswitch.state import DataplaneState, WredProfile
+from emulation.softswitch.switch_program import SwitchProgram
 from emulation.softswitch.tm_config import (
     LoopbackCable,
     PfcConfig,
@@ -300,7 +301,7 @@ def test_received_pfc_pauses_egress_for_its_quanta() -> None:
     state = DataplaneState()
     state.forward[(1, MAC_B)] = 2
     config = TmConfig(default_rate_gbps=0.1)
-    pipeline = SwitchProgram(state, config, [1, 2])
+    pipeline = ReferenceSwitchProgram(state, config, [1, 2])
     quanta = 1000  # 1000 * 512 bit at 100 Mbps = 5.12 ms
     pipeline.ingress(2, build_pfc_frame(MAC_B, 3, quanta), 0.0)
     assert pipeline.tm.is_paused(2, 0.005)
@@ -323,7 +324,7 @@ def test_received_pfc_pauses_egress_for_its_quanta() -> None:
     assert pipeline.rx_packets[2] == 0  # MAC control frames never reach the pipeline
 
 
-def _two_switch_chain(pfc: bool) -> tuple[SwitchProgram, list[float]]:
+def _two_switch_chain(pfc: bool) -> tuple[ReferenceSwitchProgram, list[float]]:
     """host 1 -> switch A -> cable 10<->11 -> switch B -> slow host port 2."""
     state = DataplaneState()
     state.forward[(1, MAC_B)] = 10
@@ -335,7 +336,7 @@ def _two_switch_chain(pfc: bool) -> tuple[SwitchProgram, list[float]]:
         pfc=PfcConfig(enabled=pfc, xoff_cells=60, xon_cells=30),
         loopback_cables=(LoopbackCable(10, 11, delay_us=5),),
     )
-    pipeline = SwitchProgram(state, config, [1, 2])
+    pipeline = ReferenceSwitchProgram(state, config, [1, 2])
     frame = udp_frame(800)  # 10 cells
     now = 0.0
     delivered_at: list[float] = []
@@ -396,7 +397,7 @@ def test_loopback_pause_stops_peer_queue_until_xon() -> None:
 def test_pipeline_counts_and_drops_misses() -> None:
     state = DataplaneState()
     state.forward[(1, MAC_B)] = 2
-    pipeline = SwitchProgram(state, TmConfig(), [1, 2, 3])
+    pipeline = ReferenceSwitchProgram(state, TmConfig(), [1, 2, 3])
     pipeline.ingress(1, udp_frame(100), 0.0)
     pipeline.ingress(1, udp_frame(200, dst=MAC_A), 0.0)  # no entry
     pipeline.ingress(3, udp_frame(300), 0.0)  # entry exists for port 1 only
@@ -419,7 +420,7 @@ def test_mac_control_frames_end_in_the_mac_even_with_a_forwarding_entry() -> Non
     state.forward[(2, MAC_A)] = 1  # the PFC frame's unicast destination has an entry
     state.forward[(1, MAC_B)] = 2
     config = TmConfig(ports={2: PortSettings(rate_gbps=0.01)}, pfc=PfcConfig(enabled=False))
-    pipeline = SwitchProgram(state, config, [1, 2])
+    pipeline = ReferenceSwitchProgram(state, config, [1, 2])
     pause = MAC_A + build_pfc_frame(MAC_B, 3, 0xFFFF)[6:]
     pipeline.ingress(2, pause, 0.0)
     pipeline.ingress(2, MAC_A + MAC_B + bytes.fromhex("88080002") + bytes(46), 0.0)  # other opcode
@@ -441,7 +442,7 @@ def test_random_bytes_never_crash_the_pipeline() -> None:
     for mac in macs:
         state.forward[(1, mac)] = 2
     state.wred[2] = WredProfile(0, 0, 100)  # every frame takes the marking path
-    pipeline = SwitchProgram(state, TmConfig(default_rate_gbps=0.001), [1, 2])
+    pipeline = ReferenceSwitchProgram(state, TmConfig(default_rate_gbps=0.001), [1, 2])
     for i in range(3000):
         body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 120)))
         if i % 3 == 0:
@@ -466,7 +467,7 @@ def test_random_bytes_never_crash_the_pipeline() -> None:
 def test_interface_port_cannot_also_be_cabled() -> None:
     config = TmConfig(loopback_cables=(LoopbackCable(1, 5),))
     with pytest.raises(UserInputError, match="port 1"):
-        SwitchProgram(DataplaneState(), config, [1, 2])
+        ReferenceSwitchProgram(DataplaneState(), config, [1, 2])
 
 
 # --- configuration -----------------------------------------------------------------
@@ -526,7 +527,7 @@ CHAIN_RATES = {1: 0.2, 10: 0.05, 12: 0.1, 14: 0.04, 2: 0.08}
 CHAIN_DELAYS_US = (1.0, 3.0, 7.0)
 
 
-def _cabled_chain() -> SwitchProgram:
+def _cabled_chain() -> ReferenceSwitchProgram:
     state = DataplaneState()
     state.forward[(1, MAC_B)] = 10
     state.forward[(11, MAC_B)] = 12
@@ -540,14 +541,14 @@ def _cabled_chain() -> SwitchProgram:
             for a, d in zip((10, 12, 14), CHAIN_DELAYS_US, strict=True)
         ),
     )
-    return SwitchProgram(state, config, [1, 2])
+    return ReferenceSwitchProgram(state, config, [1, 2])
 
 
 def _serialisation(size: int, gbps: float) -> float:
     return (size + 24) * 8 / (gbps * 1e9)
 
 
-def _run_until_delivered(pipeline: SwitchProgram, step: float, end: float) -> list[float]:
+def _run_until_delivered(pipeline: ReferenceSwitchProgram, step: float, end: float) -> list[float]:
     """Wall-clock loop on a fake clock: advance every `step`, note delivery times."""
     delivered: list[float] = []
     now = 0.0
@@ -632,7 +633,7 @@ def test_frames_read_late_join_the_queue_they_would_have_joined_on_time() -> Non
         state.forward[(1, MAC_B)] = 2
         state.wred[2] = WredProfile(min_cells=2 * cells, max_cells=6 * cells, max_prob_percent=100)
         config = TmConfig(ports={2: PortSettings(rate_gbps=0.01)}, pfc=PfcConfig(enabled=False))
-        pipeline = SwitchProgram(state, config, [1, 2])
+        pipeline = ReferenceSwitchProgram(state, config, [1, 2])
         for stamp in stamps:
             pipeline.receive(1, frame, stamp)
         pipeline.advance(0.031)
@@ -663,10 +664,10 @@ def test_frames_the_kernel_shows_after_their_time_keep_their_spacing(compiled: b
     state.wred[2] = WredProfile(min_cells=2 * cells, max_cells=6 * cells, max_prob_percent=100)
     rates = {p: PortSettings(rate_gbps=0.01) for p in (1, 2)}
     config = TmConfig(ports=rates, pfc=PfcConfig(enabled=False))
-    program: SwitchProgram | fast_pipeline.FastSwitchProgram = (
+    program: SwitchProgram = (
         fast_pipeline.FastSwitchProgram(state, config, [1, 2])
         if compiled
-        else SwitchProgram(state, config, [1, 2])
+        else ReferenceSwitchProgram(state, config, [1, 2])
     )
     program.advance(0.031)  # virtual time passes every stamp before the loop sees a frame
     for k in range(30):

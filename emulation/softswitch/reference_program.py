@@ -1,0 +1,206 @@
+"""What does the switch program do to a frame, in plain Python?
+
+`ReferenceSwitchProgram` is the P4 program's ingress and egress: count, look
+up (ingress_port, dst_mac) in `logical_forward`, hand to the traffic manager,
+count on transmit. It is the reference: `fast_pipeline.FastSwitchProgram`
+must give the same frames out at the same times with the same counters
+(tests/softswitch/test_fast_pipeline.py). Its counters are Python ints, one
+list per statistic, added to the shared P4 counter arrays only when the loop
+flushes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .packet import parse_mac_control
+from .port_stats import LATENESS_BUCKETS, P4_COUNTED_STATS, STAT_NAMES, lateness_bucket
+from .shared_counters import SharedCounters, checked_counter_names
+from .state import COUNTER_CELLS, DataplaneState
+from .switch_program import program_ports
+from .tm_config import TmConfig
+from .traffic_manager import TrafficManager
+
+
+class ReferenceSwitchProgram:
+    """The switch program over one DataplaneState and one TrafficManager, in Python
+    (a `switch_program.SwitchProgram`; see the module docstring)."""
+
+    def __init__(
+        self,
+        state: DataplaneState,
+        config: TmConfig,
+        interface_ports: Iterable[int],
+        seed: int = 0,
+        port_macs: Mapping[int, bytes] | None = None,
+        counter_names: Sequence[str] | None = None,
+        shared: SharedCounters | None = None,
+    ) -> None:
+        self.state = state
+        self.config = config
+        # In a packet-loop process: the block the counters live in (state's arrays
+        # are views of it) and the statistics are published to.
+        self.shared = shared
+        self.interface_ports, self.ports = program_ports(config, interface_ports)
+        self.valid_ports = frozenset(self.ports)
+        self.tm = TrafficManager(
+            config, self.ports, state.wred, seed=seed, port_macs=port_macs, on_arrival=self.ingress
+        )
+        n = COUNTER_CELLS
+        self.rx_packets = [0] * n
+        self.rx_bytes = [0] * n
+        self.forward_misses = [0] * n
+        self.malformed = [0] * n
+        self.pfc_received = [0] * n  # PFC and 802.3x PAUSE frames
+        self.mac_control_ignored = [0] * n
+        self.to_unknown_port = [0] * n
+        self.rx_overruns = [0] * n  # frames the kernel dropped before we read them
+        self.send_errors = [0] * n  # finished frames a host socket refused
+        names = tuple(counter_names) if counter_names is not None else checked_counter_names()
+        tm = self.tm
+        self._counter_sources = [
+            (state.counter(names[0]), self.rx_packets, self.rx_bytes),
+            (state.counter(names[1]), tm.tx_packets, tm.tx_bytes),
+            (state.counter(names[2]), tm.marked_packets, tm.marked_bytes),
+            (state.counter(names[3]), tm.wred_dropped_packets, tm.wred_dropped_bytes),
+        ]
+        self._flushed = [([0] * n, [0] * n) for _ in self._counter_sources]
+        # The lists behind every statistic, in STAT_NAMES order (they are updated in
+        # place, never replaced, so the map is built once).
+        self._stat_lists: dict[str, list[int]] = {
+            "rx_packets": self.rx_packets,
+            "rx_bytes": self.rx_bytes,
+            "tx_packets": tm.tx_packets,
+            "tx_bytes": tm.tx_bytes,
+            "ecn_marked": tm.marked_packets,
+            "wred_dropped": tm.wred_dropped_packets,
+            "tail_dropped": tm.tail_dropped_packets,
+            "forward_misses": self.forward_misses,
+            "to_unknown_port": self.to_unknown_port,
+            "malformed": self.malformed,
+            "rx_overruns": self.rx_overruns,
+            "send_errors": self.send_errors,
+            "pfc_received": self.pfc_received,
+            "mac_control_ignored": self.mac_control_ignored,
+            "pfc_pauses_sent": tm.pfc_pauses_sent,
+            "pfc_resumes_sent": tm.pfc_resumes_sent,
+        }
+        assert tuple(self._stat_lists) == STAT_NAMES
+        self.departure_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)
+        self.wakeup_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)
+        self.late_max = self.wakeup_max = 0.0
+
+    def compiled_path(self) -> None:
+        """None: this program reads and sends nothing itself (the loop does, in Python)."""
+        return None
+
+    def note_departures(self, now: float) -> None:
+        """The frames in `tm.transmitted` are handed to their sockets at `now`."""
+        histogram = self.departure_lateness
+        for due in self.tm.transmitted_due:
+            late = now - due
+            histogram[lateness_bucket(late)] += 1
+            if late > self.late_max:
+                self.late_max = late
+
+    def ingress(self, port: int, frame: bytes, now: float) -> None:
+        """One received frame through parser, ingress counter, table and queue."""
+        n = len(frame)
+        if n < 14:
+            self.malformed[port] += 1
+            return
+        if frame[12] == 0x88 and frame[13] == 0x08:
+            # MAC control (PAUSE/PFC) ends in the MAC whatever its destination:
+            # never counted as received, never looked up, never forwarded.
+            self._mac_control(port, frame, now)
+            return
+        if frame[12] == 8 and frame[13] == 0:  # IPv4: header must be whole
+            version_ihl = frame[14] if n > 14 else 0
+            if (
+                n < 34
+                or version_ihl >> 4 != 4
+                or version_ihl & 15 < 5
+                or n < 14 + 4 * (version_ihl & 15)
+            ):
+                self.malformed[port] += 1
+                return
+        self.rx_packets[port] += 1
+        self.rx_bytes[port] += n
+        out_port = self.state.forward.get((port, frame[:6]))
+        if out_port is None:
+            self.forward_misses[port] += 1
+            return
+        if out_port not in self.valid_ports:
+            self.to_unknown_port[port] += 1
+            return
+        self.tm.enqueue(frame, port, out_port, now)
+
+    def _mac_control(self, port: int, frame: bytes, now: float) -> None:
+        # The MAC consumes PAUSE/PFC frames before the pipeline sees them (so
+        # they are in neither rx_packets nor port_rx).
+        pause = parse_mac_control(frame)
+        if pause is None:  # other MAC-control opcodes: consumed, nothing to do
+            self.mac_control_ignored[port] += 1
+            return
+        self.pfc_received[port] += 1
+        self.tm.receive_pause(port, pause[0], pause[1], now)
+
+    def receive(self, port: int, frame: bytes, stamp: float) -> None:
+        """A frame a host began sending at `stamp`; ingress runs when it is fully received."""
+        self.tm.receive(port, frame, stamp)
+
+    def advance(self, now: float) -> None:
+        """Run everything due by `now` in time order: receptions (from hosts and
+        cables) through ingress, departures, PFC refreshes."""
+        self.tm.advance(now)
+
+    def flush_counters(self) -> None:
+        """Add what changed since the last flush to the shared P4 counter arrays."""
+        ports = self.ports
+        shared = self.shared
+        if shared is not None:
+            shared.begin()
+        for (array, packets, byte_counts), (seen_packets, seen_bytes) in zip(
+            self._counter_sources, self._flushed, strict=True
+        ):
+            for port in ports:
+                delta = packets[port] - seen_packets[port]
+                if delta:
+                    array[port, 0] += delta
+                    seen_packets[port] = packets[port]
+                    array[port, 1] += byte_counts[port] - seen_bytes[port]
+                    seen_bytes[port] = byte_counts[port]
+        if shared is not None:
+            shared.end()
+
+    def publish_stats(self) -> None:
+        """Copy every per-port statistic into the shared block (process mode only)."""
+        shared = self.shared
+        if shared is None:
+            return
+        ports = self.ports
+        rows = shared.stats
+        shared.begin()
+        for i, values in enumerate(self._stat_lists.values()):
+            rows[i, ports] = [values[p] for p in ports]
+        shared.publish_fidelity(
+            (self.departure_lateness, self.wakeup_lateness), (self.late_max, self.wakeup_max)
+        )
+        shared.end()
+
+    def port_stats(self) -> dict[str, dict[int, int]]:
+        """Every statistic of `STAT_NAMES`, per port (non-zero ones only)."""
+        return {
+            name: {p: v for p, v in enumerate(values) if v}
+            for name, values in self._stat_lists.items()
+        }
+
+    def stats(self) -> dict[str, dict[int, int]]:
+        """Drops and events that have no P4 counter, per port (for logs and tests)."""
+        return {
+            name: per_port
+            for name, per_port in self.port_stats().items()
+            if name not in P4_COUNTED_STATS
+        }

@@ -1,0 +1,158 @@
+"""Where do the packet loop's counters and statistics live, so the service reads them
+without asking the loop?
+
+In a block of shared memory (a memfd, so nothing is left behind in /dev/shm):
+the P4 counters, which both switch programs (`reference_program` and
+`fast_pipeline`) add to every millisecond, and the per-port statistics of
+`port_stats.STAT_NAMES` and the lateness histograms, which they publish every
+`datapath.STATS_PUBLISH_S`. One writer (the loop) changes the block under a
+sequence lock, so a reader (the P4Runtime service, in another process) copies
+a consistent snapshot without a lock or a message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from controlplane.p4info import load_p4info
+from controlplane.p4names import COUNTERS as COUNTER_NAMES
+from controlplane.p4names import check_p4_names
+
+from .port_stats import (
+    FIDELITY_NAMES,
+    LATENESS_BUCKETS,
+    STAT_NAMES,
+    Lateness,
+    lateness_summary,
+)
+from .state import COUNTER_CELLS
+
+# Header words of the shared block: the sequence lock, then room for figures of the loop.
+_SEQUENCE, _HEADER_WORDS = 0, 8
+
+
+def checked_counter_names() -> tuple[str, ...]:
+    """The counter names the target writes, as the P4Info spells them."""
+    index = load_p4info()
+    check_p4_names(index)
+    return tuple(index.counter(name).name for name in COUNTER_NAMES)
+
+
+class SharedCounters:
+    """The shared block: header, P4 counters [n, COUNTER_CELLS, 2], statistics [m, COUNTER_CELLS].
+
+    One writer (the loop) brackets every change with `begin()`/`end()`, which
+    make the sequence word odd, then even again; a reader copies and retries
+    when the word was odd or moved meanwhile (a seqlock).
+    """
+
+    def __init__(self, fd: int, counter_names: Sequence[str]) -> None:
+        self.fd = fd
+        self.counter_names = tuple(counter_names)
+        header = _HEADER_WORDS * 8
+        counters = len(self.counter_names) * COUNTER_CELLS * 2 * 8
+        stats = len(STAT_NAMES) * COUNTER_CELLS * 8
+        fidelity = len(FIDELITY_NAMES) * (LATENESS_BUCKETS + 1) * 8
+        size = header + counters + stats + fidelity
+        if os.fstat(fd).st_size < size:
+            os.ftruncate(fd, size)
+        self._memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        buffer = memoryview(self._memory)
+        self.header = np.frombuffer(buffer, np.int64, _HEADER_WORDS, 0)
+        self.counters = np.frombuffer(buffer, np.int64, counters // 8, header).reshape(
+            len(self.counter_names), COUNTER_CELLS, 2
+        )
+        self.stats = np.frombuffer(buffer, np.int64, stats // 8, header + counters).reshape(
+            len(STAT_NAMES), COUNTER_CELLS
+        )
+        # Per FIDELITY_NAMES: its lateness histogram, then its largest lateness (float).
+        at = header + counters + stats
+        self.lateness = np.frombuffer(
+            buffer, np.int64, len(FIDELITY_NAMES) * LATENESS_BUCKETS, at
+        ).reshape(len(FIDELITY_NAMES), LATENESS_BUCKETS)
+        self.lateness_max = np.frombuffer(
+            buffer, np.float64, len(FIDELITY_NAMES), at + self.lateness.nbytes
+        )
+
+    @classmethod
+    def create(cls, counter_names: Sequence[str]) -> SharedCounters:
+        return cls(os.memfd_create("cassini-counters", os.MFD_CLOEXEC), counter_names)
+
+    def counter_views(self) -> dict[str, np.ndarray]:
+        """Writable views, one per counter (the loop's DataplaneState.counters)."""
+        return {name: self.counters[i] for i, name in enumerate(self.counter_names)}
+
+    def begin(self) -> None:
+        self.header[_SEQUENCE] += 1
+
+    def end(self) -> None:
+        self.header[_SEQUENCE] += 1
+
+    def _consistent(self, copy: Any) -> Any:
+        header = self.header
+        while True:
+            before = int(header[_SEQUENCE])
+            if before & 1:
+                time.sleep(0)
+                continue
+            taken = copy()
+            if int(header[_SEQUENCE]) == before:
+                return taken
+
+    def publish_fidelity(self, histograms: Sequence[np.ndarray], largest: Sequence[float]) -> None:
+        """Copy the lateness histograms (FIDELITY_NAMES order); inside begin()/end()."""
+        for i, histogram in enumerate(histograms):
+            self.lateness[i] = histogram
+        self.lateness_max[:] = largest
+
+    def read_fidelity_histograms(self) -> dict[str, tuple[tuple[int, ...], float]]:
+        """The lateness histograms and largest lateness (s), all from one instant: a reader
+        that wants one interval's figures subtracts two of these."""
+        taken = self._consistent(lambda: (self.lateness.copy(), self.lateness_max.copy()))
+        return {
+            name: (tuple(int(c) for c in taken[0][i]), float(taken[1][i]))
+            for i, name in enumerate(FIDELITY_NAMES)
+        }
+
+    def read_fidelity(self) -> dict[str, Lateness]:
+        """Summaries of the lateness histograms, all from one instant."""
+        taken = self._consistent(lambda: (self.lateness.copy(), self.lateness_max.copy()))
+        return {
+            name: lateness_summary(taken[0][i], float(taken[1][i]))
+            for i, name in enumerate(FIDELITY_NAMES)
+        }
+
+    def read_counters(self, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """Copies of the named counters, all from one instant."""
+        wanted = list(names)
+        known = [n for n in wanted if n in self.counter_names]
+        rows = [self.counter_names.index(n) for n in known]
+        taken = self._consistent(lambda: self.counters[rows].copy())
+        out = dict(zip(known, taken, strict=True))
+        for name in wanted:  # a P4Info counter this target does not count: zeros
+            out.setdefault(name, np.zeros((COUNTER_CELLS, 2), dtype=np.int64))
+        return out
+
+    def read_stats(self) -> dict[str, dict[int, int]]:
+        """Per-port statistics ({name: {port: value}}, non-zero ones)."""
+        taken = self._consistent(self.stats.copy)
+        out: dict[str, dict[int, int]] = {}
+        for i, name in enumerate(STAT_NAMES):
+            row = taken[i]
+            out[name] = {int(p): int(row[p]) for p in np.flatnonzero(row)}
+        return out
+
+    def close(self) -> None:
+        # Views into the mapping must go before it can close.
+        del self.header, self.counters, self.stats, self.lateness, self.lateness_max
+        with contextlib.suppress(BufferError):
+            self._memory.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
