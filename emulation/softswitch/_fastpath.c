@@ -1,6 +1,6 @@
 /* The switch program and traffic manager of the software target, compiled.
  *
- * A line-for-line port of `datapath.SwitchProgram.ingress` and
+ * A line-for-line port of `reference_program.ReferenceSwitchProgram.ingress` and
  * `traffic_manager.TrafficManager` (the reference: read those for the why of
  * every rule), plus the two ends of the packet loop that cost a Python
  * forwarder most: reading a PACKET_MMAP ring and sending finished frames
@@ -450,7 +450,7 @@ static int tm_receive_pause(Pipeline *p, int port, int enable, const long *quant
     return schedule_start(p, port, now);
 }
 
-/* SwitchProgram.ingress */
+/* ReferenceSwitchProgram.ingress */
 static int ingress(Pipeline *p, int port, PyObject *frame, double now) {
     Py_ssize_t n = PyBytes_GET_SIZE(frame);
     const unsigned char *f = (const unsigned char *)PyBytes_AS_STRING(frame);
