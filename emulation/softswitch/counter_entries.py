@@ -66,6 +66,13 @@ def counter_change(index: P4InfoIndex, entry: Any, update_type: int) -> CounterC
     if not entry.HasField("data"):
         return None  # spec 9.5: no data, no change
     cell = _checked_index(counter, entry.index.index) if entry.HasField("index") else None
+    if entry.data.packet_count < 0 or entry.data.byte_count < 0:
+        # int64 on the wire, but a count below zero is no count: P4Runtime and gNMI
+        # would disagree, and ecn_marked <= port_tx would no longer hold.
+        raise invalid(
+            f"counter {counter.name}: packet_count and byte_count must be >= 0, got "
+            f"{entry.data.packet_count} and {entry.data.byte_count}"
+        )
     return CounterChange(
         counter.name, cell, counter.size, entry.data.packet_count, entry.data.byte_count
     )
