@@ -80,6 +80,7 @@ def test_profile_bytes_scale_with_s_and_match_the_scheduler() -> None:
         Address.parse("10.0.0.2")
 
 
+@pytest.mark.root
 def test_one_allreduce_over_tcp_takes_bytes_over_rate() -> None:
     workers, total = 4, 1_000_000
     with NetnsLab() as lab:

@@ -71,6 +71,7 @@ def test_the_command_line_round_trips() -> None:
         parse_args([*spec.argv()[3:], "--parallelism", "pipe"])
 
 
+@pytest.mark.root
 def test_a_four_worker_job_runs_and_records_its_iterations(
     fabric: EmulatedFabric, tmp_path: Path
 ) -> None:
@@ -112,6 +113,7 @@ def test_a_four_worker_job_runs_and_records_its_iterations(
     print(f"comm_ms median {comm[len(comm) // 2]:.1f} (profile Up phase {PHASES[1].duration_ms})")
 
 
+@pytest.mark.root
 def test_a_pipeline_job_follows_its_plan_and_stops_at_a_deadline_together(
     fabric: EmulatedFabric, tmp_path: Path
 ) -> None:
@@ -150,6 +152,7 @@ def test_a_pipeline_job_follows_its_plan_and_stops_at_a_deadline_together(
     print(f"pipeline: {counts[0]} iterations per worker until the deadline")
 
 
+@pytest.mark.root
 def test_a_killed_replica_stops_its_job_with_a_named_error(
     fabric: EmulatedFabric, tmp_path: Path
 ) -> None:
