@@ -3,25 +3,25 @@
 The emulator must run the very decisions the simulator's schedulers make (one
 scheduling code path): `scheduler.experiment.run_experiment` reports every
 decision through its `on_decision` hook, and `DecisionLog` keeps them as
-plain data. A `Decision` turns into the same record `cassini schedule --json`
-prints (`placement`, `shifts_ms`, `periods_ms`), which is what the fabric's
-runner reads.
+plain data. A `Decision` hands the fabric's runner a `Schedule` (placement,
+shifts, periods and models of the placed jobs: `as_schedule`), the values
+themselves; files are for users (`cassini schedule --json` writes one).
 
     >>> log = DecisionLog()
     >>> from scheduler.baselines.base import Allocation, ClusterView
     >>> view = ClusterView(0.0, {"s01": 1, "s02": 1}, {"s01": 1, "s02": 1}, (), "arrival")
     >>> log("themis", 0.0, view, Allocation({"a": ("s01", "s02")}))
-    >>> log.of("themis")[0].as_schedule("t")["placement"]
-    {'a': ['s01', 's02']}
+    >>> log.of("themis")[0].as_schedule().placement
+    {'a': ('s01', 's02')}
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from .baselines.base import Allocation, ClusterView
+from .types import Schedule
 
 
 @dataclass(frozen=True)
@@ -41,19 +41,15 @@ class Decision:
     periods_ms: Mapping[str, float] = field(default_factory=dict)
     new_schedule: bool = False
 
-    def as_schedule(self, topology: str) -> dict[str, Any]:
-        """The `cassini schedule --json` fields the fabric runner reads, plus `models`."""
-        return {
-            "topology": topology,
-            "placement": {j: list(s) for j, s in self.placement.items()},
-            "shifts_ms": {j: round(v, 3) for j, v in self.shifts_ms.items() if j in self.placement},
-            "periods_ms": {
-                j: round(v, 3) for j, v in self.periods_ms.items() if j in self.placement
-            },
-            "models": {j: self.models[j] for j in self.placement if j in self.models},
-            "at_s": self.at_s,
-            "reason": self.reason,
-        }
+    def as_schedule(self) -> Schedule:
+        """What the placed jobs run: their servers, shifts, periods and models."""
+        placed = self.placement
+        return Schedule(
+            placement=dict(placed),
+            shifts_ms={j: v for j, v in self.shifts_ms.items() if j in placed},
+            periods_ms={j: v for j, v in self.periods_ms.items() if j in placed},
+            models={j: self.models[j] for j in placed if j in self.models},
+        )
 
 
 def decision_of(now_s: float, view: ClusterView, alloc: Allocation) -> Decision:

@@ -63,7 +63,8 @@ Placement = Mapping[str, tuple[str, ...]]
 @dataclass(frozen=True)
 class Schedule:
     """Cassini's answer: where jobs run, how much each delays its iterations,
-    and the period each paced agent keeps (jobs absent from it run free)."""
+    and the period each paced agent keeps (jobs absent from it run free).
+    Any scheduler's decision hands its schedule on in this form (`Decision.as_schedule`)."""
 
     placement: Mapping[str, tuple[str, ...]]
     shifts_ms: Mapping[str, float]
@@ -71,3 +72,4 @@ class Schedule:
     score: float = 1.0
     periods_ms: Mapping[str, float] = field(default_factory=dict)
     groups: tuple[tuple[str, ...], ...] = ()  # jobs whose shifts only matter relative to each other
+    models: Mapping[str, str] = field(default_factory=dict)  # job -> model, where known

@@ -1,11 +1,13 @@
 """Which replica runs where, with what profile, shift and period, for one schedule?
 
-Pure: a schedule (what `cassini schedule --json` prints, or a hand-written
-file with the same keys) plus profiles and the fabric's host addresses
-become one `ReplicaSpec` per worker. Nothing here starts a process
-(`emulation.jobs.run` does).
+Pure: a `Schedule` (the scheduler's own, `scheduler.types.Schedule`, handed
+on as it is) plus profiles and the fabric's host addresses become one
+`ReplicaSpec` per worker. Nothing here starts a process
+(`emulation.jobs.supervisor` does). A user's schedule file (what `cassini schedule
+--json` prints, or a hand-written file with the same keys) becomes a
+`Schedule` once, where it is read (`read_schedule`, then `parse_schedule`).
 
-The schedule's keys:
+The schedule file's keys:
 
 - `placement` (required): `{job: [server, ...]}`, workers in ring order;
 - `shifts_ms` (optional, default 0 for every job): the time-shift per job;
@@ -20,8 +22,9 @@ profile for the job's worker count at the topology's NIC rate.
 
     >>> from topologies.library import load_topology
     >>> topo = load_topology("leaf-spine:2:1:2")
-    >>> jobs = plan_jobs({"placement": {"vgg19-0": ["s01", "s03"]},
-    ...                   "shifts_ms": {"vgg19-0": 10}, "periods_ms": {"vgg19-0": 300}}, topo)
+    >>> schedule = parse_schedule({"placement": {"vgg19-0": ["s01", "s03"]},
+    ...                            "shifts_ms": {"vgg19-0": 10}, "periods_ms": {"vgg19-0": 300}})
+    >>> jobs = plan_jobs(schedule, topo)
     >>> jobs[0].model, jobs[0].servers, jobs[0].shift_ms, jobs[0].period_ms
     ('vgg19', ('s01', 's03'), 10.0, 300.0)
 """
@@ -36,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.profiles import ModelSpec, build_profile, normalize_model_name
-from scheduler.types import Profile
+from scheduler.types import Profile, Schedule
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
 
@@ -119,6 +122,46 @@ def _number(value: Any, field: str, job: str, where: str, positive: bool) -> flo
     return float(value)
 
 
+def parse_schedule(doc: Mapping[str, Any], where: str = "schedule") -> Schedule:
+    """A schedule file's object as a `Schedule` (the keys of the module docstring), checked.
+
+    Every bad field is answered with `where` (the file), the field and the
+    job: a placement that is not lists of servers, a shift or period that is
+    not a number, a model that is not a name. Other keys are left to their
+    writer (`cassini schedule --json` adds its candidates and scores).
+    """
+    placement = doc.get("placement")
+    if not isinstance(placement, dict) or not placement:
+        raise UserInputError(
+            f"{where}: field 'placement' must be a non-empty object {{job: [server, ...]}} "
+            "(what `cassini schedule --json` prints)"
+        )
+    jobs = list(placement)
+    shifts = _job_map(doc, "shifts_ms", jobs, where)
+    periods = _job_map(doc, "periods_ms", jobs, where)
+    named = _job_map(doc, "models", jobs, where)
+    for job, servers in placement.items():
+        if (
+            not isinstance(servers, list)
+            or not servers
+            or not all(isinstance(s, str) for s in servers)
+        ):
+            raise UserInputError(
+                f"{where}: field 'placement' of job '{job}' must be a non-empty list of servers"
+            )
+    for job, model in named.items():
+        if not isinstance(model, str) or not model.strip():
+            raise UserInputError(f"{where}: field 'models' of job '{job}' must be a model name")
+    return Schedule(
+        placement={job: tuple(servers) for job, servers in placement.items()},
+        shifts_ms={j: _number(v, "shifts_ms", j, where, positive=False) for j, v in shifts.items()},
+        periods_ms={
+            j: _number(v, "periods_ms", j, where, positive=True) for j, v in periods.items()
+        },
+        models=dict(named),
+    )
+
+
 def _profile_for(
     job: str,
     model: str,
@@ -148,7 +191,7 @@ def _profile_for(
 
 
 def plan_jobs(
-    doc: Mapping[str, Any],
+    schedule: Schedule,
     topo: Topology,
     profiles: Mapping[str, Profile] | None = None,
     models: Mapping[str, ModelSpec] | None = None,
@@ -156,53 +199,29 @@ def plan_jobs(
 ) -> tuple[JobPlan, ...]:
     """The schedule's jobs, checked against the topology (see the module docstring).
 
-    Every bad field is answered with `where` (the file), the field and the
-    job: an unknown server (with the closest names), a shift or period that
-    is not a number, a job with no profile.
+    An unknown server (with the closest names) or a job with no profile is
+    answered with `where` (the file, or whose schedule it is) and the job.
     """
-    placement = doc.get("placement")
-    if not isinstance(placement, dict) or not placement:
-        raise UserInputError(
-            f"{where}: field 'placement' must be a non-empty object {{job: [server, ...]}} "
-            "(what `cassini schedule --json` prints)"
-        )
-    jobs = list(placement)
-    shifts = _job_map(doc, "shifts_ms", jobs, where)
-    periods = _job_map(doc, "periods_ms", jobs, where)
-    named = _job_map(doc, "models", jobs, where)
     servers_known = [s.name for s in topo.servers]
     out = []
-    for job, servers in placement.items():
-        if (
-            not isinstance(servers, list)
-            or not servers
-            or not all(isinstance(s, str) for s in servers)
-        ):
-            raise UserInputError(
-                f"{where}: field 'placement' of job '{job}' must be a non-empty list of servers"
-            )
+    for job, servers in schedule.placement.items():
         for server in servers:
             if server not in servers_known:
                 raise UserInputError(
                     f"{where}: field 'placement' of job '{job}': server '{server}' is not in "
                     f"topology '{topo.name}'; " + did_you_mean(server, servers_known, "server")
                 )
-        model = named.get(job, model_of(job))
-        if not isinstance(model, str) or not model.strip():
-            raise UserInputError(f"{where}: field 'models' of job '{job}' must be a model name")
+        model = schedule.models.get(job, model_of(job))
         profile = _profile_for(job, model, len(servers), topo, profiles, models, where)
-        shift = _number(shifts.get(job, 0.0), "shifts_ms", job, where, positive=False)
-        period = periods.get(job)
+        period = schedule.periods_ms.get(job)
         out.append(
             JobPlan(
                 name=job,
                 model=normalize_model_name(profile.model or model),
                 servers=tuple(servers),
                 profile=profile,
-                shift_ms=shift,
-                period_ms=None
-                if period is None
-                else _number(period, "periods_ms", job, where, positive=True),
+                shift_ms=float(schedule.shifts_ms.get(job, 0.0)),
+                period_ms=None if period is None else float(period),
             )
         )
     return tuple(out)

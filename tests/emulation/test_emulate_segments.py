@@ -30,7 +30,7 @@ def _paced(
 
 def test_a_tick_that_changes_nothing_is_no_boundary_one_that_changes_a_shift_is() -> None:
     first = _paced(0.0, "arrival", AB, {"a": 0.0, "b": 40.0})
-    same = _paced(5.0, "tick", AB, {"a": 0.0, "b": 40.00001})  # below the schedule's precision
+    same = _paced(5.0, "tick", AB, {"a": 0.0, "b": 40.0})
     moved = _paced(9.0, "tick", AB, {"a": 0.0, "b": 120.0})
     parts = segments([first, same, moved], compress=2.0)
     assert [(p.start_s, p.end_s, p.decision.reason) for p in parts] == [
@@ -70,9 +70,9 @@ def test_a_departure_that_starts_a_waiting_job_and_re_aims_another_is_a_boundary
     assert parts[0].end_s == parts[1].start_s == 3.0
     assert parts[1].why == ("b: shift 40.0 -> 10.0 ms", "c: starts")
     # the departure's schedule is what runs; a's servers are c's now, so a does not run on
-    schedule = parts[1].runs.as_schedule("t")
-    assert schedule["placement"] == {"b": ["s03", "s04"], "c": ["s01", "s02"]}
-    assert schedule["shifts_ms"] == {"b": 10.0, "c": 0.0}
+    schedule = parts[1].runs.as_schedule()
+    assert schedule.placement == {"b": ("s03", "s04"), "c": ("s01", "s02")}
+    assert schedule.shifts_ms == {"b": 10.0, "c": 0.0}
     assert parts[1].record()["why"] == list(parts[1].why)
 
 
@@ -83,7 +83,7 @@ def test_without_a_new_schedule_jobs_keep_their_grids_and_a_moved_one_runs_free(
     assert dict(kept.shifts_ms) == {"a": 0.0} and dict(kept.periods_ms) == {"a": 250.0}
     parts = segments([first, moved])
     assert parts[1].why == ("b: moves s03,s04 -> s04,s05",)
-    assert parts[1].runs.as_schedule("t")["shifts_ms"] == {"a": 0.0}
+    assert parts[1].runs.as_schedule().shifts_ms == {"a": 0.0}
 
 
 def test_a_job_the_simulator_finished_runs_on_where_its_servers_are_free() -> None:

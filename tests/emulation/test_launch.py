@@ -1,5 +1,6 @@
-"""A schedule file becomes replica specs: what `cassini schedule --json` prints
-works as it is, and every bad field is refused with the file, field and job named."""
+"""A schedule becomes replica specs: the scheduler's own values as they are, what
+`cassini schedule --json` prints as it is, and every bad field of a file is refused
+with the file, field and job named."""
 
 from __future__ import annotations
 
@@ -9,15 +10,31 @@ from pathlib import Path
 
 import pytest
 
-from emulation.jobs.launch import BASE_PORT, plan_jobs, read_schedule, replica_specs
+from emulation.jobs.launch import (
+    BASE_PORT,
+    JobPlan,
+    parse_schedule,
+    plan_jobs,
+    read_schedule,
+    replica_specs,
+)
 from emulation.jobs.replica import parse_args
+from scheduler.decisions import Decision
 from scheduler.profiles import build_profile
 from scheduler.schedule import schedule_trace
 from scheduler.traces import four_jobs_trace
+from scheduler.types import Profile
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 
 TOPO = load_topology("cassini-testbed")
+
+
+def plan(
+    doc: dict[str, object], profiles: dict[str, Profile] | None = None, where: str = "schedule"
+) -> tuple[JobPlan, ...]:
+    """A schedule file's object planned as `cassini fabric run` plans it."""
+    return plan_jobs(parse_schedule(doc, where), TOPO, profiles, where=where)
 
 
 def test_cassini_schedule_json_is_planned_as_it_is(tmp_path: Path) -> None:
@@ -25,7 +42,7 @@ def test_cassini_schedule_json_is_planned_as_it_is(tmp_path: Path) -> None:
     path = tmp_path / "schedule.json"
     path.write_text(json.dumps(result.to_json(1.0)))
     doc = read_schedule(path)
-    jobs = plan_jobs(doc, TOPO, where=str(path))
+    jobs = plan(doc, where=str(path))
     assert [j.name for j in jobs] == list(doc["placement"])
     for job in jobs:
         assert job.model == job.name.rsplit("-", 1)[0]
@@ -37,17 +54,29 @@ def test_cassini_schedule_json_is_planned_as_it_is(tmp_path: Path) -> None:
 
 def test_a_hand_written_file_with_models_and_no_shifts() -> None:
     doc = {"placement": {"mine": ["s01", "s05"]}, "models": {"mine": "resnet50"}}
-    (job,) = plan_jobs(doc, TOPO)
+    (job,) = plan(doc)
     assert (job.model, job.shift_ms, job.period_ms) == ("resnet50", 0.0, None)
     assert job.profile.phases == build_profile("resnet50", 2).phases
 
 
+def test_a_schedulers_decision_is_planned_with_its_own_values() -> None:
+    # No file in between: shifts and periods arrive unrounded, models by name.
+    decision = Decision(
+        12.0, "arrival", {"mine": ("s01", "s05"), "other": ("s02", "s06")},
+        {"mine": "resnet50", "other": "vgg19", "gone": "vgg16"},
+        {"mine": 12.3456789, "gone": 1.0}, {"mine": 98.7654321}, True,
+    )  # fmt: skip
+    mine, other = plan_jobs(decision.as_schedule(), TOPO)
+    assert (mine.model, mine.shift_ms, mine.period_ms) == ("resnet50", 12.3456789, 98.7654321)
+    assert (other.model, other.shift_ms, other.period_ms) == ("vgg19", 0.0, None)
+
+
 def test_a_jobs_file_profile_wins_over_the_model() -> None:
     own = replace(build_profile("vgg19", 2), name="vgg19-0", iteration_ms=99.0)
-    (job,) = plan_jobs({"placement": {"vgg19-0": ["s01", "s02"]}}, TOPO, {"vgg19-0": own})
+    (job,) = plan({"placement": {"vgg19-0": ["s01", "s02"]}}, {"vgg19-0": own})
     assert job.profile is own
     with pytest.raises(UserInputError, match="placed on 3 servers but its profile 'vgg19-0'"):
-        plan_jobs({"placement": {"vgg19-0": ["s01", "s02", "s03"]}}, TOPO, {"vgg19-0": own})
+        plan({"placement": {"vgg19-0": ["s01", "s02", "s03"]}}, {"vgg19-0": own})
 
 
 @pytest.mark.parametrize(
@@ -84,13 +113,13 @@ def test_a_jobs_file_profile_wins_over_the_model() -> None:
 )
 def test_bad_fields_are_named(doc: dict[str, object], message: str) -> None:
     with pytest.raises(UserInputError) as err:
-        plan_jobs(doc, TOPO, where="f.json")
+        plan(doc, where="f.json")
     assert message in str(err.value)
 
 
 def test_an_unknown_server_gets_the_closest_names() -> None:
     with pytest.raises(UserInputError, match="s09"):
-        plan_jobs({"placement": {"vgg19-0": ["s0 9"]}}, TOPO)
+        plan({"placement": {"vgg19-0": ["s0 9"]}})
 
 
 def test_unreadable_files_are_named(tmp_path: Path) -> None:
@@ -111,7 +140,7 @@ def test_specs_give_every_worker_its_own_port_and_the_job_one_ring() -> None:
         "shifts_ms": {"vgg19-1": 126.5},
         "periods_ms": {"vgg19-0": 253.0, "vgg19-1": 253.0},
     }
-    jobs = plan_jobs(doc, TOPO)
+    jobs = plan(doc)
     ips = {s.name: s.ip for s in TOPO.servers}
     placed = replica_specs(jobs, ips, "out", 40, 0.001, epoch_ms=5000.0, deadline_ms=9e12)
     assert [p.server for p in placed] == doc["placement"]["vgg19-0"] + doc["placement"]["vgg19-1"]
@@ -126,7 +155,7 @@ def test_specs_give_every_worker_its_own_port_and_the_job_one_ring() -> None:
     assert {s.shift_ms for s in second} == {126.5} and {s.period_ms for s in second} == {253.0}
     assert second[2].out == str(Path("out") / "vgg19-1-w2.jsonl")
     assert {p.spec.parallelism for p in placed} == {"data"} and placed[0].spec.nic_gbps == 50.0
-    pipeline = plan_jobs({"placement": {"gpt2-0": ["s01", "s02", "s03", "s04"]}}, TOPO)
+    pipeline = plan({"placement": {"gpt2-0": ["s01", "s02", "s03", "s04"]}})
     (first, *_) = replica_specs(pipeline, ips, "out", 1, 0.001, nic_gbps=None)
     assert (first.spec.parallelism, first.spec.nic_gbps) == ("pipeline", None)
     with pytest.raises(UserInputError, match="no host for server"):

@@ -46,12 +46,11 @@ def test_only_the_cassini_variant_paces_its_jobs(four_jobs: tuple[DecisionLog, o
     themis, cassini = log.first("themis"), log.first("th+cassini")
     assert not themis.new_schedule and themis.shifts_ms == {} and themis.periods_ms == {}
     assert cassini.new_schedule and cassini.periods_ms
-    schedule = cassini.as_schedule("cassini-testbed")
-    assert set(schedule) >= {"placement", "shifts_ms", "periods_ms", "models"}
-    assert set(schedule["periods_ms"]) <= set(schedule["placement"])
-    assert all(
-        0 <= schedule["shifts_ms"][j] < schedule["periods_ms"][j] for j in schedule["periods_ms"]
-    )
+    schedule = cassini.as_schedule()
+    assert schedule.placement == cassini.placement
+    assert schedule.models == {j: cassini.models[j] for j in cassini.placement}
+    assert set(schedule.periods_ms) <= set(schedule.placement)
+    assert all(0 <= schedule.shifts_ms[j] < schedule.periods_ms[j] for j in schedule.periods_ms)
 
 
 def test_a_scheduler_without_decisions_is_named() -> None:
