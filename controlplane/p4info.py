@@ -275,11 +275,6 @@ def mac_to_int(mac: str) -> int:
     return int.from_bytes(bytes(octets), "big")
 
 
-def mac_to_bytes(mac: str) -> bytes:
-    """The 6 bytes of a MAC address (full width, as used on the wire and in state)."""
-    return mac_to_int(mac).to_bytes(6, "big")
-
-
 def bytes_to_mac(data: bytes) -> str:
     """'aa:bb:cc:dd:ee:ff' of a MAC bytestring; accepts canonical (short) encodings."""
     value = decode_value(data)

@@ -274,13 +274,6 @@ class P4RuntimeSession:
         with self._state_lock:
             return self._primary_election_id
 
-    def wait_for_primary(self, primary: bool = True, timeout: float | None = None) -> bool:
-        """Block until is_primary equals `primary` (e.g. after another controller leaves)."""
-        with self._state_lock:
-            return self._state_lock.wait_for(
-                lambda: self._is_primary == primary, timeout=timeout or self.timeout
-            )
-
     def close(self) -> None:
         """End the stream and the channel; idempotent."""
         with self._state_lock:

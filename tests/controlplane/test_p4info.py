@@ -9,7 +9,7 @@ from controlplane.p4info import (
     decode_value,
     encode_value,
     load_p4info,
-    mac_to_bytes,
+    mac_to_int,
 )
 from topologies.errors import UserInputError
 
@@ -104,12 +104,12 @@ def test_encode_range_check_names_the_field():
 
 
 def test_mac_helpers():
-    assert mac_to_bytes("02:00:00:00:00:0A") == b"\x02\x00\x00\x00\x00\x0a"
+    assert mac_to_int("02:00:00:00:00:0A") == 0x02_00_00_00_00_0A
     assert bytes_to_mac(b"\x02\x00\x00\x00\x00\x0a") == "02:00:00:00:00:0a"
     assert bytes_to_mac(b"\x01") == "00:00:00:00:00:01"  # canonical (short) form
     for bad in ("02:00:00:00:00", "zz:00:00:00:00:00", "002:00:00:00:00:00"):
         with pytest.raises(UserInputError, match="not a MAC address"):
-            mac_to_bytes(bad)
+            mac_to_int(bad)
 
 
 def test_p4_names_are_the_p4infos(index):

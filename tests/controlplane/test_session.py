@@ -8,12 +8,13 @@ import pytest
 
 from controlplane.compile import desired_entries
 from controlplane.entries import TableEntry, Update, UpdateType
-from controlplane.p4info import mac_to_bytes
+from controlplane.p4info import mac_to_int
 from controlplane.program import program_device
 from controlplane.reconcile import plan
 from controlplane.session import ConnectionFailed, NotPrimaryError, P4RuntimeSession, WriteError
 from controlplane.settings import WredSettings
 from emulation.softswitch.p4runtime_service import serve
+from tests.helpers.waiting import wait_for
 from topologies.chip_mapping import forwarding_entries
 
 
@@ -40,7 +41,7 @@ def test_program_default_testbed_then_rerun_is_empty(device, testbed, index):
         assert len(device.state.forward) == n_fwd
         rule = forwarding_entries(topo, chip)[0]
         assert (
-            device.state.forward[(rule.ingress_port, mac_to_bytes(rule.dst_mac))]
+            device.state.forward[(rule.ingress_port, mac_to_int(rule.dst_mac).to_bytes(6, "big"))]
             == rule.egress_port
         )
         assert device.state.wred[chip.ports()[0]].min_cells == 1000
@@ -123,11 +124,11 @@ def test_primary_backup_arbitration(device, index):
                 device.address, 1, election_id=(1, 0), p4info=index
             ) as newer:
                 assert newer.is_primary
-                assert primary.wait_for_primary(False, timeout=5)
+                assert wait_for(lambda: not primary.is_primary, timeout=5)
                 newer.write([Update(UpdateType.INSERT, entry)])
                 assert device.state.wred[4].max_cells == 2
             # The newer one left: the highest remaining (10) is primary again.
-            assert primary.wait_for_primary(True, timeout=5)
+            assert wait_for(lambda: primary.is_primary, timeout=5)
             # Reads are allowed for backups.
             assert len(backup.read_table("wred_profile")) == 1
 
