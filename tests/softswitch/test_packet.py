@@ -17,9 +17,7 @@ from emulation.softswitch.packet import (
     PFC_DST_MAC,
     build_pfc_frame,
     insert_vlan_tag,
-    ipv4_header_checksum,
     ipv4_offset,
-    parse_headers,
     parse_mac_control,
     parse_pfc,
     set_ce,
@@ -33,6 +31,7 @@ from emulation.softswitch.ports import (
     RxRing,
     restore_vlan_tag,
 )
+from tests.helpers.frames import ipv4_header_checksum, parse_headers
 
 
 def _frames() -> list[bytes]:

@@ -12,7 +12,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 
 from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX, WRED_DROPPED
 from emulation.softswitch import fast_pipeline
-from emulation.softswitch.packet import build_pfc_frame, ipv4_header_checksum
+from emulation.softswitch.packet import build_pfc_frame
 from emulation.softswitch.reference_program import ReferenceSwitchProgram
 from emulation.softswitch.state import DataplaneState, WredProfile
 from emulation.softswitch.switch_program import SwitchProgram
@@ -25,6 +25,7 @@ from emulation.softswitch.tm_config import (
     tm_config_from_dict,
 )
 from emulation.softswitch.traffic_manager import TrafficManager, Verdict
+from tests.helpers.frames import ipv4_header_checksum
 from topologies.errors import UserInputError
 
 MAC_A = bytes.fromhex("020000000001")
