@@ -1,7 +1,8 @@
 """What can an emulated fabric be asked to be?
 
 One frozen value, `FabricOptions`, holds everything `EmulatedFabric` is
-told besides its topology, each with its default. What can never run is
+told besides its topology, each with its default; `switch_class` maps its
+target to the Mininet switch class that runs the chip. What can never run is
 refused when the value is made (the scale out of range, an unknown target,
 bmv2 in this process); what only this machine can answer (bmv2 installed,
 the device config readable, the results folders free) when the fabric is
@@ -18,15 +19,18 @@ topologies.errors.UserInputError: --target: no target named 'p4'. (known: bmv2, 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from controlplane.settings import ControlPlaneSettings
+from topologies.errors import UserInputError, did_you_mean
 from topologies.outputs import check_output
 
+from .bmv2_switch import Bmv2Switch
 from .capture import check_tcpdump
-from .mininet_switches import ChipSwitch, switch_class
+from .mininet_switches import ChipSwitch, InProcessSwitch, SoftSwitch
 from .scaling import DEFAULT_SCALE, check_scale
 
 DEFAULT_TARGET = "softswitch"
@@ -35,6 +39,28 @@ DEFAULT_TARGET = "softswitch"
 # still happen when the switch thread runs: a higher priority keeps delivery
 # jitter low on a shared machine.
 SWITCH_NICE = -10
+# Each target's switch class in its own process, and in the caller's (None: no such mode).
+TARGETS: Mapping[str, tuple[type[ChipSwitch], type[ChipSwitch] | None]] = {
+    "softswitch": (SoftSwitch, InProcessSwitch),
+    "bmv2": (Bmv2Switch, None),
+}
+
+
+def switch_class(target: str, own_process: bool = True) -> type[ChipSwitch]:
+    """The class that runs `target`'s chip in a process of its own or in the caller's;
+    an unknown target, or one with no such mode, is one line naming what is wrong.
+
+    >>> switch_class("bmv2").__name__, switch_class("softswitch", own_process=False).__name__
+    ('Bmv2Switch', 'InProcessSwitch')
+    """
+    if target not in TARGETS:
+        raise UserInputError("--target: " + did_you_mean(target, TARGETS, "target"))
+    in_its_own, in_the_callers = TARGETS[target]
+    if own_process:
+        return in_its_own
+    if in_the_callers is None:
+        raise UserInputError(f"--target {target} runs {target}'s own process (switch_process=True)")
+    return in_the_callers
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +105,7 @@ class FabricOptions:
 
     @property
     def switch_class(self) -> type[ChipSwitch]:
-        """The Mininet switch class that runs the chip (emulation.mininet_switches)."""
+        """The Mininet switch class that runs the chip (`switch_class`)."""
         return switch_class(self.target, own_process=self.switch_process)
 
     def replace(self, **changes: Any) -> FabricOptions:

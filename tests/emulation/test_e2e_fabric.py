@@ -26,9 +26,9 @@ from scapy.layers.l2 import Ether
 from controlplane.bmv2 import built_bmv2_json
 from controlplane.session import P4RuntimeSession
 from controlplane.settings import ControlPlaneSettings, WredSettings
+from emulation.bmv2_switch import bmv2_available
 from emulation.fabric import EmulatedFabric
 from emulation.fabric_options import FabricOptions
-from emulation.mininet_switches import bmv2_available
 from emulation.prefixes import new_prefix
 from emulation.reachability import server_pairs_covering_tors
 from emulation.scaling import THRESHOLD_FLOOR_PACKETS, threshold_factor, tm_config_for

@@ -21,13 +21,13 @@ from scapy.utils import rdpcap
 
 import emulation.mn_custom
 from controlplane.p4names import ECN_MARKED
+from emulation.bmv2_switch import Bmv2Switch, bmv2_available, fixed_address
 from emulation.capture import pcap_name
 from emulation.cpu_split import split_cpus
 from emulation.fabric import EmulatedFabric
 from emulation.fabric_options import FabricOptions
 from emulation.jobs.cpu_usage import process_tree
 from emulation.mininet_net import CHIP, CassiniTopo
-from emulation.mininet_switches import Bmv2Switch, bmv2_available, fixed_address
 from emulation.run_files import runs
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
@@ -147,14 +147,14 @@ def test_bmv2_argv_is_the_one_bmv2_documents() -> None:
 
 
 def test_bmv2_queues_and_thresholds_come_from_the_emulation_profile(monkeypatch) -> None:
-    import emulation.mininet_switches
+    import emulation.bmv2_switch
 
     topo = load_topology("cassini-testbed")
     soft = EmulatedFabric(topo, FabricOptions(scale=0.001))
     assert (soft.wred.min_cells, soft.wred.max_cells) == (152, 304)  # cells
     assert soft.queue_commands() == ()  # the software switch's TM config carries its queues
     # bmv2 itself is not needed to see what the fabric would give it.
-    monkeypatch.setattr(emulation.mininet_switches, "bmv2_available", lambda: None)
+    monkeypatch.setattr(emulation.bmv2_switch, "bmv2_available", lambda: None)
     bmv2 = EmulatedFabric(topo, FabricOptions(scale=0.001, target="bmv2", device_config=b"{}"))
     lines = bmv2.queue_commands()
     chip = map_to_chip(topo)
