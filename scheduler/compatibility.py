@@ -372,21 +372,6 @@ def compatibility(
     )
 
 
-def score_at(
-    profiles: Sequence[Profile],
-    capacity_gbps: float,
-    rotations_deg: Mapping[str, float],
-    precision_deg: float = 5.0,
-) -> float:
-    """The score of given rotations (for checks and for the simulator's reports)."""
-    problem = discretize(profiles, precision_deg)
-    step = 360.0 / problem.bins
-    total = np.zeros(problem.bins)
-    for j, p in enumerate(profiles):
-        total += np.roll(problem.demands[j], round(rotations_deg.get(p.name, 0.0) / step))
-    return score_from_excess(excess_sum(total, capacity_gbps), problem.bins, capacity_gbps)
-
-
 def free_running_score(profiles: Sequence[Profile], capacity_gbps: float) -> float:
     """The expected score when the jobs run at their own pace, unaligned.
 

@@ -110,29 +110,6 @@ def pacing_options(
     return list(options.values())
 
 
-def paced_periods(
-    iteration_ms: Mapping[str, float],
-    links: Iterable[Collection[str]],
-    cap_factor: float = 8.0,
-    max_units: int = 16,
-) -> dict[str, float]:
-    """The least-idling periods for jobs on shared links (jobs on none are absent).
-
-    `links` lists, per link that can be oversubscribed, the jobs crossing it.
-
-    >>> paced_periods({"a": 100.0, "b": 150.0}, [("a", "b")])
-    {'a': 100.0, 'b': 150.0}
-    >>> {j: round(q, 1) for j, q in paced_periods({"a": 101.0, "b": 99.0}, [("a", "b")]).items()}
-    {'a': 101.0, 'b': 101.0}
-    """
-    shared = [tuple(sorted(set(jobs))) for jobs in links if len(set(jobs)) > 1]
-    periods: dict[str, float] = {}
-    for group in coupled_groups(shared):
-        group_links = [link for link in shared if link[0] in group]
-        periods.update(pacing_options(iteration_ms, group_links, cap_factor, max_units, count=1)[0])
-    return periods
-
-
 def paced_profile(profile: Profile, period_ms: float) -> Profile:
     """The profile as the network sees it when the agent idles up to `period_ms`."""
     idle = period_ms - profile.iteration_ms

@@ -17,9 +17,9 @@ from scheduler.compatibility import (
     equation5_shift_ms,
     exact_rotations,
     fast_rotations,
-    score_at,
 )
 from scheduler.types import Phase, Profile
+from tests.helpers.scores import score_at
 from topologies.errors import UserInputError
 
 

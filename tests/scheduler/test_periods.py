@@ -10,10 +10,11 @@ import pytest
 from scheduler.baselines.base import ProfileBook
 from scheduler.circle import unified_perimeter
 from scheduler.compatibility import compatibility, free_running_score
-from scheduler.periods import paced_periods, paced_profile, pacing_options
+from scheduler.periods import paced_profile, pacing_options
 from scheduler.simulator import SimSettings, simulate
 from scheduler.traces import TraceJob
 from scheduler.types import Phase, Profile
+from tests.helpers.periods import paced_periods
 from tests.helpers.schedulers import FixedScheduler
 from topologies.generators import leaf_spine
 
