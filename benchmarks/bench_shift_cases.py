@@ -41,7 +41,10 @@ from emulation.fabric import EmulatedFabric
 from emulation.fabric_options import FabricOptions
 from emulation.jobs.launch import JobPlan, parse_schedule, plan_jobs
 from emulation.jobs.prediction import simulated_means
-from emulation.jobs.run import RunResult, RunSettings, run_schedule, write_run
+from emulation.jobs.run_folder import write_run
+from emulation.jobs.run_result import RunResult
+from emulation.jobs.run_settings import RunSettings
+from emulation.jobs.supervisor import run_schedule
 from emulation.scaling import DEFAULT_SCALE
 from scheduler.cassini import plan_link
 from scheduler.profiles import profiles_from_list

@@ -7,7 +7,7 @@ per-port increments, `link_deltas` (pure) attributes them to logical link
 directions through the chip map (a direction a->b is measured at a's egress
 port toward b), `watch` runs the polling loop (a row per port for every
 interval, idle or not), and `TelemetryLog` writes the time series as CSV or
-JSON. Only `snapshot` touches a device.
+JSON. Only `snapshot` touches a device; `counter_watch` opens one and watches it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`cassini ecn watch`: per-port ECN marks, drops and traffic from a device's counters.
 
-The handler parses flags and runs `controlplane.telemetry.watch`; each interval
-is printed as a line (or a JSON object) and recorded for `--out`.
+The handler parses flags and runs `controlplane.counter_watch.CounterWatch`; each
+interval is printed as a line (or a JSON object) and recorded for `--out`.
 """
 
 from __future__ import annotations
@@ -69,11 +69,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _ecn_watch(args: argparse.Namespace) -> int:
-    import contextlib
-
-    from controlplane.gnmi import GnmiError, GnmiReader, GnmiUnsupported
-    from controlplane.session import ConnectionFailed, P4RuntimeSession
-    from controlplane.telemetry import Interval, Snapshot, TelemetryLog, snapshot, watch
+    from controlplane.counter_watch import CounterSource, CounterWatch
+    from controlplane.gnmi import GnmiError, GnmiUnsupported
+    from controlplane.session import ConnectionFailed
+    from controlplane.telemetry import TelemetryLog
 
     interval = parse_duration(args.interval, "--interval")
     duration = parse_duration(args.duration, "--duration") if args.duration else None
@@ -88,33 +87,17 @@ def _ecn_watch(args: argparse.Namespace) -> int:
     if args.out:  # refused before watching, not after: the output rule of every writer
         for path in TelemetryLog.paths(args.out):
             check_output(path, "file", args.force)
-    gnmi_address = args.gnmi or args.grpc
-    tls = client_tls_from_args(args)
-    reader = None if args.no_gnmi else GnmiReader(gnmi_address, args.timeout, tls)
-    log = TelemetryLog()
-
-    def record(done: Interval) -> None:
-        log.add(done.ports, done.links)
-        _print_interval(done, args.json)
-
+    source = CounterSource(
+        args.grpc,
+        args.device_id,
+        gnmi=None if args.no_gnmi else args.gnmi or args.grpc,
+        election_id=parse_election_id(args.election_id) if args.election_id else None,
+        timeout_s=args.timeout,
+        tls=client_tls_from_args(args),
+    )
+    watcher = CounterWatch(source, interval, chip, lambda done: _print_interval(done, args.json))
     try:
-        with P4RuntimeSession.connect(
-            args.grpc,
-            args.device_id,
-            parse_election_id(args.election_id) if args.election_id else None,
-            timeout=args.timeout,
-            tls=tls,
-        ) as session:
-
-            def take() -> Snapshot:
-                return snapshot(
-                    session,
-                    interfaces=reader.read if reader else None,
-                    ports=chip.ports() if chip is not None else None,  # its cells only
-                )
-
-            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends the watch, keeps the log
-                watch(take, interval, record, duration, chip=chip)
+        watcher.run(duration)
     except ConnectionFailed as err:
         print(f"cassini: error: {err}", file=sys.stderr)
         return 1
@@ -125,8 +108,7 @@ def _ecn_watch(args: argparse.Namespace) -> int:
         print(f"cassini: error: {err}", file=sys.stderr)
         return 1
     finally:
-        if reader is not None:
-            reader.close()
+        log = watcher.log
         if args.out and (log.ports or log.links):
             for path in log.write(args.out):
                 print(f"wrote {path}", file=sys.stderr)

@@ -3,7 +3,7 @@
 Parses flags and calls the library: `emulation.jobs.launch` checks the
 schedule file against the topology and profiles (before anything is
 built), `emulation.fabric.EmulatedFabric` brings the fabric up,
-`emulation.jobs.run.run_schedule` runs the replicas while polling the
+`emulation.jobs.supervisor.run_schedule` runs the replicas while polling the
 switch's counters, `write_run` lays out the folder (the output rule of
 `topologies.outputs`: written whole or not at all). Ctrl-C or SIGTERM
 during the run stops the replicas, writes the folder with what was
@@ -27,7 +27,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from emulation.jobs.run import Progress, RunResult
+    from emulation.jobs.run_result import Progress, RunResult
 
 
 def register(fabric_sub: argparse._SubParsersAction) -> None:
@@ -66,7 +66,9 @@ def _run(args: argparse.Namespace) -> int:
     from emulation.fabric_options import FabricOptions
     from emulation.jobs.agent import parse_drift_threshold
     from emulation.jobs.launch import parse_schedule, plan_jobs, read_schedule
-    from emulation.jobs.run import RunSettings, run_schedule, write_run
+    from emulation.jobs.run_folder import write_run
+    from emulation.jobs.run_settings import RunSettings
+    from emulation.jobs.supervisor import run_schedule
     from emulation.signals import SignalExit, signals_raise
     from scheduler.profiles import load_models, load_profiles_file
     from topologies.errors import UserInputError

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from controlplane.telemetry import TelemetryLog
 from emulation.jobs.records import IterationRecord
-from emulation.jobs.run import RunResult
+from emulation.jobs.run_result import RunResult
 
 from .fidelity import FidelityFigures, Verdict, verdict
 from .plan import SchedulerPlan
@@ -142,7 +142,7 @@ def link_marks(telemetry: TelemetryLog, links: Sequence[str]) -> int:
 def summarise(run: SchedulerRun) -> dict[str, Any]:
     """The `schedulers.<name>` object of summary.json (the issue's schema).
 
-    Per job the figures are the runner's (`emulation.jobs.run.summarize_job`);
+    Per job the figures are the runner's (`emulation.jobs.run_result.summarize_job`);
     the scheduler's mean and p99 are over every worker's iterations, the same
     definition one level up.
     """

@@ -11,7 +11,7 @@
 2. One fabric (`EmulatedFabric`, the chosen target) is brought up and
    programmed once. Per scheduler, in turn: the fabric is idle (no replica
    left, queues drained: `DRAIN_S`), the counters are read as the baseline
-   by the runner's first snapshot, and `emulation.jobs.run.run_schedule`
+   by the runner's first snapshot, and `emulation.jobs.supervisor.run_schedule`
    runs that scheduler's placement and shifts as replicas, polling the
    switch's counters and the CPU.
 3. `report.write_report` writes the summary, CSVs, plots and pages.
@@ -53,7 +53,8 @@ from .results import SchedulerRun
 
 if TYPE_CHECKING:
     from emulation.fabric import EmulatedFabric
-    from emulation.jobs.run import Progress, RunSettings
+    from emulation.jobs.run_result import Progress
+    from emulation.jobs.run_settings import RunSettings
     from scheduler.baselines.given import GivenScheduler
     from scheduler.traces import TraceJob
     from topologies.model import Topology
@@ -183,7 +184,7 @@ def link_rates(topo: Topology, scale: float) -> dict[str, float]:
 
 
 def run_settings(settings: EmulateSettings) -> RunSettings:
-    from emulation.jobs.run import RunSettings
+    from emulation.jobs.run_settings import RunSettings
 
     return RunSettings(
         iterations=settings.iterations,
@@ -206,7 +207,8 @@ def run_one(
     """One scheduler's decisions as replicas on `fabric`, segment by segment (`segments`: one
     per decision that changes something for the jobs in the fabric), measured."""
     from emulation.jobs.launch import plan_jobs
-    from emulation.jobs.run import run_schedule, write_run
+    from emulation.jobs.run_folder import write_run
+    from emulation.jobs.supervisor import run_schedule
 
     from .segments import iterations_done, merge, segments
 

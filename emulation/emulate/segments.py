@@ -60,7 +60,7 @@ from typing import Any
 from controlplane.telemetry import LinkDelta, PortDelta
 from emulation.jobs.launch import JobPlan
 from emulation.jobs.records import IterationRecord
-from emulation.jobs.run import RunResult, summarize_job
+from emulation.jobs.run_result import RunResult, summarize_job
 from scheduler.decisions import Decision
 
 

@@ -10,4 +10,8 @@
 - `ce_count`: CE-marked segments a worker received, counted in its host.
 - `records`: what one iteration of one worker records (and how it is written).
 - `replica`: the process per worker (`python -m emulation.jobs.replica`).
+- `run_settings`: how one schedule runs (iterations, deadline, drift rule, polling).
+- `supervisor`: a schedule's replicas started, watched and stopped on a running fabric.
+- `run_result`: what that run measured, per job and in all (pure summaries).
+- `run_folder`: the files the run leaves.
 """

@@ -15,7 +15,8 @@ from emulation.emulate.report import write_report
 from emulation.emulate.results import SchedulerRun, job_iterations, summarise
 from emulation.jobs.launch import JobPlan
 from emulation.jobs.records import IterationRecord
-from emulation.jobs.run import RunResult, RunSettings, summarize_job
+from emulation.jobs.run_result import RunResult, summarize_job
+from emulation.jobs.run_settings import RunSettings
 from scheduler.decisions import Decision
 from scheduler.profiles import build_profile
 

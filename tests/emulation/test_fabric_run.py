@@ -19,7 +19,8 @@ from emulation.cli import main
 from emulation.fabric import EmulatedFabric
 from emulation.fabric_options import FabricOptions
 from emulation.jobs.launch import plan_jobs
-from emulation.jobs.run import RunSettings, run_schedule
+from emulation.jobs.run_settings import RunSettings
+from emulation.jobs.supervisor import run_schedule
 from tests.helpers import CASSINI
 from tests.helpers.leftovers import leftovers
 from tests.helpers.waiting import wait_for

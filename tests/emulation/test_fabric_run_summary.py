@@ -11,7 +11,9 @@ import pytest
 from controlplane.telemetry import LinkDelta, PortDelta
 from emulation.jobs.launch import plan_jobs
 from emulation.jobs.records import COLUMNS, IterationRecord
-from emulation.jobs.run import RunResult, RunSettings, summarize_job, write_run
+from emulation.jobs.run_folder import write_run
+from emulation.jobs.run_result import RunResult, summarize_job
+from emulation.jobs.run_settings import RunSettings
 from topologies.library import load_topology
 
 TOPO = load_topology("leaf-spine:2:1:2")

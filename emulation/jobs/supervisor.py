@@ -1,8 +1,10 @@
-"""How does a schedule run on a running emulated fabric, and what did it measure?
+"""How are a schedule's replicas started, watched and stopped on a running fabric?
 
     from emulation.fabric import EmulatedFabric
     from emulation.jobs.launch import plan_jobs, read_schedule
-    from emulation.jobs.run import RunSettings, run_schedule, write_run
+    from emulation.jobs.run_folder import write_run
+    from emulation.jobs.run_settings import RunSettings
+    from emulation.jobs.supervisor import run_schedule
 
     with EmulatedFabric(topo, 0.001) as fabric:
         jobs = plan_jobs(read_schedule("schedule.json"), topo)
@@ -12,12 +14,13 @@
 `run_schedule` starts one replica per worker inside its server's Mininet
 host through the fabric's lab (each pid is recorded in the run file, so
 `cassini clean` finds them after a killed run), polls the switch's counters
-over P4Runtime and gNMI with the `ecn watch` library
-(`controlplane.telemetry.watch`) while they run, waits for them with a
-deadline, and returns a frozen `RunResult`: the records, the counter series,
-per-job summaries and fidelity figures. It can be called again on the same
-fabric (one call per scheduler, as `cassini emulate` does): every call uses
-the fabric's scale, and its own `out_dir` for the replicas' files.
+over P4Runtime and gNMI with the `ecn watch` poller
+(`controlplane.counter_watch.CounterWatch`) while they run, waits for them
+with a deadline, and returns a frozen `run_result.RunResult`: the records,
+the counter series, per-job summaries and fidelity figures. It can be
+called again on the same fabric (one call per scheduler, as `cassini
+emulate` does): every call uses the fabric's scale, and its own `out_dir`
+for the replicas' files.
 
 Failures are reported, not raised: a replica that exits non-zero (3 is a
 lost peer) ends its job (the others of the job follow within a socket
@@ -31,267 +34,29 @@ caller decides whether to go on (the CLI writes the folder, then exits 130).
 from __future__ import annotations
 
 import contextlib
-import json
 import resource
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import numpy as np
-
-from controlplane.telemetry import Interval, LinkDelta, PortDelta, Snapshot, TelemetryLog
-from scheduler.profiles import profile_to_dict
+from controlplane.counter_watch import CounterSource, CounterWatch
 
 from ..signals import SignalExit, exit_cause, signals_deferred
-from .agent import DEFAULT_DRIFT_FRACTION, adjustments_per_minute
 from .cpu_usage import cpu_seconds, machine_cpu, machine_fractions, process_tree
-from .launch import BASE_PORT, JobPlan, Placed, replica_specs
-from .records import IterationRecord, csv_rows, read_records
+from .launch import JobPlan, Placed, replica_specs
+from .records import IterationRecord, read_records
 from .replica import EXIT_PEER_LOST, now_ms
+from .run_folder import REPLICA_FOLDER
+from .run_result import Progress, RunResult, summarize_job
+from .run_settings import RunSettings
 from .transport import CONGESTION_CONTROL
 
 if TYPE_CHECKING:
     from emulation.fabric import EmulatedFabric
-
-REPLICA_FOLDER = "replicas"  # per worker: JOB-wW.jsonl (records) and JOB-wW.log (stderr)
-TRANSPORTS = ("tcp",)
-# (our choice) Without a deadline a run may take 3x its ideal time plus 30 s
-# to connect: long enough for a contended job, short enough that a stall ends.
-DEADLINE_FACTOR = 3.0
-STARTUP_ALLOWANCE_S = 30.0
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """How one schedule runs: iterations, deadline, agents' drift rule, polling."""
-
-    iterations: int = 40
-    deadline_s: float | None = None  # None: DEADLINE_FACTOR x the ideal run + STARTUP_ALLOWANCE_S
-    drift_fraction: float | None = DEFAULT_DRIFT_FRACTION  # None: the drift rule is off
-    poll_interval_s: float = 0.5  # counter snapshots
-    socket_timeout_s: float = 5.0  # a silent peer is lost after this long
-    transport: str = "tcp"
-    gnmi: bool = True  # also read the interface counters (loss by cause)
-    base_port: int = BASE_PORT
-
-    def __post_init__(self) -> None:
-        if self.iterations < 1:
-            raise ValueError(f"iterations must be >= 1, got {self.iterations}")
-        if self.transport not in TRANSPORTS:
-            raise ValueError(f"transport {self.transport!r}: only {', '.join(TRANSPORTS)}")
-        if self.poll_interval_s <= 0 or self.socket_timeout_s <= 0:
-            raise ValueError("poll_interval_s and socket_timeout_s must be > 0")
-
-    def deadline_for(self, jobs: Sequence[JobPlan]) -> float:
-        """Seconds the run may take (see `deadline_s`)."""
-        if self.deadline_s is not None:
-            return self.deadline_s
-        slowest = max(max(j.period_ms or 0.0, j.profile.iteration_ms) for j in jobs)
-        return DEADLINE_FACTOR * self.iterations * slowest / 1e3 + STARTUP_ALLOWANCE_S
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What a progress callback is told about once a second."""
-
-    elapsed_s: float
-    records: int  # iterations recorded, summed over workers
-    expected: int  # iterations x workers
-    ecn_marked: int  # switch ecn_marked so far
-
-
-@dataclass(frozen=True)
-class JobSummary:
-    """One job's figures over the run."""
-
-    name: str
-    model: str
-    workers: int
-    servers: tuple[str, ...]
-    iterations: int  # iterations every worker recorded
-    profile_iteration_ms: float
-    mean_iteration_ms: float | None
-    p99_iteration_ms: float | None
-    ce_marks: int | None  # None: the replicas do not count CE
-    adjustments: int
-    adjustments_per_minute: float
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """Everything one `run_schedule` call measured."""
-
-    jobs: tuple[JobPlan, ...]
-    summaries: tuple[JobSummary, ...]
-    records: tuple[IterationRecord, ...]
-    ports: tuple[PortDelta, ...]
-    links: tuple[LinkDelta, ...]
-    settings: RunSettings
-    scale: float
-    emulation_profile: str
-    duration_s: float
-    fidelity: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    interrupted: str | None = None  # the signal that stopped the run early
-
-    @property
-    def switch_ecn_marked(self) -> int:
-        """The sum of every port's ecn_marked deltas over the run."""
-        return sum(r.ecn_marked_packets for r in self.ports)
-
-    @property
-    def host_ce_marks(self) -> int | None:
-        counted = [r.ce_marks for r in self.records if r.ce_marks is not None]
-        return sum(counted) if counted else None
-
-    def schedule(self) -> dict[str, Any]:
-        """The schedule that ran, in the schedule file's keys."""
-        return {
-            "placement": {j.name: list(j.servers) for j in self.jobs},
-            "shifts_ms": {j.name: j.shift_ms for j in self.jobs},
-            "periods_ms": {j.name: j.period_ms for j in self.jobs if j.period_ms is not None},
-            "models": {j.name: j.model for j in self.jobs},
-        }
-
-    def summary(self) -> dict[str, Any]:
-        """summary.json."""
-        return {
-            "jobs": {s.name: asdict(s) for s in self.summaries},
-            "switch_ecn_marked": self.switch_ecn_marked,
-            "host_ce_marks": self.host_ce_marks,
-            "duration_s": round(self.duration_s, 3),
-            "error": self.error,
-            "interrupted": self.interrupted,
-            "settings": asdict(self.settings),
-            "emulation_profile": {
-                "scale": self.scale,
-                "lines": self.emulation_profile.splitlines(),
-            },
-            "schedule": self.schedule(),
-            "fidelity": self.fidelity,
-        }
-
-
-def summarize_job(
-    job: JobPlan, records: Sequence[IterationRecord], error: str | None = None
-) -> JobSummary:
-    """A job's figures from its records (every worker's iterations count once each)."""
-    mine = [r for r in records if r.job == job.name]
-    times = np.array([r.iteration_ms for r in mine], dtype=float)
-    per_worker = [sum(1 for r in mine if r.worker == w) for w in range(job.workers)]
-    ce = [r.ce_marks for r in mine if r.ce_marks is not None]
-    adjustments = sum(1 for r in mine if r.adjusted and r.worker == 0)
-    span = max((r.end_ms for r in mine), default=0.0) - min((r.start_ms for r in mine), default=0.0)
-    return JobSummary(
-        name=job.name,
-        model=job.model,
-        workers=job.workers,
-        servers=job.servers,
-        iterations=min(per_worker, default=0),
-        profile_iteration_ms=round(job.profile.iteration_ms, 3),
-        mean_iteration_ms=round(float(times.mean()), 3) if times.size else None,
-        p99_iteration_ms=round(float(np.percentile(times, 99)), 3) if times.size else None,
-        ce_marks=sum(ce) if ce else None,
-        adjustments=adjustments,
-        adjustments_per_minute=round(adjustments_per_minute(adjustments, span), 3),
-        error=error,
-    )
-
-
-def write_run(result: RunResult, folder: str | Path) -> list[Path]:
-    """iterations.csv, summary.json, ecn.csv / ecn-links.csv, schedule.json, profiles.json
-    and emulation-profile.txt into `folder` (the replicas' own files are already there)."""
-    import csv
-
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / "iterations.csv", out / "summary.json", out / "schedule.json"]
-    with written[0].open("w", newline="") as fh:
-        csv.writer(fh).writerows(csv_rows(result.records))
-    written[1].write_text(json.dumps(result.summary(), indent=1) + "\n")
-    written[2].write_text(json.dumps(result.schedule(), indent=1) + "\n")
-    profiles = out / "profiles.json"
-    profiles.write_text(
-        json.dumps([profile_to_dict(j.profile) | {"name": j.name} for j in result.jobs], indent=1)
-        + "\n"
-    )
-    emulation = out / "emulation-profile.txt"
-    emulation.write_text(result.emulation_profile + "\n")
-    log = TelemetryLog(list(result.ports), list(result.links))
-    return [*written, profiles, emulation, *log.write(out / "ecn.csv")]
-
-
-# --- the run ----------------------------------------------------------------------------
-
-
-class _CounterWatch:
-    """The `ecn watch` loop in a thread of its own, with one last snapshot at the end."""
-
-    def __init__(self, fabric: EmulatedFabric, settings: RunSettings) -> None:
-        self.fabric = fabric
-        self.settings = settings
-        self.log = TelemetryLog()
-        self.marked = 0
-        self.error: str | None = None
-        self._stop = threading.Event()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="run-counters", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-        self._ready.wait(self.fabric.timeout)
-
-    def _record(self, done: Interval) -> None:
-        self.log.add(done.ports, done.links)
-        self.marked += sum(r.ecn_marked_packets for r in done.ports)
-
-    def _run(self) -> None:
-        from controlplane.gnmi import GnmiReader
-        from controlplane.telemetry import snapshot, watch
-
-        last = [False]
-
-        def wait(seconds: float) -> bool:
-            if last[0]:
-                return True
-            last[0] = self._stop.wait(seconds)
-            return False  # after a stop: one more snapshot, then the loop ends
-
-        reader = None
-        try:
-            assert self.fabric.grpc_address is not None
-            if self.settings.gnmi:
-                reader = GnmiReader(self.fabric.grpc_address, self.fabric.timeout)
-            ports = self.fabric.chip.ports()  # the cells the fabric uses, not all 512
-            with self.fabric.session() as session:
-
-                def take() -> Snapshot:
-                    snap = snapshot(
-                        session, interfaces=reader.read if reader else None, ports=ports
-                    )
-                    self._ready.set()
-                    return snap
-
-                interval = self.settings.poll_interval_s
-                watch(
-                    take, interval, self._record, stop=self._stop, chip=self.fabric.chip, wait=wait
-                )
-        except Exception as err:  # reported with the run, not raised in a thread
-            self.error = f"counter polling failed: {err}"
-        finally:
-            self._ready.set()
-            if reader is not None:
-                reader.close()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.fabric.timeout + 5)
 
 
 @dataclass
@@ -386,7 +151,13 @@ def run_schedule(
     hard_limit = (
         time.monotonic() + deadline_s + 2 * settings.socket_timeout_s + 2 * slowest_ms / 1e3
     )
-    watcher = _CounterWatch(fabric, settings)
+    source = CounterSource(
+        fabric.grpc_address,
+        fabric.options.device_id,
+        gnmi=fabric.grpc_address if settings.gnmi else None,
+        timeout_s=fabric.timeout,
+    )
+    watcher = CounterWatch(source, settings.poll_interval_s, fabric.chip)
     watcher.start()
     switch_pids = process_tree(fabric.switch_pid) if fabric.switch_pid else []
     cpu_before = (
