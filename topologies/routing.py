@@ -49,7 +49,6 @@ class Router:
         "_neighbors",
         "_servers",
         "_tor_of",
-        "_server_index",
         "_dist",
         "_next",
         "_path",
@@ -65,7 +64,6 @@ class Router:
             neighbors[link.b].append(link.a)
         self._neighbors = {n: tuple(sorted(v)) for n, v in neighbors.items()}
         self._servers = frozenset(topo.server_names())
-        self._server_index = {name: i for i, name in enumerate(topo.server_names())}
         self._tor_of = {s: self._neighbors[s][0] for s in self._servers if self._neighbors[s]}
         self._dist: dict[str, dict[str, int]] = {}
         self._next: dict[tuple[str, str], Path] = {}
