@@ -33,7 +33,9 @@ from .tls import TlsSettings
 
 # The interface counters of OpenConfig (openconfig-interfaces) that the software target serves.
 OPENCONFIG_COUNTER_LEAVES: tuple[str, ...] = (
-    "in-unicast-pkts",
+    "in-unicast-pkts",  # neither broadcast nor multicast
+    "in-broadcast-pkts",
+    "in-multicast-pkts",
     "in-octets",
     "in-discards",  # forwarding misses, unknown egress ports, receive overruns
     "in-errors",  # malformed frames
@@ -53,7 +55,8 @@ CASSINI_COUNTER_LEAVES: tuple[str, ...] = (
     "rx-overruns",  # dropped by the kernel before the switch read them
     "malformed",  # shorter than an Ethernet header, or a broken IPv4 header
     "pfc-received",  # PFC and 802.3x PAUSE frames received
-    "pfc-pauses-sent",  # PFC pause frames sent
+    "pfc-pauses-sent",  # PFC pause frames sent (refreshes included; one per pause on a cable)
+    "pfc-resumes-sent",  # PFC resume (zero-quanta) frames sent
 )
 
 COUNTER_LEAVES: tuple[str, ...] = OPENCONFIG_COUNTER_LEAVES + CASSINI_COUNTER_LEAVES

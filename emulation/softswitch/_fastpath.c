@@ -36,6 +36,7 @@ enum {
     R_TAIL_DROPPED, R_FORWARD_MISSES, R_TO_UNKNOWN_PORT, R_MALFORMED, R_RX_OVERRUNS,
     R_SEND_ERRORS, R_PFC_RECEIVED, R_MAC_CONTROL_IGNORED, R_PFC_PAUSES_SENT,
     R_PFC_RESUMES_SENT, R_ECN_MARKED_BYTES, R_WRED_DROPPED_BYTES, R_TAIL_DROPPED_BYTES,
+    R_RX_BROADCAST, R_RX_MULTICAST,
     N_ROWS
 };
 static const char *ROW_NAMES[N_ROWS] = {
@@ -43,6 +44,7 @@ static const char *ROW_NAMES[N_ROWS] = {
     "tail_dropped", "forward_misses", "to_unknown_port", "malformed", "rx_overruns",
     "send_errors", "pfc_received", "mac_control_ignored", "pfc_pauses_sent",
     "pfc_resumes_sent", "ecn_marked_bytes", "wred_dropped_bytes", "tail_dropped_bytes",
+    "rx_broadcast", "rx_multicast",
 };
 
 typedef struct {
@@ -271,8 +273,10 @@ static int schedule_start(Pipeline *p, int port, double now) {
 }
 
 static int send_pause(Pipeline *p, int port, double now) {
-    if (p->pause_frame[port] != NULL && append_pair(p->control, port, p->pause_frame[port]) < 0)
-        return -1;
+    if (p->pause_frame[port] != NULL) {
+        if (append_pair(p->control, port, p->pause_frame[port]) < 0) return -1;
+        COUNT(p, R_PFC_PAUSES_SENT, port)++; /* every frame, refreshes included */
+    }
     double when = now + p->pause_seconds[port] / 2;
     p->refresh_at[port] = when;
     p->has_refresh[port] = 1;
@@ -281,9 +285,9 @@ static int send_pause(Pipeline *p, int port, double now) {
 
 static int pause_upstream(Pipeline *p, int in_port, double now) {
     p->ingress_paused[in_port] = 1;
-    COUNT(p, R_PFC_PAUSES_SENT, in_port)++;
     int peer = p->cable_peer[in_port];
     if (peer >= 0) {
+        COUNT(p, R_PFC_PAUSES_SENT, in_port)++; /* no frame inside the chip: one per pause */
         p->paused_until[peer] = NEVER;
         return 0;
     }
@@ -484,6 +488,11 @@ static int ingress(Pipeline *p, int port, PyObject *frame, double now) {
     }
     COUNT(p, R_RX_PACKETS, port)++;
     COUNT(p, R_RX_BYTES, port) += n;
+    if (f[0] & 1) { /* group address: broadcast (all ones) or multicast */
+        int all_ones = f[0] == 0xff && f[1] == 0xff && f[2] == 0xff && f[3] == 0xff &&
+                       f[4] == 0xff && f[5] == 0xff;
+        COUNT(p, all_ones ? R_RX_BROADCAST : R_RX_MULTICAST, port)++;
+    }
     PyObject *key = Py_BuildValue("(iy#)", port, (const char *)f, (Py_ssize_t)6);
     if (key == NULL) return -1;
     PyObject *found = PyDict_GetItemWithError(p->forward, key);

@@ -35,8 +35,10 @@ STAT_NAMES: tuple[str, ...] = (
     "send_errors",  # the host socket refused a finished frame (buffer full, link down)
     "pfc_received",  # PFC and 802.3x PAUSE frames consumed by the MAC
     "mac_control_ignored",  # other MAC-control frames consumed by the MAC
-    "pfc_pauses_sent",
-    "pfc_resumes_sent",
+    "pfc_pauses_sent",  # PFC pause frames sent to hosts (refreshes included); one per pause on a cable
+    "pfc_resumes_sent",  # zero-quanta (XON) frames sent; one per resume on a cable
+    "rx_broadcast",  # of rx_packets: sent to ff:ff:ff:ff:ff:ff
+    "rx_multicast",  # of rx_packets: sent to another group address
 )
 # The statistics the P4 counters (port_rx, port_tx, ecn_marked, wred_dropped) also count.
 P4_COUNTED_STATS = frozenset(
@@ -50,7 +52,9 @@ class PortCounters:
 
     port: int
     name: str  # the interface the port is attached to, or "cable<port>" for a cabled port
-    in_unicast_pkts: int  # in-unicast-pkts
+    in_unicast_pkts: int  # in-unicast-pkts: neither broadcast nor multicast (OpenConfig)
+    in_broadcast_pkts: int  # in-broadcast-pkts
+    in_multicast_pkts: int  # in-multicast-pkts
     in_octets: int  # in-octets
     in_discards: int  # in-discards: forwarding misses, unknown egress ports, receive overruns
     in_errors: int  # in-errors: malformed frames
@@ -67,6 +71,7 @@ class PortCounters:
     malformed: int
     pfc_received: int
     pfc_pauses_sent: int
+    pfc_resumes_sent: int
 
 
 def port_counters(
@@ -74,10 +79,11 @@ def port_counters(
 ) -> list[PortCounters]:
     """PortCounters of `ports` from per-port statistics ({stat name: {port: value}}).
 
-    >>> stats = {"rx_packets": {1: 10}, "forward_misses": {1: 2}, "rx_overruns": {1: 1}}
+    >>> stats = {"rx_packets": {1: 10}, "rx_broadcast": {1: 1}, "forward_misses": {1: 2},
+    ...          "rx_overruns": {1: 1}}
     >>> c = port_counters(stats, {1: "veth1"}, [1])[0]
-    >>> (c.name, c.in_unicast_pkts, c.in_discards, c.out_discards)
-    ('veth1', 10, 3, 0)
+    >>> (c.name, c.in_unicast_pkts, c.in_broadcast_pkts, c.in_discards, c.out_discards)
+    ('veth1', 9, 1, 3, 0)
     """
     out = []
     for port in sorted(set(ports)):
@@ -89,7 +95,9 @@ def port_counters(
             PortCounters(
                 port=port,
                 name=names.get(port, f"cable{port}"),
-                in_unicast_pkts=get("rx_packets"),
+                in_unicast_pkts=get("rx_packets") - get("rx_broadcast") - get("rx_multicast"),
+                in_broadcast_pkts=get("rx_broadcast"),
+                in_multicast_pkts=get("rx_multicast"),
                 in_octets=get("rx_bytes"),
                 in_discards=get("forward_misses") + get("to_unknown_port") + get("rx_overruns"),
                 in_errors=get("malformed"),
@@ -106,6 +114,7 @@ def port_counters(
                 malformed=get("malformed"),
                 pfc_received=get("pfc_received"),
                 pfc_pauses_sent=get("pfc_pauses_sent"),
+                pfc_resumes_sent=get("pfc_resumes_sent"),
             )
         )
     return out

@@ -24,6 +24,9 @@ from .tm_config import TmConfig
 from .traffic_manager import TrafficManager
 
 
+BROADCAST_MAC = b"\xff" * 6
+
+
 class ReferenceSwitchProgram:
     """The switch program over one DataplaneState and one TrafficManager, in Python
     (a `switch_program.SwitchProgram`; see the module docstring)."""
@@ -51,6 +54,8 @@ class ReferenceSwitchProgram:
         n = COUNTER_CELLS
         self.rx_packets = [0] * n
         self.rx_bytes = [0] * n
+        self.rx_broadcast = [0] * n  # of rx_packets: to ff:ff:ff:ff:ff:ff
+        self.rx_multicast = [0] * n  # of rx_packets: to any other group address
         self.forward_misses = [0] * n
         self.malformed = [0] * n
         self.pfc_received = [0] * n  # PFC and 802.3x PAUSE frames
@@ -86,6 +91,8 @@ class ReferenceSwitchProgram:
             "mac_control_ignored": self.mac_control_ignored,
             "pfc_pauses_sent": tm.pfc_pauses_sent,
             "pfc_resumes_sent": tm.pfc_resumes_sent,
+            "rx_broadcast": self.rx_broadcast,
+            "rx_multicast": self.rx_multicast,
         }
         assert tuple(self._stat_lists) == STAT_NAMES
         self.departure_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)
@@ -128,6 +135,11 @@ class ReferenceSwitchProgram:
                 return
         self.rx_packets[port] += 1
         self.rx_bytes[port] += n
+        if frame[0] & 1:  # a group address: broadcast (all ones) or multicast
+            if frame[:6] == BROADCAST_MAC:
+                self.rx_broadcast[port] += 1
+            else:
+                self.rx_multicast[port] += 1
         out_port = self.state.forward.get((port, frame[:6]))
         if out_port is None:
             self.forward_misses[port] += 1

@@ -398,16 +398,18 @@ class TrafficManager:
 
     def _pause_upstream(self, in_port: int, now: float) -> None:
         self.ingress_paused[in_port] = True
-        self.pfc_pauses_sent[in_port] += 1
         peer = self.cable_peer[in_port]
         if peer >= 0:
             # The upstream logical switch is this chip: its queue stops draining.
+            # No frame exists inside the chip: (our choice) one pause counts once.
+            self.pfc_pauses_sent[in_port] += 1
             self.paused_until[peer] = NEVER
         else:
             self._send_pause(in_port, now)
 
     def _send_pause(self, port: int, now: float) -> None:
         self.control.append((port, self.pause_frames[port][0]))
+        self.pfc_pauses_sent[port] += 1  # every frame on the wire, refreshes included
         # Refresh halfway through the pause so the sender never restarts early.
         when = now + self.pause_seconds[port] / 2
         self.pause_refresh_at[port] = when

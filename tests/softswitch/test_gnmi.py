@@ -52,6 +52,8 @@ STATS = {
     "wred_dropped": {2: 2},
     "ecn_marked": {2: 9},
     "pfc_received": {2: 1},
+    "rx_broadcast": {1: 2},
+    "rx_multicast": {1: 1},
 }
 NAMES = {1: "veth1", 2: "veth2"}
 Server = tuple[str, int, Callable[[], list[PortCounters]]]  # host, port, source
@@ -75,6 +77,8 @@ def elems(text: str) -> list[gnmi_pb2.PathElem]:
 def test_leaves_are_the_openconfig_names_and_ours() -> None:
     assert OPENCONFIG_COUNTER_LEAVES == (
         "in-unicast-pkts",
+        "in-broadcast-pkts",
+        "in-multicast-pkts",
         "in-octets",
         "in-discards",
         "in-errors",
@@ -89,6 +93,9 @@ def test_leaves_are_the_openconfig_names_and_ours() -> None:
     counters = tree["interfaces"]["interface"].entries["veth1"]["state"]["counters"]
     assert counters == leaf_values(c)
     assert counters["in-discards"] == 4 + 1 and counters["in-errors"] == 3
+    # OpenConfig's in-unicast-pkts excludes broadcasts and multicasts (25 - 2 - 1).
+    assert (counters["in-unicast-pkts"], counters["in-broadcast-pkts"]) == (22, 2)
+    assert counters["in-multicast-pkts"] == 1
 
 
 def test_select_leaf_container_wildcard_and_root() -> None:
@@ -235,7 +242,7 @@ def test_get_leaf_container_and_everything(gnmi_server: Server) -> None:
         got = client.get(path=["/interfaces/interface[name=veth1]/state/counters/in-unicast-pkts"])
         (note,) = got["notification"]
         assert note["update"] == [
-            {"path": "interfaces/interface[name=veth1]/state/counters/in-unicast-pkts", "val": 25}
+            {"path": "interfaces/interface[name=veth1]/state/counters/in-unicast-pkts", "val": 22}
         ]
         assert before <= note["timestamp"] <= time.time_ns()
 

@@ -298,6 +298,31 @@ def test_pfc_pause_is_refreshed_before_it_expires() -> None:
     assert [p for p, _f in tm.control] == [1]
 
 
+def test_pfc_pauses_sent_counts_every_pause_frame_on_the_wire_refreshes_included() -> None:
+    # A capture showed 121 PAUSE frames where the counter said 1 (it counted pauses).
+    config = TmConfig(
+        default_rate_gbps=0.001,
+        pfc=PfcConfig(enabled=True, xoff_cells=5, xon_cells=2, pause_quanta=100),
+    )
+    tm = TrafficManager(config, [1, 2], {})
+    for _ in range(60):  # 60 cells behind a 1 Mbit/s port: paused for many refreshes
+        tm.enqueue(udp_frame(80), 1, 2, 0.0)
+    sent = []
+    now = 0.0
+    while tm.ingress_paused[1] and now < 5.0:
+        now += 0.005
+        tm.advance(now)
+        sent += tm.control
+        tm.control.clear()
+    quanta = [max(getattr(Ether(f)[MACControlClassBasedFlowControl], f"c{i}_pause_time")
+                  for i in range(8)) for _p, f in sent]  # fmt: skip
+    pauses = [q for q in quanta if q]
+    resumes = [q for q in quanta if not q]
+    assert len(pauses) >= 2  # the first pause and at least one refresh (counted as 1 before)
+    assert tm.pfc_pauses_sent[1] == len(pauses)
+    assert tm.pfc_resumes_sent[1] == len(resumes) == 1
+
+
 def test_received_pfc_pauses_egress_for_its_quanta() -> None:
     state = DataplaneState()
     state.forward[(1, MAC_B)] = 2
