@@ -23,7 +23,6 @@ from .switch_program import program_ports
 from .tm_config import TmConfig
 from .traffic_manager import TrafficManager
 
-
 BROADCAST_MAC = b"\xff" * 6
 
 
