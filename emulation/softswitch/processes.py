@@ -14,7 +14,7 @@ from pathlib import Path
 
 # The packet loop of a software switch runs as `python -m` this module.
 DATAPATH_MODULE = "emulation.softswitch.datapath_process"
-BMV2_PROCESS = "simple_switch_grpc"  # bmv2 as the fabric's switch (emulation.mininet_net)
+BMV2_PROCESS = "simple_switch_grpc"  # bmv2 as the fabric's switch (emulation.bmv2_switch)
 
 
 def is_switch_process(argv: Sequence[str]) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from emulation import netns
+from emulation import clean, netns
 from emulation.netns import NetnsLab
 from emulation.prefixes import new_prefix
 from emulation.run_files import ProcessId, runs
@@ -302,6 +302,8 @@ def test_a_bmv2_on_our_interfaces_is_a_leftover_and_cleaned(prefix: str) -> None
         while time.monotonic() < deadline and f"process {fake.pid}" not in leftovers(prefix):
             time.sleep(0.05)
         assert f"process {fake.pid}" in leftovers(prefix)
+        # Which programs count is the caller's to say: without a match, none do.
+        assert f"process {fake.pid}" not in clean.leftovers(prefix)
         assert f"process {fake.pid}" in cleanup_all(prefix)
         assert fake.wait(5) is not None
         assert leftovers(prefix) == []
