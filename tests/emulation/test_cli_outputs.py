@@ -204,7 +204,7 @@ def test_sweep_resumes_its_own_folder_and_refuses_any_other(
     assert "is a file, not a folder" in _err(capsys)
     (other / "cells").mkdir()
     assert main(["sweep", "--config", str(bad), "--out", str(other)]) == 2
-    assert "not valid YAML" in _err(capsys)
+    assert "invalid YAML" in _err(capsys)
 
 
 def test_ecn_watch_refuses_an_earlier_recording_before_it_watches(
