@@ -4,7 +4,8 @@
   simulator predicts for those decisions (one scheduling code path: the
   simulator's own schedulers, through `scheduler.decisions`).
 - `fidelity`: whether the emulator kept up, and the verdict a report states.
-- `report`: the files a run leaves (summary.json, CSVs, PNGs, report.md/html).
+- `report`: the files a run leaves (summary.json, CSVs, PNGs, report.md/html), through
+  `report_csv` (the CSVs), `report_figures` (the plots) and `report_text` (report.md/html).
 - `segments`: a trace with arrivals as one stretch per arrival decision.
 - `results`: one scheduler's run as plain data, and the figures of it.
 - `runner`: one fabric, every scheduler in turn, the replicas, the counters.

@@ -18,7 +18,8 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from emulation.emulate.report import figures, speedups
+from emulation.emulate.report import speedups
+from emulation.emulate.report_figures import figures
 from emulation.emulate.results import SchedulerRun, summarise
 from tests.emulation.test_emulate_report import _run
 

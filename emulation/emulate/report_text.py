@@ -1,0 +1,182 @@
+"""How do report.md and report.html read: the status, the tables, the plots, the settings?
+
+Both render the same tables (`_tables`) from the summary, so they agree;
+the HTML embeds the plots, so it is one file a browser opens anywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) of every table; the markdown and the HTML both render these."""
+    sch = summary["schedulers"]
+    main = [
+        [
+            name,
+            _fmt(s["mean_iteration_ms"]),
+            _fmt(s["p99_iteration_ms"]),
+            _fmt(s["sim_mean_iteration_ms"]),
+            _fmt(s["ecn_marks"]),
+            _fmt(s["ecn_marks_shared_links"]),
+            _fmt(s["host_ce_marks"]),
+            "yes" if s["trustworthy"] else "NOT TRUSTWORTHY",
+        ]
+        for name, s in sch.items()
+    ]
+    jobs = [
+        [
+            name,
+            job,
+            j["model"],
+            _fmt(j["workers"]),
+            _fmt(j["mean_iteration_ms"]),
+            _fmt(j["p99_iteration_ms"]),
+            _fmt(j["sim_mean_iteration_ms"]),
+            _fmt(j["ce_marks"]),
+            _fmt(j["adjustments"]),
+        ]
+        for name, s in sch.items()
+        for job, j in s["jobs"].items()
+    ]
+    fidelity = [
+        [
+            name,
+            _fmt(s["fidelity"].get("frame_late_p99_ms"), 3),
+            _fmt(s["fidelity"].get("late_frames")),
+            _fmt(s["fidelity"].get("late_wakeups")),
+            _fmt(_pct(s["fidelity"].get("machine_cpu_mean"))),
+            _fmt(_pct(s["fidelity"].get("machine_steal"))),
+            _fmt(_pct(s["fidelity"].get("switch_cpu_mean"))),
+            "; ".join(s["fidelity"].get("reasons", [])) or "-",
+            ", ".join(s["fidelity"].get("unmeasured", [])) or "-",
+        ]
+        for name, s in sch.items()
+    ]
+    ups = [
+        [variant, up["base"], _fmt(up["mean"], 3)] for variant, up in summary["speedups"].items()
+    ]
+    return [
+        (
+            "Per scheduler",
+            ["scheduler", "mean ms", "p99 ms", "simulated mean ms", "ECN marks (switch)",
+             "on shared links", "CE received (hosts)", "trustworthy"],
+            main,
+        ),
+        ("Cassini speed-up (mean iteration time, base / variant)", ["variant", "base", "speed-up"],
+         ups),
+        (
+            "Per job",
+            ["scheduler", "job", "model", "workers", "mean ms", "p99 ms", "simulated mean ms",
+             "CE received", "adjustments"],
+            jobs,
+        ),
+        (
+            "Fidelity (did the emulator keep up?)",
+            ["scheduler", "p99 frame lateness ms", "late frames", "late loop wake-ups",
+             "machine CPU %", "steal %", "switch CPU % of a core", "limits passed", "not measured"],
+            fidelity,
+        ),
+    ]  # fmt: skip
+
+
+def _pct(value: Any) -> float | None:
+    return None if value is None else 100.0 * float(value)
+
+
+def _settings_lines(summary: Mapping[str, Any]) -> list[str]:
+    return [f"{k}: {json.dumps(v)}" for k, v in summary["settings"].items()]
+
+
+def _status(summary: Mapping[str, Any]) -> str:
+    bits = []
+    if summary["partial"]:
+        bits.append("PARTIAL: the run was interrupted or failed; what completed is below.")
+    if not summary["trustworthy"]:
+        bits.append("NOT TRUSTWORTHY: the emulator fell behind in at least one run (see Fidelity).")
+    return " ".join(bits)
+
+
+_PLOT_TITLES = {
+    "iteration_cdf": "Iteration time CDF",
+    "iteration_by_model": "Mean and p99 iteration time per model",
+    "speedup": "Cassini speed-up",
+    "ecn_per_iteration": "ECN marks per iteration per model",
+    "ecn_shared_links": "ECN marks on links shared by jobs",
+    "measured_vs_simulated": "Measured vs simulated (fluid model)",
+}
+
+
+def _plot_items(paths: Mapping[str, Path]) -> list[tuple[str, Path]]:
+    items = [(t, paths[k]) for k, t in _PLOT_TITLES.items() if k in paths]
+    items += [
+        (f"Per-link ECN marks and utilisation: {k[len('links_') :]}", p)
+        for k, p in paths.items()
+        if k.startswith("links_")
+    ]
+    return items
+
+
+def markdown(summary: Mapping[str, Any], paths: Mapping[str, Path]) -> str:
+    """report.md: the status, the tables, the plots (by file name), the settings."""
+    lines = ["# Cassini emulation report", ""]
+    status = _status(summary)
+    if status:
+        lines += [f"**{status}**", ""]
+    for title, header, rows in _tables(summary):
+        lines += [f"## {title}", "", "| " + " | ".join(header) + " |"]
+        lines.append("|" + "---|" * len(header))
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        lines.append("")
+    for title, path in _plot_items(paths):
+        lines += [f"## {title}", "", f"![{title}]({path.name})", ""]
+    lines += ["## Settings", "", "```", *_settings_lines(summary), "```", ""]
+    return "\n".join(lines)
+
+
+def html_page(summary: Mapping[str, Any], paths: Mapping[str, Path]) -> str:
+    """report.html: what report.md says, with the plots embedded."""
+    esc = html.escape
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>Cassini emulation report</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;"
+        "padding:3px 8px;text-align:right}th{background:#eee}td:first-child{text-align:left}"
+        "img{max-width:100%}.warn{color:#a00;font-weight:bold}pre{background:#f6f6f6;"
+        "padding:1em;overflow-x:auto}</style></head><body>",
+        "<h1>Cassini emulation report</h1>",
+    ]
+    status = _status(summary)
+    if status:
+        parts.append(f"<p class='warn'>{esc(status)}</p>")
+    for title, header, rows in _tables(summary):
+        parts.append(f"<h2>{esc(title)}</h2><table><tr>")
+        parts += [f"<th>{esc(h)}</th>" for h in header]
+        parts.append("</tr>")
+        for row in rows:
+            parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>")
+        parts.append("</table>")
+    for title, path in _plot_items(paths):
+        data = base64.b64encode(path.read_bytes()).decode()
+        parts.append(
+            f"<h2>{esc(title)}</h2><img alt='{esc(title)}' src='data:image/png;base64,{data}'>"
+        )
+    parts.append("<h2>Settings</h2><pre>" + esc("\n".join(_settings_lines(summary))) + "</pre>")
+    parts.append("</body></html>\n")
+    return "".join(parts)
