@@ -90,11 +90,6 @@ class Segment:
         }
 
 
-def _ms(value: float | None) -> float | None:
-    """A shift or period at the schedule file's precision (`Decision.as_schedule`)."""
-    return None if value is None else round(value, 3)
-
-
 def kept_grids(applied: Decision, decision: Decision) -> Decision:
     """`decision` with the shifts and periods its agents keep from `applied`.
 
@@ -149,7 +144,7 @@ def changes(applied: Decision, decision: Decision) -> tuple[str, ...]:
                 ("shift", applied.shifts_ms.get(job), decision.shifts_ms.get(job)),
                 ("period", applied.periods_ms.get(job), decision.periods_ms.get(job)),
             ):
-                if _ms(old) != _ms(new):
+                if old != new:
                     out.append(f"{job}: {what} {_text(old)} -> {_text(new)} ms")
     for job in applied.placement:
         if job not in decision.placement and job in decision.models:

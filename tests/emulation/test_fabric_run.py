@@ -18,7 +18,7 @@ import pytest
 from emulation.cli import main
 from emulation.fabric import EmulatedFabric
 from emulation.fabric_options import FabricOptions
-from emulation.jobs.launch import plan_jobs
+from emulation.jobs.launch import parse_schedule, plan_jobs
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
 from tests.helpers import CASSINI
@@ -69,7 +69,7 @@ def test_a_killed_replica_stops_its_job_with_the_lost_peer_error(
     prefix: str, tmp_path: Path
 ) -> None:
     topo = load_topology(TOPOLOGY)
-    jobs = plan_jobs(SCHEDULE, topo)
+    jobs = plan_jobs(parse_schedule(SCHEDULE), topo)
     pids: list[int] = []
     with EmulatedFabric(topo, FabricOptions(scale=0.001, prefix=prefix)) as fabric:
         victim_out = tmp_path / "replicas" / "vgg19-0-w1.jsonl"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.telemetry import LinkDelta, PortDelta
-from emulation.jobs.launch import plan_jobs
+from emulation.jobs.launch import parse_schedule, plan_jobs
 from emulation.jobs.records import COLUMNS, IterationRecord
 from emulation.jobs.run_folder import write_run
 from emulation.jobs.run_result import RunResult, summarize_job
@@ -18,11 +18,13 @@ from topologies.library import load_topology
 
 TOPO = load_topology("leaf-spine:2:1:2")
 JOBS = plan_jobs(
-    {
-        "placement": {"vgg19-0": ["s01", "s03"], "vgg19-1": ["s02", "s04"]},
-        "shifts_ms": {"vgg19-1": 100.0},
-        "periods_ms": {"vgg19-0": 250.0, "vgg19-1": 250.0},
-    },
+    parse_schedule(
+        {
+            "placement": {"vgg19-0": ["s01", "s03"], "vgg19-1": ["s02", "s04"]},
+            "shifts_ms": {"vgg19-1": 100.0},
+            "periods_ms": {"vgg19-0": 250.0, "vgg19-1": 250.0},
+        }
+    ),
     TOPO,
 )
 
@@ -100,7 +102,7 @@ def test_the_run_folder_holds_every_file_with_the_totals(tmp_path: Path) -> None
     assert summary["schedule"]["shifts_ms"] == {"vgg19-0": 0.0, "vgg19-1": 100.0}
     assert summary["emulation_profile"]["lines"][1] == "port rates: 50 Mbit/s"
     # The schedule written beside the results runs again as it is.
-    again = plan_jobs(json.loads((tmp_path / "schedule.json").read_text()), TOPO)
+    again = plan_jobs(parse_schedule(json.loads((tmp_path / "schedule.json").read_text())), TOPO)
     assert again == JOBS
     profiles = json.loads((tmp_path / "profiles.json").read_text())
     assert [p["name"] for p in profiles] == ["vgg19-0", "vgg19-1"]
