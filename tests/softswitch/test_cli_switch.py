@@ -109,7 +109,7 @@ def test_the_shipped_tm_example_loads_and_the_readme_documents_it() -> None:
     tm = load_tm_config(str(example))
     assert tm.ports == {2: PortSettings(rate_gbps=0.05, queue_cells=5000)}
     assert tm.pfc.xoff_cells == 4000 and tm.cell_bytes == 80
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "emulation/softswitch/README.md").read_text()
     assert "--tm-config emulation/softswitch/data/tm-example.yaml" in readme
     for line in example.read_text().splitlines():
         if line and not line.startswith("#"):
