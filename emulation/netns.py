@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -103,11 +102,17 @@ class NetnsLab:
         return full
 
     def tempdir(self, name: str = "tmp") -> Path:
-        """A folder for this run's files (logs, configs), removed with the lab."""
-        folder = Path(tempfile.gettempdir()) / f"{self.prefix}-{name}-{secrets.token_hex(3)}"
-        self.claim().add("folders", str(folder))
+        """A folder for this run's files (logs, configs), removed with the lab.
+
+        `tempfile.mkdtemp` picks an unguessable name and creates it owner-only in
+        one step (O_EXCL), so another local user can neither predict nor plant
+        it. It is recorded the moment it exists (the one item not recorded
+        first: its name is only known once made).
+        """
+        run = self.claim()
+        folder = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-{name}-"))
+        run.add("folders", str(folder))
         self.folders.append(str(folder))
-        folder.mkdir(mode=0o700)
         return folder
 
     def veth(

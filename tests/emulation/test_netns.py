@@ -310,3 +310,18 @@ def test_a_bmv2_on_our_interfaces_is_a_leftover_and_cleaned(prefix: str) -> None
     finally:
         if fake.poll() is None:
             fake.kill()
+
+
+@pytest.mark.root
+def test_a_lab_folder_is_owner_only_unguessable_and_recorded() -> None:
+    import stat
+
+    with netns.NetnsLab() as lab:
+        folder = lab.tempdir("logs")
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        assert mode == 0o700 and folder.stat().st_uid == os.getuid()
+        assert folder.name.startswith(f"{lab.prefix}-logs-")
+        # mkdtemp's suffix: 8 characters from 37, against the 6 hex digits (24 bits) before.
+        assert len(folder.name) - len(f"{lab.prefix}-logs-") >= 8
+        assert str(folder) in lab.claim().record.folders  # in the run file: clean finds it
+    assert not folder.exists()
