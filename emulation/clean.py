@@ -109,7 +109,7 @@ def remove_items(
         if ns in existing_ns:
             ip_command("netns", "delete", ns, check=False)
             removed.append(f"netns {ns}")
-    removed += [f"folder {f}" for f in remove_folders(folders)]
+    removed += [f"folder {f}" for f in remove_folders(folders, prefix)]
     if netns or links:
         wait_until_gone(prefix)
     return removed

@@ -37,7 +37,7 @@ from topologies.errors import UserInputError
 
 from .clean import ProcessMatch, ip_command, leftovers, remove_items
 from .prefixes import IFNAMSIZ, new_prefix
-from .run_files import RunFile
+from .run_files import RunFile, mark_folder
 from .signals import raise_signal_exit, signals_deferred
 
 OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
@@ -111,6 +111,7 @@ class NetnsLab:
         """
         run = self.claim()
         folder = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-{name}-"))
+        mark_folder(folder, self.prefix)
         run.add("folders", str(folder))
         self.folders.append(str(folder))
         return folder

@@ -23,6 +23,7 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -38,8 +39,18 @@ SYSTEM_RUN_DIR = Path("/run/cassini")
 COMMAND_CHARS = 100
 
 
+# A folder the lab made holds this file, naming the prefix of the run that made
+# it: `cassini clean` deletes no folder without it (a run file can be forged).
+FOLDER_MARKER = ".cassini-run"
+
+
 def run_dir() -> Path:
-    """Where run files and interface locks live (created on first use)."""
+    """Where run files and interface locks live (created owner-only on first use).
+
+    Refused unless it is a real folder (not a link) owned by this user and
+    writable by nobody else: in a shared /tmp another user could create
+    `cassini-UID` first and plant run files naming folders for `clean` to delete.
+    """
     override = os.environ.get(RUN_DIR_ENV)
     if override:
         path = Path(override)
@@ -47,8 +58,26 @@ def run_dir() -> Path:
         path = SYSTEM_RUN_DIR
     else:
         path = Path(tempfile.gettempdir()) / f"cassini-{os.geteuid()}"
-    path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        path.mkdir(mode=0o700)
+    check_private_folder(path, "run folder")
     return path
+
+
+def check_private_folder(path: Path, what: str) -> None:
+    """UserInputError unless `path` is a folder, not a link, owned by this user and
+    not writable by group or others."""
+    info = os.lstat(path)
+    fix = f"remove it, or set {RUN_DIR_ENV} to a folder of your own"
+    if not stat.S_ISDIR(info.st_mode):
+        raise UserInputError(f"{what} {path} is not a folder (a link or a file?): {fix}")
+    if info.st_uid != os.geteuid():
+        raise UserInputError(f"{what} {path} belongs to user {info.st_uid}, not you: {fix}")
+    if info.st_mode & 0o022:
+        raise UserInputError(
+            f"{what} {path} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}): {fix}"
+        )
 
 
 # --- process identity --------------------------------------------------------
@@ -183,16 +212,21 @@ class RunFile:
             if found:
                 raise UserInputError(
                     f"prefix {prefix} is in use: {found[0]} exists and no run file claims it; "
-                    f"`cassini clean --all --prefix {prefix}` removes it"
+                    f"{removal_hint(found[0])}"
                 )
             run = cls(record, path)
             run.save()
         return run
 
     def save(self) -> None:
-        """Atomically replace the run file (a reader never sees half a file)."""
+        """Atomically replace the run file (a reader never sees half a file); the
+        temporary is created exclusively, owner-only, never through a link."""
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.record.to_json()))
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()  # a leftover of this pid's earlier, killed life
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        with os.fdopen(os.open(tmp, flags, 0o600), "w") as handle:
+            handle.write(json.dumps(self.record.to_json()))
         os.replace(tmp, self.path)
 
     def add(self, kind: str, name: str) -> None:
@@ -212,6 +246,23 @@ class RunFile:
         """The run is over and everything it made is gone: drop the file."""
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+
+
+def removal_hint(item: str) -> str:
+    """How to remove one stray item ('netns NAME', 'link NAME', 'process PID') and nothing
+    else: `cassini clean --all --prefix P` would also end every live run whose prefix
+    starts with P.
+
+    >>> removal_hint("netns casrlh1")
+    '`ip netns delete casrlh1` removes it (as root)'
+    """
+    kind, _, name = item.partition(" ")
+    command = {
+        "netns": f"ip netns delete {name}",
+        "link": f"ip link delete {name}",
+        "process": f"kill {name}",
+    }.get(kind)
+    return f"`{command}` removes it (as root)" if command else "remove it by hand"
 
 
 def _in_use_message(prefix: str, record: RunRecord | None) -> str:
@@ -237,8 +288,13 @@ def _directory_lock() -> Iterator[None]:
 
 
 def read_run(path: Path) -> RunRecord | None:
+    """The run file at `path`, or None if it is unreadable, a link, or not this user's."""
     try:
-        return RunRecord.from_json(json.loads(path.read_text()), path)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd) as handle:
+            if os.fstat(handle.fileno()).st_uid != os.geteuid():
+                return None
+            return RunRecord.from_json(json.loads(handle.read(1 << 20)), path)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -254,11 +310,36 @@ def runs(prefixes: Iterable[str] = ("",)) -> list[RunRecord]:
     return sorted(found, key=lambda r: r.created)
 
 
-def remove_folders(folders: Iterable[str]) -> list[str]:
-    """Delete folders a run recorded; returns those that existed."""
+def mark_folder(folder: Path, prefix: str) -> None:
+    """Label a folder the lab made as this run's, so `clean` may later delete it."""
+    (folder / FOLDER_MARKER).write_text(prefix)
+
+
+def ours(folder: str, prefix: str) -> bool:
+    """Whether `folder` is one the lab made for the run `prefix`: a real folder (not a
+    link) of this user, named after the prefix, holding the marker that names it."""
+    path = Path(folder)
+    try:
+        info = os.lstat(path)
+        marker = os.open(path / FOLDER_MARKER, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(marker) as handle:
+            label = handle.read(256)
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.geteuid()
+        and path.name.startswith(f"{prefix}-")
+        and label == prefix
+    )
+
+
+def remove_folders(folders: Iterable[str], prefix: str) -> list[str]:
+    """Delete the folders a run recorded that are ours (`ours`); returns those removed.
+    A recorded folder without the marker is left alone, whatever the run file says."""
     removed = []
     for folder in folders:
-        if os.path.isdir(folder):
+        if ours(folder, prefix):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
