@@ -8,6 +8,9 @@ One rule for every command that writes files (`topo export`, `trace generate`,
   file, or a folder that holds anything (an empty folder is filled).
 - The wrong kind is refused even with `--force`: a folder where a file goes, a
   file where a folder goes. Nothing is deleted to make room for another kind.
+- A results folder is never `/`, `.`, `..`, the current folder or one above
+  it: replacing it would pull the floor from under the command (it ran the
+  whole job, then crashed on `PosixPath('.')`). Refused before anything runs.
 - Missing parent folders are created, as `mkdir -p` would; a parent that is a
   file, or one that cannot be created, is one line naming it.
 - A results folder is written into a hidden sibling, `.NAME.partial-PID-XXXX`,
@@ -53,6 +56,8 @@ def check_output(
     out = Path(path)
     if str(path) == "":
         raise UserInputError(f"{flag}: give a {kind} name")
+    if kind == "folder":
+        _check_replaceable(out, flag)
     if out.is_dir():
         if kind == "file":
             raise UserInputError(f"{flag} {out}: is a folder, not a file")
@@ -67,6 +72,23 @@ def check_output(
             raise UserInputError(f"{flag} {out}: already exists; {_hint(force, flag)}")
     _make_parents(out, flag)
     return out
+
+
+def _check_replaceable(out: Path, flag: str) -> None:
+    """Refuse a results folder that cannot be replaced whole (see the module docstring).
+
+    >>> _check_replaceable(Path("."), "--out")
+    Traceback (most recent call last):
+    ...
+    topologies.errors.UserInputError: --out .: is the current folder or one above it; name a folder of its own (e.g. --out results/run1)
+    """
+    resolved = out.resolve()
+    here = Path.cwd().resolve()
+    if out.name in ("", ".", "..") or resolved == here or here.is_relative_to(resolved):
+        raise UserInputError(
+            f"{flag} {out}: is the current folder or one above it; name a folder of its "
+            "own (e.g. --out results/run1)"
+        )
 
 
 def _hint(force: bool | None, flag: str) -> str:
