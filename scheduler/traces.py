@@ -35,6 +35,7 @@ import numpy as np
 from topologies.datafile import read_text_file
 from topologies.errors import UserInputError, did_you_mean
 from topologies.names import check_name, shown
+from topologies.outputs import write_file
 
 from .profiles import ModelSpec, build_profile, load_models, model_names, normalize_model_name
 
@@ -260,15 +261,13 @@ def write_trace(jobs: Iterable[TraceJob], path: str | Path) -> Path:
     out = Path(path)
     rows = [_row(j) for j in jobs]
     if out.suffix.lower() == ".json":
-        out.write_text(json.dumps({"jobs": rows}, indent=1) + "\n")
-        return out
+        return write_file(out, json.dumps({"jobs": rows}, indent=1) + "\n")
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(FIELDS), lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-    out.write_text(buf.getvalue())
-    return out
+    return write_file(out, buf.getvalue())
 
 
 def _row(job: TraceJob) -> dict[str, Any]:

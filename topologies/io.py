@@ -37,6 +37,7 @@ from .datafile import data_format, read_data_file
 from .errors import UserInputError, did_you_mean
 from .model import Link, Server, Switch, Topology
 from .names import shown
+from .outputs import write_file
 from .validate import validate
 
 _TOP_FIELDS = ("name", "description", "servers", "switches", "links", "chip_ports")
@@ -59,10 +60,7 @@ def save_topology_file(topo: Topology, path: str | Path) -> None:
         text = json.dumps(data, indent=2) + "\n"
     else:
         text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
-    try:
-        p.write_text(text, encoding="utf-8")
-    except OSError as err:
-        raise UserInputError(f"{path}: cannot write: {err}") from None
+    write_file(p, text)
 
 
 def topology_to_dict(topo: Topology) -> dict[str, Any]:

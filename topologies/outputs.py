@@ -20,6 +20,10 @@ One rule for every command that writes files (`topo export`, `trace generate`,
   complete new one, never a mix (our choice: no partial folder is kept; a
   half-written report is not worth reading). Only a SIGKILL can leave a
   sibling behind; the owner's pid in its name says whether it is stale.
+- A single output file is written the same way (`write_file`): into a hidden
+  sibling, flushed to disk, then renamed over NAME. A full disk or any other
+  failure leaves the old file as it was (it left a CSV cut mid-line before)
+  and is one line naming the file and the cause.
 """
 
 from __future__ import annotations
@@ -159,3 +163,36 @@ def _replace(stage: Path, out: Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def write_file(path: str | Path, data: str | bytes, flag: str = "--out") -> Path:
+    """Write `data` to `path` whole or not at all (see the module docstring).
+
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> write_file(folder / "a.txt", "hello").read_text()
+    'hello'
+    """
+    out = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{out.name}{PARTIAL_MARK}{os.getpid()}-", dir=out.parent)
+    except OSError as err:
+        raise UserInputError(f"{flag} {out}: cannot write in {out.parent}: {err.strerror}") from None
+    stage = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
+        stage.chmod(0o666 & ~_umask())  # mkstemp's 0600 would stick to the output
+        os.replace(stage, out)
+    except OSError as err:
+        stage.unlink(missing_ok=True)
+        raise UserInputError(
+            f"{flag} {out}: not written ({err.strerror or err}); the old file, if any, is kept"
+        ) from None
+    except BaseException:
+        stage.unlink(missing_ok=True)
+        raise
+    return out
