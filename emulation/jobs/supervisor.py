@@ -1,13 +1,14 @@
 """How are a schedule's replicas started, watched and stopped on a running fabric?
 
     from emulation.fabric import EmulatedFabric
-    from emulation.jobs.launch import plan_jobs, read_schedule
+    from emulation.fabric_options import FabricOptions
+    from emulation.jobs.launch import parse_schedule, plan_jobs, read_schedule
     from emulation.jobs.run_folder import write_run
     from emulation.jobs.run_settings import RunSettings
     from emulation.jobs.supervisor import run_schedule
 
-    with EmulatedFabric(topo, 0.001) as fabric:
-        jobs = plan_jobs(read_schedule("schedule.json"), topo)
+    with EmulatedFabric(topo, FabricOptions(scale=0.001)) as fabric:
+        jobs = plan_jobs(parse_schedule(read_schedule("schedule.json")), topo)
         result = run_schedule(fabric, jobs, RunSettings(iterations=40), out_dir)
         write_run(result, out_dir)
 
