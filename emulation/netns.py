@@ -38,7 +38,7 @@ from topologies.errors import UserInputError
 from .clean import ProcessMatch, ip_command, leftovers, remove_items
 from .prefixes import IFNAMSIZ, new_prefix
 from .run_files import RunFile, mark_folder
-from .signals import raise_signal_exit, signals_deferred
+from .signals import KILLING_SIGNALS, raise_signal_exit, signals_deferred
 
 OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
 CLONE_NEWNET = 0x40000000
@@ -67,7 +67,7 @@ class NetnsLab:
         self.processes: list[subprocess.Popen[Any]] = []
         self.folders: list[str] = []
         self._run: RunFile | None = None
-        self._previous_sigterm: Any = None
+        self._previous_handlers: dict[int, Any] = {}
 
     # --- building -----------------------------------------------------------
 
@@ -216,8 +216,10 @@ class NetnsLab:
 
     def __enter__(self) -> NetnsLab:
         if threading.current_thread() is threading.main_thread():
-            # SIGTERM becomes an exception so the with-block's exit still cleans up.
-            self._previous_sigterm = signal.signal(signal.SIGTERM, raise_signal_exit)
+            # SIGTERM and SIGHUP become an exception so the with-block's exit still cleans up.
+            self._previous_handlers = {
+                signum: signal.signal(signum, raise_signal_exit) for signum in KILLING_SIGNALS
+            }
         return self
 
     def __exit__(
@@ -231,9 +233,9 @@ class NetnsLab:
             with signals_deferred(redeliver=False):
                 self.close()
         finally:
-            if self._previous_sigterm is not None:
-                signal.signal(signal.SIGTERM, self._previous_sigterm)
-                self._previous_sigterm = None
+            for signum, handler in self._previous_handlers.items():
+                signal.signal(signum, handler)
+            self._previous_handlers = {}
 
 
 def open_packet_socket(ns: str, ifname: str, rcvbuf: int = 8 << 20) -> socket.socket:

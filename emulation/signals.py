@@ -1,10 +1,11 @@
-"""How do Ctrl-C and SIGTERM reach cleanup, and what ended a child process?
+"""How do Ctrl-C, SIGTERM and SIGHUP reach cleanup, and what ended a child process?
 
-SIGTERM's default ends a process without running `finally` blocks or
-`with` exits, so a run that must remove what it built turns SIGINT and
-SIGTERM into `SignalExit` (`signals_raise`), or holds them while it records
-or removes something (`signals_deferred`). Handlers can only be set in the
-main thread: elsewhere both blocks change nothing.
+SIGTERM's and SIGHUP's defaults end a process without running `finally`
+blocks or `with` exits, so a run that must remove what it built turns the
+stop signals (SIGINT, SIGTERM, and SIGHUP: a closed terminal or a dropped
+SSH session) into `SignalExit` (`signals_raise`), or holds them while it
+records or removes something (`signals_deferred`). Handlers can only be set
+in the main thread: elsewhere both blocks change nothing.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# The stop signals whose default kills without cleanup (SIGINT raises KeyboardInterrupt).
+KILLING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 class SignalExit(SystemExit):
-    """SIGINT or SIGTERM, raised so cleanup runs; exits 128 + signal number like a shell."""
+    """A stop signal, raised so cleanup runs; exits 128 + signal number like a shell."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(128 + signum)
@@ -37,7 +40,7 @@ def raise_signal_exit(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def signals_raise() -> Iterator[None]:
-    """Within the block, SIGINT and SIGTERM raise `SignalExit` (main thread only)."""
+    """Within the block, the stop signals raise `SignalExit` (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -51,7 +54,7 @@ def signals_raise() -> Iterator[None]:
 
 @contextlib.contextmanager
 def signals_deferred(redeliver: bool = True) -> Iterator[None]:
-    """SIGINT/SIGTERM wait until the block is done, then take effect as usual
+    """The stop signals wait until the block is done, then take effect as usual
     (redeliver=False: dropped, as during cleanup, which is what they ask for)."""
     if threading.current_thread() is not threading.main_thread():
         yield

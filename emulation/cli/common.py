@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from emulation.scaling import DEFAULT_SCALE, check_scale
+from emulation.signals import SignalExit, signals_raise
 from topologies.errors import UserInputError
 from topologies.library import builtin_names
 
@@ -136,37 +137,24 @@ def add_force_argument(parser: argparse.ArgumentParser) -> None:
 
 
 class Interrupted(Exception):
-    """A run stopped by SIGINT or SIGTERM; `main` prints it and exits 128 + the signal."""
+    """A run stopped by a stop signal; `main` prints it and exits 128 + the signal."""
 
     def __init__(self, signum: int, message: str) -> None:
         super().__init__(message)
         self.signum = signum
 
 
-class _Terminate(BaseException):
-    """SIGTERM as an exception, so `finally` blocks clean up as for Ctrl-C."""
-
-
 @contextmanager
 def interruptible(message: str) -> Iterator[None]:
-    """Turn Ctrl-C and SIGTERM inside the block into `Interrupted(message)`.
-
-    SIGTERM's default kills the process without running cleanup, so inside
-    the block it raises instead; the old handler comes back afterwards.
-    """
-
-    def on_term(signum: int, frame: object) -> None:
-        raise _Terminate
-
-    previous = signal.signal(signal.SIGTERM, on_term)
+    """Turn Ctrl-C, SIGTERM and SIGHUP inside the block into `Interrupted(message)`
+    (`emulation.signals.signals_raise` makes them exceptions, so cleanup runs)."""
     try:
-        yield
+        with signals_raise():
+            yield
     except KeyboardInterrupt:
         raise Interrupted(signal.SIGINT, message) from None
-    except _Terminate:
-        raise Interrupted(signal.SIGTERM, message) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    except SignalExit as stop:
+        raise Interrupted(stop.signum, message) from None
 
 
 # --- thresholds: the settings file and the WRED flags that override it ---------------------

@@ -441,7 +441,11 @@ def _read_until_up(process: subprocess.Popen[str]) -> str:
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "signum",
+    [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],  # SIGHUP: a closed terminal or SSH session
+    ids=["SIGINT", "SIGTERM", "SIGHUP"],
+)
 def test_cli_fabric_up_stopped_by_a_signal_says_so_and_cleans_up(prefix: str, signum: int) -> None:
     process = _fabric_up(prefix)
     try:

@@ -68,7 +68,7 @@ def test_lab_cleans_up_after_an_exception(prefix: str) -> None:
     assert leftovers(prefix) == []
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_lab_cleans_up_on_ctrl_c_and_sigterm(prefix: str, signum: int) -> None:
     script = (
         "import sys, time\n"
