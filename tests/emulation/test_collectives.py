@@ -22,8 +22,9 @@ from emulation.jobs.ring_plan import (
     phase_bytes,
     ring_allreduce_plan,
 )
-from emulation.netns import NetnsLab, leftovers
+from emulation.netns import NetnsLab
 from scheduler.profiles import allreduce_bytes_per_worker, build_profile
+from tests.helpers.leftovers import leftovers
 
 RATE_MBIT = 40
 WORKER = """
