@@ -47,6 +47,9 @@ class TraceSchedule:
             "placement": {j: list(s) for j, s in best.placement.items()},
             "shifts_ms": {j: round(v, 3) for j, v in best.shifts_ms.items()},
             "periods_ms": {j: round(v, 3) for j, v in best.periods_ms.items()},
+            # Each placed job's model: a trace's job names need not be model names, and
+            # `fabric run --schedule` reads this file back.
+            "models": {j.name: j.profile.model for j in self.jobs if j.name in best.placement},
             "link_scores": {k: round(v, 6) for k, v in best.link_scores.items()},
             "skipped_jobs": list(self.skipped),
             "candidates": [

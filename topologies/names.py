@@ -62,7 +62,6 @@ def path_under(folder: str | Path, *parts: str) -> Path:
     topologies.errors.UserInputError: path 'replicas/../../etc/x' leaves the output folder /out
     """
     base = Path(folder).resolve()
-    path = base.joinpath(*parts).resolve()
-    if not path.is_relative_to(base):
+    if not base.joinpath(*parts).resolve().is_relative_to(base):
         raise UserInputError(f"path {'/'.join(parts)!r} leaves the output folder {base}")
-    return base.joinpath(*parts)
+    return Path(folder).joinpath(*parts)

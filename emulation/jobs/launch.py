@@ -42,6 +42,7 @@ from scheduler.profiles import ModelSpec, build_profile, normalize_model_name
 from scheduler.types import Profile, Schedule
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
+from topologies.names import check_name, path_under
 
 from .agent import DEFAULT_DRIFT_FRACTION
 from .replica import ReplicaSpec
@@ -137,6 +138,8 @@ def parse_schedule(doc: Mapping[str, Any], where: str = "schedule") -> Schedule:
             "(what `cassini schedule --json` prints)"
         )
     jobs = list(placement)
+    for job in jobs:  # job names become file names (replicas/<job>-w0.jsonl)
+        check_name(job, "job name", f"{where}: field 'placement'")
     shifts = _job_map(doc, "shifts_ms", jobs, where)
     periods = _job_map(doc, "periods_ms", jobs, where)
     named = _job_map(doc, "models", jobs, where)
@@ -278,7 +281,8 @@ def replica_specs(
                 worker=worker,
                 peers=peers,
                 phases=job.profile.phases,
-                out=str(Path(out_dir) / f"{job.name}-w{worker}.jsonl"),
+                # Names were checked when read; the path is checked where it is built too.
+                out=str(path_under(out_dir, f"{job.name}-w{worker}.jsonl")),
                 iterations=job.iterations or iterations,
                 deadline_ms=deadline_ms,
                 scale=scale,

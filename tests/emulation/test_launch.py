@@ -52,6 +52,37 @@ def test_cassini_schedule_json_is_planned_as_it_is(tmp_path: Path) -> None:
         assert job.profile == build_profile(job.model, job.workers, nic_gbps=TOPO.nic_gbps())
 
 
+def test_a_trace_whose_job_names_are_not_models_round_trips_through_schedule_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `schedule --trace FILE --json` once wrote no models: a job named `my-resnet` could
+    # not be fed back to `fabric run --schedule`.
+    from emulation.cli import main
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,model,workers,iterations,name\n0,resnet50,4,100,my-resnet\n"
+                     "0,vgg16,4,100,the.other_one\n")  # fmt: skip
+    assert main(["schedule", "--trace", str(trace), "--json", "--candidates", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["models"] == {"my-resnet": "resnet50", "the.other_one": "vgg16"}
+    jobs = plan(doc, where="schedule.json")
+    assert {j.name: j.model for j in jobs} == doc["models"]
+
+
+@pytest.mark.parametrize(
+    ("placement", "message"),
+    [
+        ({"../../../tmp/x/escaped": ["s01"]}, r"s.json: field 'placement': job name '../../"),
+        ({"a/b": ["s01"]}, r"job name 'a/b' is not a safe name"),
+    ],
+)
+def test_a_job_or_server_name_that_is_not_a_safe_name_is_refused_before_a_fabric(
+    placement: dict[str, list[str]], message: str
+) -> None:
+    with pytest.raises(UserInputError, match=message):
+        parse_schedule({"placement": placement, "models": {k: "vgg16" for k in placement}}, "s.json")
+
+
 def test_a_hand_written_file_with_models_and_no_shifts() -> None:
     doc = {"placement": {"mine": ["s01", "s05"]}, "models": {"mine": "resnet50"}}
     (job,) = plan(doc)
@@ -120,6 +151,9 @@ def test_bad_fields_are_named(doc: dict[str, object], message: str) -> None:
 def test_an_unknown_server_gets_the_closest_names() -> None:
     with pytest.raises(UserInputError, match="s09"):
         plan({"placement": {"vgg19-0": ["s0 9"]}})
+    # Server names are the topology's (checked when it is read): any other is unknown.
+    with pytest.raises(UserInputError, match="no server named '../s02'"):
+        plan({"placement": {"vgg19-0": ["s01", "../s02"]}})
 
 
 def test_unreadable_files_are_named(tmp_path: Path) -> None:
