@@ -109,7 +109,7 @@ def parse_data(text: str, fmt: str, label: str) -> Any:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark is not None else label
-        problem = getattr(err, "problem", None) or str(err)
+        problem = " ".join((getattr(err, "problem", None) or str(err)).split())  # one line
         raise UserInputError(f"{where}: invalid YAML: {problem}") from None
     if size > MAX_YAML_VALUES:
         raise UserInputError(

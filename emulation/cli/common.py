@@ -184,14 +184,47 @@ def settings_from_args(args: argparse.Namespace) -> ControlPlaneSettings:
 # --- durations and election ids, as the device commands take them ---------------------------
 
 
+# (our choice) A week: longer than any run, short enough that every timer and
+# deadline the duration feeds stays representable.
+MAX_DURATION_S = 7 * 24 * 3600.0
+
+
 def parse_duration(text: str, flag: str) -> float:
-    """Seconds of '1s', '500ms', '2m' or a bare number of seconds."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*", text)
-    if not m:
-        raise UserInputError(f"{flag}: '{text}' is not a duration (e.g. 1s, 500ms, 2m)")
+    """Seconds of '1s', '500ms', '2m' or a bare number of seconds, in (0, a week].
+
+    >>> parse_duration("500ms", "--interval")
+    0.5
+    >>> parse_duration("99999999999999999s", "--interval")
+    Traceback (most recent call last):
+    ...
+    topologies.errors.UserInputError: --interval: must be at most a week (604800 s), got '99999999999999999s'
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*", text[:64])
+    if not m or len(text) > 64:
+        raise UserInputError(f"{flag}: '{text[:64]}' is not a duration (e.g. 1s, 500ms, 2m)")
     value = float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
     if value <= 0:
         raise UserInputError(f"{flag}: must be > 0, got '{text}'")
+    if value > MAX_DURATION_S:
+        raise UserInputError(
+            f"{flag}: must be at most a week ({MAX_DURATION_S:.0f} s), got '{text}'"
+        )
+    return value
+
+
+def device_id(text: str) -> int:
+    """A P4Runtime device id: an integer in 0..2**64-1 (the spec's uint64)."""
+    value = int(_number(text, int))
+    if not 0 <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"must be in 0..{2**64 - 1}, got {value}")
+    return value
+
+
+def timeout_seconds(text: str) -> float:
+    """Seconds to wait for a device: > 0 and at most an hour."""
+    value = float(_number(text, float))
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be in (0, 3600] seconds, got {text}")
     return value
 
 
@@ -199,13 +232,17 @@ def parse_election_id(text: str) -> tuple[int, int]:
     """'5' -> (0, 5); '1,5' -> (1, 5)."""
     parts = text.split(",")
     try:
-        values = [int(p) for p in parts]
+        values = [int(p) for p in parts[:3]]
     except ValueError:
-        raise UserInputError(f"--election-id: '{text}' is not LOW or HIGH,LOW") from None
+        raise UserInputError(f"--election-id: '{text[:64]}' is not LOW or HIGH,LOW") from None
     if len(values) == 1:
         values = [0, values[0]]
     if len(values) != 2 or min(values) < 0 or values == [0, 0]:
-        raise UserInputError(f"--election-id: '{text}' must be LOW or HIGH,LOW, not 0")
+        raise UserInputError(f"--election-id: '{text[:64]}' must be LOW or HIGH,LOW, not 0")
+    if max(values) >= 2**64:  # each half is a uint64 of the spec's Uint128
+        raise UserInputError(
+            f"--election-id: '{text[:64]}': HIGH and LOW must each be below 2**64"
+        )
     return values[0], values[1]
 
 

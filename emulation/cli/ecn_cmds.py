@@ -20,8 +20,10 @@ from .common import (
     add_topology_argument,
     client_tls_from_args,
     connect_address,
+    device_id,
     parse_duration,
     parse_election_id,
+    timeout_seconds,
 )
 
 
@@ -36,13 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=connect_address,
         help="P4Runtime address HOST:PORT ([IPv6]:PORT)",
     )
-    watch.add_argument("--device-id", type=int, default=1)
+    watch.add_argument("--device-id", type=device_id, default=1)
     watch.add_argument(
         "--election-id",
         default=None,
         help="arbitrate with this election id (default: read-only, no arbitration)",
     )
-    watch.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the device")
+    watch.add_argument("--timeout", type=timeout_seconds, default=5.0, help="seconds to wait for the device")
     watch.add_argument(
         "--interval", default="1s", help="poll interval, e.g. 1s, 500ms (default 1s)"
     )

@@ -28,6 +28,7 @@ from .common import (
     add_scale_argument,
     add_settings_arguments,
     add_topology_argument,
+    device_id,
     listen_address,
     settings_from_args,
 )
@@ -50,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_topology_argument(up)
     add_scale_argument(up)
-    up.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
+    up.add_argument("--device-id", type=device_id, default=1, help="P4Runtime device id (default 1)")
     up.add_argument(
         "--grpc-server-addr",
         default="127.0.0.1:9559",

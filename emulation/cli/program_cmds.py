@@ -19,8 +19,10 @@ from .common import (
     add_topology_argument,
     client_tls_from_args,
     connect_address,
+    device_id,
     parse_election_id,
     settings_from_args,
+    timeout_seconds,
 )
 
 if TYPE_CHECKING:
@@ -45,9 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=connect_address,
         help="P4Runtime address HOST:PORT ([IPv6]:PORT)",
     )
-    prog.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
+    prog.add_argument("--device-id", type=device_id, default=1, help="P4Runtime device id (default 1)")
     prog.add_argument("--election-id", default="1", help="election id: LOW or HIGH,LOW (default 1)")
-    prog.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the device")
+    prog.add_argument("--timeout", type=timeout_seconds, default=5.0, help="seconds to wait for the device")
     add_settings_arguments(prog)
     prog.add_argument(
         "--bmv2",

@@ -15,6 +15,7 @@ from topologies.errors import UserInputError
 
 from .common import (
     add_tls_server_arguments,
+    device_id,
     listen_address,
     nonnegative_int,
     server_tls_from_args,
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(--thrift-port, --no-p4, --log-console, the JSON, --cpu-port) are accepted and "
         "named in one log line.",
     )
-    serve.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
+    serve.add_argument("--device-id", type=device_id, default=1, help="P4Runtime device id (default 1)")
     serve.add_argument(
         "-i",
         "--interface",
