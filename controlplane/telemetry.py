@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from topologies.chip_mapping import ChipMap
 from topologies.errors import UserInputError
+from topologies.outputs import write_file
 
 from .entries import CounterSample
 from .gnmi import Interface
@@ -318,6 +319,65 @@ class TelemetryLog:
         return written
 
 
+class TelemetryWriter:
+    """A watch's recording written as it goes: .csv rows are appended and flushed every
+    interval (a killed or failed watch keeps every interval before it, whole lines
+    only); .json, which is one document, is written whole at `close` (atomically).
+    Errors of the disk (a full one) are OSError from `add` or `close`.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.suffix not in (".csv", ".json"):
+            raise UserInputError(f"output file {self.path}: use a .csv or .json name")
+        self.log = TelemetryLog()
+        self.intervals = 0
+        self._files: list[Any] = []
+        self._writers: list[csv.DictWriter[str]] = []
+        self._link_rows = 0
+        if self.path.suffix == ".csv":
+            for target, cls in zip(TelemetryLog.paths(self.path), (PortDelta, LinkDelta), strict=True):
+                handle = target.open("w", newline="")
+                writer = csv.DictWriter(handle, fieldnames=[f.name for f in fields(cls)])
+                writer.writeheader()
+                self._files.append(handle)
+                self._writers.append(writer)
+
+    def add(self, done: Interval) -> None:
+        self.intervals += 1
+        if not self._writers:
+            self.log.add(done.ports, done.links)
+            return
+        batches: tuple[list[Any], list[Any]] = (list(done.ports), list(done.links))
+        for writer, handle, rows in zip(self._writers, self._files, batches, strict=True):
+            writer.writerows(asdict(r) for r in rows)
+            handle.flush()
+        self._link_rows += len(done.links)
+
+    def discard(self) -> None:
+        """Remove what was started: a watch that recorded nothing leaves no file."""
+        for handle in self._files:
+            handle.close()
+        for target in TelemetryLog.paths(self.path) if self._files else []:
+            target.unlink(missing_ok=True)
+        self._files, self._writers = [], []
+
+    def close(self) -> list[Path]:
+        """Finish the files; returns those written (a links file only if it has rows)."""
+        if not self._writers:
+            write_file(self.path, json.dumps(self.log.to_json(), indent=1) + "\n")
+            return [self.path]
+        written = []
+        for target, handle in zip(TelemetryLog.paths(self.path), self._files, strict=True):
+            handle.close()
+            if target != self.path and not self._link_rows:
+                target.unlink(missing_ok=True)  # no chip map: no link rows, as `write` does
+            else:
+                written.append(target)
+        self._files, self._writers = [], []
+        return written
+
+
 def _write_csv(path: Path, cls: type, rows: list[dict[str, Any]]) -> None:
     names = [f.name for f in fields(cls)]
     with path.open("w", newline="") as fh:
@@ -351,15 +411,6 @@ class Interval:
     links: list[LinkDelta]
 
 
-def intervals_in(duration_s: float, interval_s: float) -> int:
-    """How many intervals a watch of `duration_s` records (at least one).
-
-    >>> intervals_in(1.0, 0.2), intervals_in(1.0, 0.3)
-    (5, 4)
-    """
-    return max(1, math.ceil(duration_s / interval_s - 1e-9))
-
-
 def watch(
     take: Callable[[], Snapshot],
     interval_s: float,
@@ -374,22 +425,28 @@ def watch(
 
     Every interval has a row for every watched port (`watched_ports`), idle
     ones with zeros. Ticks are on a fixed grid from the first snapshot, so a
-    slow read does not shift the ones after it. Runs for
-    `intervals_in(duration_s, interval_s)` intervals or until `stop` is set
-    (Ctrl-C propagates). `wait(seconds) -> stopped` defaults to `stop.wait`.
+    slow read does not shift the ones after it. Runs for `duration_s` of the
+    clock from the first snapshot: the ticks due within it, and none once the
+    clock has passed it (reads slower than the interval fall behind the grid;
+    a duration counted in polls ran 25.6 s for `--interval 100ms --duration
+    10s` when each poll took 256 ms). Or until `stop` is set (Ctrl-C
+    propagates). `wait(seconds) -> stopped` defaults to `stop.wait`.
     """
     if interval_s <= 0:
         raise UserInputError(f"interval must be > 0 s, got {interval_s}")
     stop = stop or threading.Event()
     wait = wait or stop.wait
-    count = None if duration_s is None else intervals_in(duration_s, interval_s)
-    start = clock()
     first = take()
+    start = clock()
+    deadline = None if duration_s is None else start + duration_s
     origin = first.time_s
     previous = replace(first, time_s=0.0)
     done = 0
-    while count is None or done < count:
-        if wait(max(0.0, start + (done + 1) * interval_s - clock())):
+    while True:
+        due = start + (done + 1) * interval_s
+        if deadline is not None and (due > deadline + 1e-9 or clock() > deadline):
+            break
+        if wait(max(0.0, due - clock())):
             break
         current = take()
         current = replace(current, time_s=current.time_s - origin)

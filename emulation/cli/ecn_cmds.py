@@ -74,7 +74,7 @@ def _ecn_watch(args: argparse.Namespace) -> int:
     from controlplane.counter_watch import CounterSource, CounterWatch
     from controlplane.gnmi import GnmiError, GnmiUnsupported
     from controlplane.session import ConnectionFailed
-    from controlplane.telemetry import TelemetryLog
+    from controlplane.telemetry import Interval, TelemetryLog, TelemetryWriter
 
     interval = parse_duration(args.interval, "--interval")
     duration = parse_duration(args.duration, "--duration") if args.duration else None
@@ -97,24 +97,54 @@ def _ecn_watch(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         tls=client_tls_from_args(args),
     )
-    watcher = CounterWatch(source, interval, chip, lambda done: _print_interval(done, args.json))
+    writer = None
+    if args.out:  # written as it goes: a stopped or failed watch keeps what it recorded
+        try:
+            writer = TelemetryWriter(args.out)
+        except OSError as err:
+            raise UserInputError(f"--out {args.out}: cannot write: {err.strerror}") from None
+
+    def on_interval(done: Interval) -> None:
+        _print_interval(done, args.json)
+        if writer is not None:
+            writer.add(done)
+
+    watcher = CounterWatch(source, interval, chip, on_interval)
+    code = 0
+    disk_failed = False
     try:
         watcher.run(duration)
     except ConnectionFailed as err:
-        print(f"cassini: error: {err}", file=sys.stderr)
-        return 1
+        code = _fail(str(err))
     except GnmiUnsupported as err:
-        print(f"cassini: error: {err}; pass --no-gnmi for targets without it", file=sys.stderr)
-        return 1
+        code = _fail(f"{err}; pass --no-gnmi for targets without it")
     except GnmiError as err:
-        print(f"cassini: error: {err}", file=sys.stderr)
-        return 1
+        code = _fail(str(err))
+    except OSError as err:  # the recording's disk (full, gone): stop, keep what was written
+        disk_failed = True
+        intervals = writer.intervals if writer is not None else 0
+        code = _fail(
+            f"--out {args.out}: recording stopped after {intervals} intervals: "
+            f"{err.strerror or err}"
+        )
     finally:
-        log = watcher.log
-        if args.out and (log.ports or log.links):
-            for path in log.write(args.out):
-                print(f"wrote {path}", file=sys.stderr)
-    return 0
+        if writer is not None and not writer.intervals:
+            writer.discard()  # nothing recorded: no file
+        elif writer is not None:
+            try:
+                written = writer.close()
+            except OSError as err:
+                if not disk_failed:  # said once, in the line above
+                    code = _fail(f"--out {args.out}: not written whole: {err.strerror or err}")
+            else:
+                for path in written:
+                    print(f"wrote {path}", file=sys.stderr)
+    return code
+
+
+def _fail(message: str) -> int:
+    print(f"cassini: error: {message}", file=sys.stderr)
+    return 1
 
 
 def _print_interval(done: Any, as_json: bool) -> None:

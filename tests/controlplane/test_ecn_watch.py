@@ -61,15 +61,17 @@ def test_a_target_without_gnmi_is_one_line_and_no_gnmi_works(
     bare_p4runtime: RunningServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     address = bare_p4runtime.address
-    argv = ["ecn", "watch", "--grpc", address, "--device-id", "3", "--interval", "100ms"]
-    assert main([*argv, "--duration", "0.1s"]) == 1
+    argv = ["ecn", "watch", "--grpc", address, "--device-id", "3", "--interval", "500ms"]
+    assert main([*argv, "--duration", "0.5s"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
     assert err.startswith(f"cassini: error: the target at {address} serves no gNMI")
     assert "--no-gnmi" in err
 
     out = tmp_path / "p4only.csv"
-    assert main([*argv, "--duration", "0.3s", "--no-gnmi", "--out", str(out)]) == 0
+    # Intervals well above a read of 512 cells (a duration is the clock's: reads slower
+    # than the interval would record fewer intervals, not run longer).
+    assert main([*argv, "--duration", "1.5s", "--no-gnmi", "--out", str(out)]) == 0
     with out.open() as fh:
         rows = list(csv.DictReader(fh))
     # Every interval writes every counter index (no gNMI, no chip map), idle or not.
@@ -126,9 +128,9 @@ def test_watch_accounts_for_every_tail_drop_of_a_slow_port(tmp_path: Path) -> No
                     "--grpc",
                     address,
                     "--interval",
-                    "0.2s",
+                    "0.5s",
                     "--duration",
-                    "1s",
+                    "2.5s",
                     "--out",
                     str(out),
                 ],
@@ -176,3 +178,30 @@ def test_watch_accounts_for_every_tail_drop_of_a_slow_port(tmp_path: Path) -> No
     finally:
         lab.close()
         assert leftovers(lab.prefix) == []
+
+
+@pytest.mark.root
+def test_a_full_disk_stops_the_recording_in_one_line_and_keeps_what_was_written(
+    bare_p4runtime: RunningServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A 20 s recording written only at the end was lost, with two tracebacks. Now the
+    # rows go to disk every interval, and a full disk ends the watch in one line.
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], check=True)
+    try:
+        out = disk / "rec.csv"
+        argv = ["ecn", "watch", "--grpc", bare_p4runtime.address, "--device-id", "3",
+                "--no-gnmi", "--interval", "50ms", "--duration", "20s", "--out", str(out)]  # fmt: skip
+        assert main(argv) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith(f"cassini: error: --out {out}: recording stopped after ")
+        assert err[-1].endswith("No space left on device") and "Traceback" not in "\n".join(err)
+        intervals = int(err[-1].split("after ")[1].split()[0])
+        assert intervals >= 1
+        with out.open() as fh:
+            rows = list(csv.DictReader(fh))
+        assert len({r["time_s"] for r in rows if r["utc"]}) >= intervals - 1  # whole intervals
+        assert all(r["port"] != "" for r in rows)  # no row cut mid-line
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

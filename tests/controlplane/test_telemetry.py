@@ -243,3 +243,54 @@ def test_watch_stops_when_asked() -> None:
     assert watch(lambda: Snapshot.of(0.0, []), 0.01, lambda i: None, stop=stop) == 0
     with pytest.raises(UserInputError, match="interval must be > 0"):
         watch(lambda: Snapshot.of(0.0, []), 0, lambda i: None)
+
+
+def test_a_watch_lasts_its_duration_of_the_clock_however_slow_the_polls() -> None:
+    # `--interval 100ms --duration 10s` ran 25.6 s when each poll took 256 ms: the
+    # duration was counted in polls. Now it is the clock's.
+    clock = [0.0]
+
+    def take() -> Snapshot:
+        clock[0] += 0.256  # a slow read
+        return Snapshot.of(clock[0], [])
+
+    def wait(seconds: float) -> bool:
+        clock[0] += seconds
+        return False
+
+    got: list[Interval] = []
+    watch(take, 0.1, got.append, duration_s=10.0, clock=lambda: clock[0], wait=wait)
+    assert 0.256 + 9.9 <= clock[0] <= 0.256 + 10.0 + 0.256  # the first read, then 10 s
+    assert 35 <= len(got) <= 40  # one per poll, about 10 s / 0.256 s; never 100
+
+
+def test_the_writer_appends_csv_rows_as_it_goes_and_a_json_whole(tmp_path: Path) -> None:
+    from controlplane.telemetry import TelemetryWriter
+
+    rows = [Interval(1, 0.5, "2023-11-14T22:13:20.500Z", [], [])]
+    clock = [0.0]
+
+    def take() -> Snapshot:
+        return Snapshot.of(clock[0], [CounterSample("CassiniEgress.port_tx", 1, clock[0], 0)])
+
+    def wait(seconds: float) -> bool:
+        clock[0] += seconds
+        return False
+
+    writer = TelemetryWriter(tmp_path / "w.csv")
+    seen: list[int] = []
+
+    def record(done: Interval) -> None:
+        writer.add(done)
+        with (tmp_path / "w.csv").open() as fh:  # on disk already, before the watch ends
+            seen.append(len(list(csv.DictReader(fh))))
+
+    watch(take, 0.2, record, duration_s=1.0, clock=lambda: clock[0], wait=wait)
+    assert seen == [1, 2, 3, 4, 5]
+    assert writer.close() == [tmp_path / "w.csv"]  # no chip map: no links file
+    assert not (tmp_path / "w-links.csv").exists()
+    json_writer = TelemetryWriter(tmp_path / "w.json")
+    json_writer.add(rows[0])
+    assert not (tmp_path / "w.json").exists()
+    assert json_writer.close() == [tmp_path / "w.json"]
+    assert json.loads((tmp_path / "w.json").read_text()) == {"ports": [], "links": []}
