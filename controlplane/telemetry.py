@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
