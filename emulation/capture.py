@@ -120,16 +120,63 @@ def _wait_listening(capture: Capture, deadline: float) -> None:
         said += chunk
 
 
-def stop_captures(captures: Sequence[Capture], grace: float = 2.0) -> None:
-    """SIGTERM each (tcpdump then closes its file), SIGKILL what outlives `grace`."""
+# A pcap file starts with a 24-byte global header: anything shorter holds no capture.
+PCAP_HEADER_BYTES = 24
+
+
+def stop_captures(captures: Sequence[Capture], grace: float = 2.0) -> list[str]:
+    """SIGTERM each (tcpdump then closes its file), SIGKILL what outlives `grace`;
+    returns one line per capture that did not record whole (a full disk left
+    captures empty while `fabric up` said "pcap: 4 ports" and exited 0)."""
     for capture in captures:
         if capture.process.poll() is None:
             capture.process.terminate()
+    problems = []
     for capture in captures:
         try:
             capture.process.wait(grace)
         except subprocess.TimeoutExpired:
             capture.process.kill()
             capture.process.wait()
+        words = ""
         if capture.process.stderr is not None:
+            words = _remaining(capture.process.stderr.fileno())
             capture.process.stderr.close()
+        problem = capture_problem(capture.file, words)
+        if problem is not None:
+            problems.append(f"port {capture.port} ({capture.file.name}): {problem}")
+    return problems
+
+
+def capture_problem(file: Path, words: str) -> str | None:
+    """Why a capture's file is not a whole recording, from the file and tcpdump's
+    last words; None when it is.
+
+    >>> capture_problem(Path("/nonexistent.pcap"), "")
+    'no file was written'
+    >>> capture_problem(Path("/dev/null"), "tcpdump: /x: No space left on device")
+    'empty (no pcap header): tcpdump: /x: No space left on device'
+    """
+    try:
+        size = file.stat().st_size if file.is_file() else 0
+    except OSError:
+        size = 0
+    errors = [line for line in words.splitlines() if "error" in line.lower() or "space" in line]
+    if not file.exists():
+        return "no file was written"
+    if size < PCAP_HEADER_BYTES:
+        return f"empty (no pcap header){': ' + errors[-1] if errors else ''}"
+    if errors:
+        return f"cut short: {errors[-1]}"
+    return None
+
+
+def _remaining(fd: int) -> str:
+    """What a finished tcpdump still had to say on stderr (it has exited: no wait)."""
+    chunks = []
+    while select.select([fd], [], [], 0)[0]:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")

@@ -162,6 +162,7 @@ class EmulatedFabric:
         self.program_result: ProgramResult | None = None
         self.timings: dict[str, float] = {}
         self.captures: list[Capture] = []
+        self.capture_problems: list[str] = []  # captures that did not record whole
         self.net: Mininet | None = None  # Mininet's network: net["s01"].cmd(...)
         self._switch: ChipSwitch | None = None  # the network's one switch, once built
         self._log = SwitchLog()  # what the switch's process prints
@@ -464,9 +465,10 @@ class EmulatedFabric:
                 net.stop()
 
     def _stop_captures(self) -> None:
-        """Captures first, so each closes its file before its interface goes."""
+        """Captures first, so each closes its file before its interface goes; what did
+        not record whole is kept in `capture_problems` for the caller to report."""
         captures, self.captures = self.captures, []
-        stop_captures(captures)
+        self.capture_problems += stop_captures(captures)
 
     def stop(self) -> None:
         """Captures, switch, then namespaces and veths (idempotent)."""

@@ -142,6 +142,9 @@ def _up(args: argparse.Namespace) -> int:
         ) from None
     if not args.json:
         print(f"fabric {fabric.prefix} down: namespaces, interfaces and switch removed", flush=True)
+    for problem in fabric.capture_problems:
+        print(f"cassini: error: --pcap {args.pcap}: {problem}", file=sys.stderr)
+        status = 1
     return status
 
 
