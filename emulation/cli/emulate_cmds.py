@@ -150,6 +150,11 @@ def _emulate(args: argparse.Namespace) -> int:
     if stopped is not None:
         signum = signal.Signals[stopped]
         raise Interrupted(signum, f"{stopped}: fabric down, partial report in {out}")
+    failed = report.summary["settings"].get("failed")
+    if failed:  # one line: the cause; the switch's last log lines are in the report
+        cause = failed.splitlines()[0].removesuffix("; last log lines:")
+        print(f"cassini: error: {cause}; fabric down, partial report in {out}", file=sys.stderr)
+        return 1
     return 0 if not report.summary["partial"] else 1
 
 

@@ -106,7 +106,10 @@ def _settings_lines(summary: Mapping[str, Any]) -> list[str]:
 
 def _status(summary: Mapping[str, Any]) -> str:
     bits = []
-    if summary["partial"]:
+    failed = summary["settings"].get("failed")
+    if failed:
+        bits.append(f"FAILED: {failed}; what completed is below.")
+    elif summary["partial"]:
         bits.append("PARTIAL: the run was interrupted or failed; what completed is below.")
     if not summary["trustworthy"]:
         bits.append("NOT TRUSTWORTHY: the emulator fell behind in at least one run (see Fidelity).")

@@ -335,7 +335,9 @@ def emulate(
     on_progress: Callable[[Live], None] | None = None,
 ) -> tuple[Report, str | None]:
     """Plan, run every scheduler on one fabric, report; returns the report and why it stopped
-    early (a signal's name) or None. The report is written in every case."""
+    early (a signal's name) or None. The report is written in every case: a switch that
+    dies ends the run with a partial report whose settings name the failure
+    (`failed`), the fabric torn down."""
     from emulation.signals import SignalExit, signals_raise
     from scheduler.profiles import load_models
     from topologies.library import load_topology
@@ -346,6 +348,7 @@ def emulate(
     models = load_models(settings.models) if settings.models else None
     runs: list[SchedulerRun] = []
     stopped: str | None = None
+    failed: str | None = None
     fabric_ref: list[Any] = [None]
     began = time.monotonic()
     try:
@@ -371,15 +374,19 @@ def emulate(
                     break
                 failure = fabric.switch_failure()
                 if failure is not None:
-                    raise RuntimeError(f"the switch stopped: {failure}")
+                    failed = f"the switch stopped during {name}'s run: {failure}"
+                    break
     except SignalExit as signal_exit:
         stopped = signal_exit.signal_name
     except KeyboardInterrupt:
         stopped = "SIGINT"
     record = run_settings_record(settings, plan, fabric_ref[0])
     record["wall_s"] = round(time.monotonic() - began, 1)
-    record["all_schedulers_ran"] = stopped is None and len(runs) == len(plan.plans)
+    record["all_schedulers_ran"] = (
+        stopped is None and failed is None and len(runs) == len(plan.plans)
+    )
     record["stopped_by"] = stopped
+    record["failed"] = failed
     return write_report(runs, record, out), stopped
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -184,3 +185,47 @@ def test_a_departure_decision_re_aims_the_jobs_left_and_starts_the_waiting_one(
     assert e_start - b_start > departure.at_s * 1e3
     assert leftovers(prefix) == []
     assert _replicas_running(str(tmp_path)) == []
+
+
+def test_a_switch_that_dies_ends_the_run_in_one_line_with_a_partial_report(
+    tmp_path: Path, prefix: str
+) -> None:
+    # It ended with a traceback (RuntimeError: the switch stopped) and no report.
+    from emulation.run_files import runs
+    from emulation.softswitch.processes import is_switch_process
+
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "emulation", "emulate", "--trace", str(_trace(tmp_path)),
+            "--iterations", "500", "--out", str(out), "--prefix", prefix]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        records = list(tmp_path.glob(".out.partial-*/runs/themis/replicas/*.jsonl"))
+        if any(p.stat().st_size > 0 for p in records):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    (run,) = runs([prefix])
+    switch = [p.pid for p in run.processes if is_switch_process(_argv(p.pid))]
+    assert switch, run.processes
+    for pid in switch:  # the run's own switch, by pid
+        os.kill(pid, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 1, stderr
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("cassini: error: the switch stopped during themis's run: ")
+    assert last.endswith(f"fabric down, partial report in {out}")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["partial"] is True and summary["settings"]["failed"].startswith("the switch")
+    assert "FAILED: the switch stopped" in (out / "report.md").read_text()
+    assert leftovers(prefix) == []
+    assert _replicas_running(str(out)) == []
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
