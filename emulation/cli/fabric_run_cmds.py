@@ -142,8 +142,10 @@ def _print_result(result: RunResult, out: str) -> None:
               f"{s.profile_iteration_ms:>11.1f}{ce:>10}{s.adjustments:>8}")  # fmt: skip
     host = "-" if result.host_ce_marks is None else str(result.host_ce_marks)
     fid = result.fidelity
+    switch_cpu = fid.get("switch_cpu_cores")
+    switch_text = "unknown (the switch died)" if switch_cpu is None else f"{switch_cpu} cores"
     print(f"switch ecn_marked {result.switch_ecn_marked}, host CE marks {host}; "
-          f"{result.duration_s:.1f} s; switch CPU {fid.get('switch_cpu_cores')} cores, "
+          f"{result.duration_s:.1f} s; switch CPU {switch_text}, "
           f"replicas {fid.get('replicas_cpu_cores')} cores, machine {fid.get('machine_cpu')}")  # fmt: skip
     print(f"wrote {out}/ (iterations.csv, summary.json, ecn.csv, ecn-links.csv, schedule.json, "
           "profiles.json, emulation-profile.txt, replicas/)")  # fmt: skip

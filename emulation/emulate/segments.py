@@ -289,6 +289,8 @@ def _weighted_fidelity(results: Sequence[RunResult]) -> dict[str, Any]:
         if all(v is not None for v, _ in values):
             weighted = [float(v) * d for v, d in values if v is not None]
             merged[key] = round(sum(weighted) / total, 4)
+        else:  # a segment without the figure (its switch died): the whole is unknown
+            merged[key] = None
     machines = [(r.fidelity.get("machine_cpu") or {}, r.duration_s) for r in results]
     if all(m for m, _ in machines):
         merged["machine_cpu"] = {

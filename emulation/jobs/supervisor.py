@@ -35,6 +35,7 @@ caller decides whether to go on (the CLI writes the folder, then exits 130).
 from __future__ import annotations
 
 import contextlib
+import math
 import resource
 import subprocess
 import sys
@@ -227,8 +228,10 @@ def run_schedule(
                 w.log.close()
             duration = time.monotonic() - began
             time.sleep(min(0.3, settings.poll_interval_s))  # the last frames reach the counters
+            # A switch that died took its CPU figures with it: unknown, not a difference.
+            switch_alive = fabric.switch_failure() is None
             cpu_after = (
-                cpu_seconds(switch_pids),
+                cpu_seconds(switch_pids) if switch_alive else math.nan,
                 machine_cpu(),
                 resource.getrusage(resource.RUSAGE_CHILDREN),
             )
@@ -277,8 +280,9 @@ def _fidelity(
         before[2].ru_utime + before[2].ru_stime
     )
     gbit = sum(r.bytes for r in records) * 8 / 1e9
+    switch_cpu = (after[0] - before[0]) / seconds  # NaN when the switch died during the run
     return {
-        "switch_cpu_cores": round((after[0] - before[0]) / seconds, 3),
+        "switch_cpu_cores": round(switch_cpu, 3) if switch_cpu >= 0 else None,
         "replicas_cpu_cores": round(replicas_cpu / seconds, 3),
         "machine_cpu": machine_fractions(before[1], after[1]) | {"cores": after[1].cores},
         "emulated_gbps": round(gbit / seconds, 6),

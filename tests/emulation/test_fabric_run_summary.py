@@ -106,3 +106,18 @@ def test_the_run_folder_holds_every_file_with_the_totals(tmp_path: Path) -> None
     assert again == JOBS
     profiles = json.loads((tmp_path / "profiles.json").read_text())
     assert [p["name"] for p in profiles] == ["vgg19-0", "vgg19-1"]
+
+
+def test_a_switch_that_died_has_no_cpu_figure_rather_than_a_negative_one() -> None:
+    import math
+    import resource
+
+    from emulation.jobs.cpu_usage import machine_cpu
+    from emulation.jobs.supervisor import _fidelity
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    machine = machine_cpu()
+    alive = _fidelity([], (2.0, machine, usage), (3.0, machine, usage), 2.0, 0.001)
+    assert alive["switch_cpu_cores"] == 0.5
+    died = _fidelity([], (2.0, machine, usage), (math.nan, machine, usage), 2.0, 0.001)
+    assert died["switch_cpu_cores"] is None  # it was -1.0: the dead pids' CPU read as 0
