@@ -1,0 +1,70 @@
+"""How much may the gRPC clients of one software switch hold or ask for at once?
+
+Sync gRPC serves each RPC on a thread of one pool, and a streaming RPC keeps
+its thread for as long as it is open. So every kind of RPC that can stay open
+(StreamChannel, gNMI Subscribe, a Read streaming its results) has a cap of
+its own, the pool holds all of them at their caps plus `unary_workers`
+more, and Capabilities, Write, Get and the rest always find a free thread.
+An RPC past its cap is refused with RESOURCE_EXHAUSTED saying which cap.
+
+Every default is our choice; `ServiceLimits()` is what `cassini switch serve`
+runs with, and tests pass smaller ones.
+
+>>> ServiceLimits().workers
+49
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# StreamChannels open at once (spec 5.4 lets a target refuse more); one more,
+# the spare, is kept only for a client that becomes the primary of its role.
+MAX_STREAMS = 16
+# A stream that has not sent its first MasterArbitrationUpdate this long after
+# opening is closed, so silent streams cannot hold every slot.
+FIRST_ARBITRATION_S = 5.0
+# Messages waiting to be sent on one stream; a client that lets more pile up
+# does not read its stream and is dropped (its RPC cancelled).
+OUTBOX_MESSAGES = 256
+# gNMI Subscribe RPCs open at once (each holds a thread, POLL ones while idle).
+MAX_SUBSCRIPTIONS = 8
+# Read RPCs in progress at once, and how many of them build messages at once:
+# building is pure Python, so one builder leaves the interpreter to Writes.
+MAX_READS = 8
+READ_BUILDERS = 1
+# Entities one ReadRequest may return, counted before any is built: the
+# Cassini pipeline holds at most 6,656 (4,608 entries, 2,048 counter cells).
+MAX_READ_ENTITIES = 20_000
+# Paths in one gNMI GetRequest or SubscriptionList, and bytes in one response.
+MAX_GNMI_PATHS = 1_000
+MAX_GNMI_RESPONSE_BYTES = 4 << 20
+# Threads for the short RPCs (Capabilities, Write, Get, ...), past all the caps above.
+UNARY_WORKERS = 16
+
+
+@dataclass(frozen=True)
+class ServiceLimits:
+    """The caps of one switch's P4Runtime and gNMI service (see the module constants)."""
+
+    max_streams: int = MAX_STREAMS
+    first_arbitration_s: float = FIRST_ARBITRATION_S
+    outbox_messages: int = OUTBOX_MESSAGES
+    max_subscriptions: int = MAX_SUBSCRIPTIONS
+    max_reads: int = MAX_READS
+    read_builders: int = READ_BUILDERS
+    max_read_entities: int = MAX_READ_ENTITIES
+    max_gnmi_paths: int = MAX_GNMI_PATHS
+    max_gnmi_response_bytes: int = MAX_GNMI_RESPONSE_BYTES
+    unary_workers: int = UNARY_WORKERS
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if not value > 0:
+                raise ValueError(f"service limit {name} must be positive, got {value}")
+
+    @property
+    def workers(self) -> int:
+        """Threads of the gRPC pool: every long RPC at its cap (streams with the spare)
+        and `unary_workers` more."""
+        return self.max_streams + 1 + self.max_subscriptions + self.max_reads + self.unary_workers
