@@ -29,14 +29,16 @@ from controlplane.gnmi import (
 )
 from emulation.softswitch.gnmi_service import (
     MIN_SAMPLE_NS,
-    PathError,
     add_gnmi_service,
     changed,
+    stream_plan,
+)
+from emulation.softswitch.gnmi_tree import (
+    PathError,
     interfaces_tree,
     notification,
     render,
     select,
-    stream_plan,
 )
 from emulation.softswitch.port_stats import PortCounters, port_counters
 

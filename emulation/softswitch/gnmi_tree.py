@@ -1,0 +1,325 @@
+"""What does the software target's gNMI tree hold, and what does a path select from it?
+
+The data of the ports' `PortCounters`, as gNMI serves it (`gnmi_service`):
+
+    /interfaces/interface[name=NAME]/name
+    /interfaces/interface[name=NAME]/state/name
+    /interfaces/interface[name=NAME]/state/id                 (openconfig-p4rt: P4Runtime port)
+    /interfaces/interface[name=NAME]/state/counters/LEAF
+
+with LEAF one of `controlplane.gnmi.COUNTER_LEAVES`: the OpenConfig counters
+and our own per-cause leaves (module `cassini-interfaces`), and the packet
+loop's lateness histograms under /fidelity. A key may be `*` or left out
+(every interface); a path may stop at any container.
+
+Pure functions: `interfaces_tree` (the data of PortCounters), `select` (a
+path's matches, or a `PathError` naming the bad element and the names that
+exist), `notification` (matches encoded as JSON, JSON_IETF or PROTO; our
+choice: PROTO sends one typed leaf per update, JSON one update per matched
+node).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import grpc
+from pygnmi.spec.v080 import gnmi_pb2
+
+from controlplane.gnmi import (
+    CASSINI_COUNTER_LEAVES,
+    CASSINI_MODULE,
+    COUNTER_LEAVES,
+    PORT_ID_LEAF,
+)
+from topologies.errors import did_you_mean
+
+from .port_stats import PortCounters
+
+OPENCONFIG_INTERFACES = "openconfig-interfaces"
+OPENCONFIG_P4RT = "openconfig-p4rt"
+MODULES = (OPENCONFIG_INTERFACES, OPENCONFIG_P4RT, CASSINI_MODULE)
+# Path origins we answer: none, OpenConfig's, or a module name (pygnmi puts one there).
+ORIGINS = ("", "openconfig", *MODULES)
+_NOT_LEAVES = ("port", "name")  # PortCounters fields that are not counters
+
+
+def _field(leaf: str) -> str:
+    """The PortCounters field a counters leaf reports ('in-octets' -> 'in_octets')."""
+    return leaf.replace("-", "_")
+
+
+def _check_leaves() -> None:
+    """The leaf list and PortCounters must name the same counters (checked at import)."""
+    served = {_field(leaf) for leaf in COUNTER_LEAVES}
+    counted = {f.name for f in fields(PortCounters)} - set(_NOT_LEAVES)
+    if served != counted:
+        raise ImportError(
+            "gNMI counters leaves and PortCounters disagree: "
+            f"leaves without a field {sorted(served - counted)}, "
+            f"fields without a leaf {sorted(counted - served)}"
+        )
+
+
+_check_leaves()
+
+
+class PathError(Exception):
+    """A path the tree does not have; `code` is the gRPC status to answer with."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """A YANG list: its key leaf and its entries by key value."""
+
+    key: str
+    entries: Mapping[str, Any]
+
+
+# One element of a concrete path: (name, ((key, value), ...)).
+Elem = tuple[str, tuple[tuple[str, str], ...]]
+
+
+@dataclass(frozen=True)
+class Match:
+    """One node a path selected: its concrete path (keys filled in) and its value."""
+
+    path: tuple[Elem, ...]
+    value: Any  # a container (dict), a list (Keyed) or a leaf (int, str)
+
+
+def interfaces_tree(ports: Sequence[PortCounters]) -> dict[str, Any]:
+    """The served data of `ports`, as nested containers.
+
+    >>> from emulation.softswitch.port_stats import port_counters
+    >>> tree = interfaces_tree(port_counters({"rx_packets": {1: 7}}, {1: "veth1"}, [1]))
+    >>> tree["interfaces"]["interface"].entries["veth1"]["state"]["counters"]["in-unicast-pkts"]
+    7
+    """
+    entries = {}
+    for c in ports:
+        counters = {leaf: int(getattr(c, _field(leaf))) for leaf in COUNTER_LEAVES}
+        state = {"name": c.name, PORT_ID_LEAF: c.port, "counters": counters}
+        entries[c.name] = {"name": c.name, "state": state}
+    return {"interfaces": {"interface": Keyed("name", entries)}}
+
+
+# (our choice) The packet loop's lateness histograms (issue 16's fidelity monitor)
+# under a container of our own, /fidelity/state/<histogram>/: one leaf per
+# bucket (bucket-0 ...) and the largest lateness in ns, cumulative since the
+# switch started, so a reader subtracts two Gets to get one interval's figures.
+FIDELITY_CONTAINER = "fidelity"
+
+
+def fidelity_tree(histograms: Mapping[str, tuple[Sequence[int], float]]) -> dict[str, Any]:
+    """The served data of the lateness histograms, as nested containers.
+
+    >>> tree = fidelity_tree({"departure_lateness": ((5, 1), 2e-6)})
+    >>> tree["fidelity"]["state"]["departure-lateness"]
+    {'bucket-0': 5, 'bucket-1': 1, 'max-ns': 2000}
+    """
+    state = {}
+    for name, (buckets, largest) in histograms.items():
+        leaves: dict[str, Any] = {f"bucket-{i}": int(c) for i, c in enumerate(buckets)}
+        leaves["max-ns"] = round(largest * 1e9)
+        state[name.replace("_", "-")] = leaves
+    return {FIDELITY_CONTAINER: {"state": state}}
+
+
+def render(path: Sequence[Elem]) -> str:
+    """'/interfaces/interface[name=veth1]/state' (the text a user would type)."""
+    parts = [name + "".join(f"[{k}={v}]" for k, v in keys) for name, keys in path]
+    return "/" + "/".join(parts)
+
+
+def bare_name(name: str) -> str:
+    """The element name without a module prefix ('openconfig-interfaces:interfaces')."""
+    if ":" not in name:
+        return name
+    module, bare = name.split(":", 1)
+    if module not in MODULES:
+        raise PathError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"'{name}': {did_you_mean(module, MODULES, 'module')}",
+        )
+    return bare
+
+
+def check_origin(origin: str) -> None:
+    """Refuse paths of an origin (schema) we do not serve."""
+    if origin not in ORIGINS:
+        raise PathError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"path origin: {did_you_mean(origin, [o for o in ORIGINS if o], 'origin')}"
+            " or leave it empty",
+        )
+
+
+def select(tree: Mapping[str, Any], elems: Sequence[Any]) -> list[Match]:
+    """The nodes of `tree` that the gnmi PathElems `elems` select (a key `*` selects all).
+
+    Raises PathError: NOT_FOUND for a name the tree does not have (with the
+    names it has), INVALID_ARGUMENT for keys where there is no list or a key
+    the list does not have.
+    """
+    matches: list[tuple[tuple[Elem, ...], Any]] = [((), tree)]
+    for elem in elems:
+        name = bare_name(elem.name)
+        keys = dict(elem.key)
+        found: list[tuple[tuple[Elem, ...], Any]] = []
+        for path, node in matches:
+            where = render(path)
+            if not isinstance(node, dict):
+                raise PathError(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"{where} is a leaf: it has no element '{name}' below it",
+                )
+            if name not in node:
+                raise PathError(
+                    grpc.StatusCode.NOT_FOUND, f"{where}: {did_you_mean(name, node, 'element')}"
+                )
+            child = node[name]
+            here = f"{where.rstrip('/')}/{name}"
+            if isinstance(child, Keyed):
+                unknown = sorted(set(keys) - {child.key})
+                if unknown:
+                    raise PathError(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"{here} is keyed by '{child.key}', not by {', '.join(unknown)}",
+                    )
+                wanted = keys.get(child.key, "*")
+                if wanted == "*":
+                    chosen = sorted(child.entries)
+                elif wanted in child.entries:
+                    chosen = [wanted]
+                else:
+                    raise PathError(
+                        grpc.StatusCode.NOT_FOUND,
+                        f"{here}: {did_you_mean(wanted, child.entries, name)}",
+                    )
+                for value in chosen:
+                    found.append((path + ((name, ((child.key, value),)),), child.entries[value]))
+            else:
+                if keys:
+                    raise PathError(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"{here} is not a list: it takes no keys, got "
+                        + ", ".join(f"[{k}={v}]" for k, v in sorted(keys.items())),
+                    )
+                found.append((path + ((name, ()),), child))
+        matches = found
+    return [Match(path, value) for path, value in matches]
+
+
+def leaves(match: Match) -> list[Match]:
+    """Every leaf under a match, each with its concrete path."""
+    value = match.value
+    if isinstance(value, dict):
+        out = []
+        for name, child in value.items():
+            out.extend(leaves(Match((*match.path, (name, ())), child)))
+        return out
+    if isinstance(value, Keyed):
+        name, _ = match.path[-1]
+        base = match.path[:-1]
+        out = []
+        for key_value, entry in sorted(value.entries.items()):
+            out.extend(leaves(Match((*base, (name, ((value.key, key_value),))), entry)))
+        return out
+    return [match]
+
+
+def _module(name: str) -> str:
+    if name in CASSINI_COUNTER_LEAVES:
+        return CASSINI_MODULE
+    if name == PORT_ID_LEAF:
+        return OPENCONFIG_P4RT
+    return OPENCONFIG_INTERFACES
+
+
+def to_json(value: Any, name: str, ietf: bool, parent_module: str | None) -> Any:
+    """A node as JSON data; with ietf, RFC 7951: qualified names, 64-bit counters as strings."""
+    module = _module(name)
+    if isinstance(value, Keyed):
+        return [
+            to_json(entry, name, ietf, parent_module) for _, entry in sorted(value.entries.items())
+        ]
+    if isinstance(value, dict):
+        out = {}
+        for child_name, child in value.items():
+            member = child_name
+            if ietf and _module(child_name) != module:
+                member = f"{_module(child_name)}:{child_name}"
+            out[member] = to_json(child, child_name, ietf, module)
+        return out
+    if ietf and name in COUNTER_LEAVES:
+        return str(value)  # counter64: RFC 7951 section 6.1
+    return value
+
+
+def _json_value(match: Match, ietf: bool) -> Any:
+    """The JSON of a match's value; the root's members are qualified as RFC 7951 asks."""
+    if not match.path:
+        value = match.value
+        return {
+            (f"{_module(n)}:{n}" if ietf else n): to_json(v, n, ietf, None)
+            for n, v in value.items()
+        }
+    name = match.path[-1][0]
+    # The members of a container take its module; the top value is named by the path.
+    return to_json(match.value, name, ietf, _module(name))
+
+
+def _set_path(path: Any, elems: Sequence[Elem]) -> None:
+    for name, keys in elems:
+        elem = path.elem.add(name=name)
+        for key, value in keys:
+            elem.key[key] = value
+
+
+def add_updates(into: Any, matches: Sequence[Match], encoding: int) -> None:
+    """gnmi.Update messages of matches, added to the repeated field `into`: one per match
+    (JSON), one per leaf (PROTO). Built in place: with the pure-Python protobuf this
+    project gets (p4runtime-shell pins protobuf < 3.21), a message passed to a
+    constructor is copied, and the copies were most of a Get of the testbed."""
+    if encoding == gnmi_pb2.PROTO:
+        for match in matches:
+            for leaf in leaves(match):
+                update = into.add()
+                _set_path(update.path, leaf.path)
+                if isinstance(leaf.value, str):
+                    update.val.string_val = leaf.value
+                else:
+                    update.val.uint_val = int(leaf.value)
+        return
+    ietf = encoding == gnmi_pb2.JSON_IETF
+    for match in matches:
+        text = json.dumps(_json_value(match, ietf)).encode()
+        update = into.add()
+        _set_path(update.path, match.path)
+        if ietf:
+            update.val.json_ietf_val = text
+        else:
+            update.val.json_val = text
+
+
+def notification(
+    matches: Sequence[Match], encoding: int, timestamp_ns: int, prefix: Any = None
+) -> Any:
+    """gnmi.Notification of matches (full paths in the updates; prefix only names target/origin)."""
+    notice = gnmi_pb2.Notification(timestamp=timestamp_ns)
+    if prefix is not None:
+        notice.prefix.target = prefix.target
+        notice.prefix.origin = prefix.origin
+    else:
+        notice.prefix.SetInParent()
+    add_updates(notice.update, matches, encoding)
+    return notice
