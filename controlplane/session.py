@@ -413,10 +413,15 @@ class P4RuntimeSession:
                     raise self._not_primary("the write", err) from None
                 if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise self._rpc_failed("Write", err) from None
-                found = _update_errors(err, batch, start)
-                if found is None:  # no per-update details: ask the device what it holds
-                    found = self._unapplied(err, batch, start)
+                found, covered = _update_errors(err, batch, start)
                 failures.extend(found)
+                # The updates the details do not cover (a target may cut them to fit
+                # a client's metadata limit, or send none).
+                rest, at = batch[covered:], start + covered
+                if rest and mode in _ALL_OR_NOTHING:  # the batch failed: none of it applied
+                    failures.extend(_failed(err, rest, at))
+                elif rest:  # ask the device what it holds
+                    failures.extend(self._unapplied(err, rest, at))
                 messages.append(f"{err.code().name}: {err.details()}")
         if failures:
             raise WriteError(failures, "; ".join(sorted(set(messages))))
@@ -516,27 +521,46 @@ class P4RuntimeSession:
         return samples
 
 
+# Atomicities under which a failed Write applies none of its updates.
+_ALL_OR_NOTHING = (
+    p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR,
+    p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC,
+)
+
+
+def _failed(err: grpc.RpcError, updates: Sequence[Update], offset: int) -> list[UpdateError]:
+    """Each of `updates` as failed with the RPC's status (no detail of its own)."""
+    return [
+        UpdateError(offset + i, err.code().name, err.details() or "", update)
+        for i, update in enumerate(updates)
+    ]
+
+
 def _update_errors(
     err: grpc.RpcError, batch: Sequence[Update], offset: int
-) -> list[UpdateError] | None:
-    """Per-update errors from a failed Write's grpc-status-details-bin trailer (spec 12.3);
-    None when the trailer has no per-update details."""
+) -> tuple[list[UpdateError], int]:
+    """Per-update errors from a failed Write's grpc-status-details-bin trailer (spec 12.3),
+    and how many updates, from the first, its details cover: a target may send the details
+    of a prefix only, to fit a client's metadata limit. (No errors, 0) when it has none,
+    or when every update it covers is OK although the Write failed."""
     details: list[UpdateError] = []
     status = None
     for key, value in err.trailing_metadata() or ():
         if key == "grpc-status-details-bin":
             status = status_pb2.Status.FromString(value)
-    if status is not None and len(status.details) == len(batch):
-        for i, (any_msg, update) in enumerate(zip(status.details, batch, strict=True)):
-            error = p4runtime_pb2.Error()
-            if not any_msg.Unpack(error) or error.canonical_code == code_pb2.OK:
-                continue
-            details.append(
-                UpdateError(offset + i, _code_name(error.canonical_code), error.message, update)
-            )
-        if details:
-            return details
-    return None
+    if status is None or not 0 < len(status.details) <= len(batch):
+        return [], 0
+    for i, (any_msg, update) in enumerate(zip(status.details, batch, strict=False)):
+        error = p4runtime_pb2.Error()
+        if not any_msg.Unpack(error) or error.canonical_code == code_pb2.OK:
+            continue
+        details.append(
+            UpdateError(offset + i, _code_name(error.canonical_code), error.message, update)
+        )
+    covered = len(status.details)
+    if not details and covered == len(batch):
+        return [], 0
+    return details, covered
 
 
 def _counter_entity(counter_id: int, index: int | None) -> Any:
