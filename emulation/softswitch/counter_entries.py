@@ -6,7 +6,7 @@ Reads are answered from counter arrays taken at one instant; writes become a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,15 +25,27 @@ def counters_of_read(index: P4InfoIndex, query: Any) -> list[CounterInfo]:
     return [_counter_of(index, query.counter_id)]
 
 
+def count_counter_entries(index: P4InfoIndex, query: Any) -> int:
+    """How many entities a read of `query` returns; EntryError for a bad counter or index."""
+    total = 0
+    for counter in counters_of_read(index, query):
+        if query.counter_id and query.HasField("index"):
+            _checked_index(counter, query.index.index)
+            total += 1
+        else:
+            total += counter.size
+    return total
+
+
 def counter_entries(
     index: P4InfoIndex, cells_of: Mapping[str, np.ndarray], query: Any
-) -> list[Any]:
+) -> Iterator[Any]:
     """The Entity messages (each a CounterEntry) a read of `query` returns (wildcards per
-    spec 9.5), from counter arrays read at one instant (`cells_of`: name -> [cells, 2]).
+    spec 9.5), from counter arrays read at one instant (`cells_of`: name -> [cells, 2]),
+    one at a time.
 
     Built in place in their Entity: with the pure-Python protobuf a message handed
     to another is copied, and a read of every cell did it for each of thousands."""
-    out = []
     for counter in counters_of_read(index, query):
         cells = cells_of[counter.name][: counter.size]
         if query.counter_id and query.HasField("index"):
@@ -54,8 +66,7 @@ def counter_entries(
                 entry.data.byte_count = values[i][1]
             if not entry.HasField("data"):
                 entry.data.SetInParent()
-            out.append(entity)
-    return out
+            yield entity
 
 
 def counter_change(index: P4InfoIndex, entry: Any, update_type: int) -> CounterChange | None:

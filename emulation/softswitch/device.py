@@ -4,7 +4,9 @@ The gRPC layer (p4runtime_service.py) is a thin shell around `Device`; all
 decisions (who is primary, what a Write does, what a Read returns) are made
 here under one lock, so concurrent RPCs see each Write either done or not yet
 started (spec 10.4). Who is primary is `arbitration`, which pipeline is
-installed is `pipeline_config`; this module handles Write and Read.
+installed is `pipeline_config`; this module handles Write and Read. A Read
+only takes its snapshot under the lock (`read_snapshot`): its messages are
+built outside it, so a large Read does not hold Writes back.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from google.rpc import code_pb2
@@ -27,18 +29,19 @@ from emulation.softswitch.arbitration import (
     fmt_election,
     role_key,
 )
-from emulation.softswitch.counter_entries import counter_change, counter_entries, counters_of_read
+from emulation.softswitch.counter_entries import counter_change
 from emulation.softswitch.dataplane_effects import DataplaneEffect, dataplane_effect
 from emulation.softswitch.entry_validation import (
     ValidEntry,
     initial_default_entry,
-    match_key_for_read,
-    table_of,
     validate_default_entry,
     validate_table_entry,
 )
 from emulation.softswitch.errors import EntryError
+from emulation.softswitch.log_limit import LogLimiter
 from emulation.softswitch.pipeline_config import InstalledPipeline, PipelineConfigs
+from emulation.softswitch.read_snapshot import ReadSnapshot, take_snapshot
+from emulation.softswitch.service_limits import MAX_READ_ENTITIES
 from emulation.softswitch.state import Change, Dataplane
 
 log = logging.getLogger(__name__)
@@ -73,7 +76,9 @@ class Device:
         self.device_id = device_id
         self.dataplane = dataplane
         self._lock = threading.RLock()
-        self.arbitration = Arbitration(device_id)
+        # Lines clients cause (connects, refused requests) are rate-limited.
+        self.log_limit = LogLimiter()
+        self.arbitration = Arbitration(device_id, self.log_limit)
         self.pipelines = PipelineConfigs(device_id, dataplane, reference)
         self.packet_outs_dropped = 0
 
@@ -93,6 +98,11 @@ class Device:
         """A stream ended: forget it; if it was primary, the next highest live client takes over."""
         with self._lock:
             self.arbitration.remove_session(session)
+
+    def expire(self, session: Session) -> bool:
+        """Close a stream that has not arbitrated in time (True), unless it just did (False)."""
+        with self._lock:
+            return self.arbitration.expire(session)
 
     def end_all_sessions(self) -> None:
         """Close every stream (server shutdown)."""
@@ -121,8 +131,12 @@ class Device:
                 session.send(error)
                 return
             self.packet_outs_dropped += 1
-        log.debug(
-            "device %d: dropped a PacketOut from %s (no CPU port)", self.device_id, session.peer
+        self.log_limit.log(
+            log,
+            logging.DEBUG,
+            "device %d: dropped a PacketOut from %s (no CPU port)",
+            self.device_id,
+            session.peer,
         )
 
     def _check_device(self, device_id: int) -> None:
@@ -207,7 +221,9 @@ class Device:
                 ]
             elif changes:
                 self.dataplane.apply(changes)
-            log.info(
+            self.log_limit.log(
+                log,
+                logging.INFO,
                 "device %d: write by election id %s: %d updates, %d failed%s",
                 self.device_id,
                 fmt_election(election_id),
@@ -220,7 +236,9 @@ class Device:
                 if result is not None and result.code != code_pb2.ABORTED:
                     logged += 1
                     level = logging.INFO if logged <= LOGGED_FAILURES else logging.DEBUG
-                    log.log(level, "device %d: update %d: %s", self.device_id, i, result.message)
+                    self.log_limit.log(
+                        log, level, "device %d: update %d: %s", self.device_id, i, result.message
+                    )
             return results
 
     def _apply(
@@ -295,90 +313,14 @@ class Device:
 
     # --- read ------------------------------------------------------------------------
 
-    def read(self, request: Any) -> list[Any]:
-        """The entities a ReadRequest asks for, as one consistent snapshot."""
+    def read(self, request: Any, max_entities: int = MAX_READ_ENTITIES) -> ReadSnapshot:
+        """What a ReadRequest returns, as one consistent snapshot: build its entities
+        (`ReadSnapshot.entities`) after this returns, outside the lock."""
         with self._lock:
             self._check_device(request.device_id)
-            pipeline = self.pipelines.current()
-            cells = self._counter_cells(pipeline.index, request)
-            out: list[Any] = []
-            for i, entity in enumerate(request.entities):
-                kind = entity.WhichOneof("entity")
-                try:
-                    if kind == "table_entry":
-                        for entry in self._read_table(pipeline, entity.table_entry):
-                            e = p4runtime_pb2.Entity()
-                            e.table_entry.CopyFrom(entry)
-                            out.append(e)
-                    elif kind == "counter_entry":
-                        out += counter_entries(pipeline.index, cells, entity.counter_entry)
-                    elif kind is None:
-                        raise EntryError(code_pb2.INVALID_ARGUMENT, "entity is unset")
-                    else:
-                        # Other kinds (registers, meters, profiles, ...) do not exist in a
-                        # pipeline this target accepts: a wildcard read finds nothing,
-                        # a read naming an id names something that is not there.
-                        _check_absent_kind(kind, getattr(entity, kind))
-                except EntryError as err:
-                    # (our choice) like bmv2, the first bad request fails the whole Read.
-                    raise EntryError(err.code, f"entity {i}: {err.message}") from None
-            return out
-
-    def _counter_cells(self, index: P4InfoIndex, request: Any) -> dict[str, Any]:
-        """Every counter a Read names, read from the packet path at one instant."""
-        names: set[str] = set()
-        for i, entity in enumerate(request.entities):
-            if entity.WhichOneof("entity") == "counter_entry":
-                try:
-                    names.update(c.name for c in counters_of_read(index, entity.counter_entry))
-                except EntryError as err:
-                    raise EntryError(err.code, f"entity {i}: {err.message}") from None
-        return self.dataplane.counters(sorted(names)) if names else {}
-
-    def _read_table(self, pipeline: InstalledPipeline, query: Any) -> Iterable[Any]:
-        index = pipeline.index
-        if query.table_id == 0:
-            tables = [t.id for t in index.tables]
-        else:
-            tables = [table_of(index, query.table_id).id]
-        if query.is_default_action:
-            return [pipeline.defaults[t] for t in tables]
-        if query.table_id and len(query.match):
-            table = table_of(index, query.table_id)
-            key = match_key_for_read(table, query)
-            found = pipeline.entries[table.id].get(key)
-            return [found] if found is not None else []
-        result = []
-        for t in tables:
-            for entry in pipeline.entries[t].values():
-                if query.priority and entry.priority != query.priority:
-                    continue
-                result.append(entry)
-        return result
-
-
-# The id field of each entity kind the pipeline has none of (0 means every one).
-_ID_FIELDS = {
-    "register_entry": "register_id",
-    "meter_entry": "meter_id",
-    "action_profile_member": "action_profile_id",
-    "action_profile_group": "action_profile_id",
-    "value_set_entry": "value_set_id",
-    "digest_entry": "digest_id",
-    "extern_entry": "extern_id",
-}
-
-
-def _check_absent_kind(kind: str, query: Any) -> None:
-    """NOT_FOUND for a read of a specific object of a kind the pipeline has none of."""
-    field_name = _ID_FIELDS.get(kind)
-    object_id = getattr(query, field_name, 0) if field_name else 0
-    if object_id:
-        raise EntryError(
-            code_pb2.NOT_FOUND,
-            f"no {kind.replace('_entry', '').replace('_', ' ')} with id {object_id} "
-            "in the pipeline (it has none)",
-        )
+            return take_snapshot(
+                self.pipelines.current(), request, self.dataplane.counters, max_entities
+            )
 
 
 def _show_key(valid: ValidEntry) -> str:

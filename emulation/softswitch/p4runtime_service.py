@@ -4,6 +4,9 @@ A thin shell over `Device`: it moves protobufs between gRPC and the device and
 turns `EntryError` into gRPC statuses, with per-update `p4.v1.Error` details
 in `grpc-status-details-bin` exactly where bmv2 and Stratum put them, so
 standard clients (p4runtime-shell, finsy, ONOS) read our errors as theirs.
+No client can take it over: each kind of long RPC has a cap
+(`service_limits`), a stream must arbitrate in time and read what it is
+sent, and a Read is built outside the device lock, a few at a time.
 
     >>> with serve(device_id=1) as running:     # doctest: +SKIP
     ...     print(running.address)
@@ -12,44 +15,35 @@ standard clients (p4runtime-shell, finsy, ONOS) read our errors as theirs.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
+import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent import futures
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
 import grpc
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controlplane.p4info import load_p4info
 from controlplane.tls import ServerTlsSettings
+from emulation.softswitch.daemon_pool import DaemonPool
 from emulation.softswitch.device import Device, Session, StreamEnd
 from emulation.softswitch.errors import EntryError
 from emulation.softswitch.port_stats import PortCounters
+from emulation.softswitch.read_snapshot import BuildGate, Stopping, read_responses
+from emulation.softswitch.service_limits import ServiceLimits
 from emulation.softswitch.state import Dataplane, DataplaneState, LocalDataplane
+from emulation.softswitch.write_status import write_error_status
 from topologies.errors import UserInputError
 
 log = logging.getLogger(__name__)
 
-# A ReadResponse holds at most this many entities and about this many bytes,
-# well under the 64 MiB message limit of both sides.
-READ_CHUNK = 1000
-READ_CHUNK_BYTES = 4 << 20
-# (our choice) Each open StreamChannel holds one worker thread for its lifetime
-# (sync gRPC): at most MAX_STREAMS of them (more get RESOURCE_EXHAUSTED, spec
-# 5.4), and UNARY_WORKERS more threads stay free for Write, Read and the rest.
-MAX_STREAMS = 16
-UNARY_WORKERS = 16
-DEFAULT_MAX_WORKERS = MAX_STREAMS + UNARY_WORKERS
-# (our choice) Per-update error details: messages are cut to this length, and only
-# the first DETAILED_FAILURES failures carry one, so the trailer of a large
-# failing batch stays small enough for clients' metadata limits (16 KiB by default).
-ERROR_MESSAGE_CHARS = 160
-DETAILED_FAILURES = 10
 # How long stop() waits past the grace period for the server to be down.
 STOP_WAIT_S = 0.2
 
@@ -68,14 +62,50 @@ def _api_version() -> str:
         return "1.4.1"
 
 
+class StreamSlots:
+    """How many StreamChannels are open: `cap` of them, then one spare.
+
+    >>> slots = StreamSlots(1)
+    >>> slots.take(), slots.take(), slots.take()
+    (False, True, None)
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.open = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> bool | None:
+        """Open one: False for a slot of the cap, True for the spare, None when none is free."""
+        with self._lock:
+            if self.open > self.cap:
+                return None
+            self.open += 1
+            return self.open > self.cap
+
+    def give(self) -> None:
+        with self._lock:
+            self.open -= 1
+
+
 class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     """gRPC methods of one device."""
 
-    def __init__(self, device: Device, max_streams: int = MAX_STREAMS) -> None:
+    def __init__(
+        self,
+        device: Device,
+        limits: ServiceLimits | None = None,
+        stopping: threading.Event | None = None,
+    ) -> None:
         self.device = device
-        self.max_streams = max_streams
-        self._streams = 0
-        self._streams_lock = threading.Lock()
+        self.limits = limits if limits is not None else ServiceLimits()
+        self.stopping = stopping if stopping is not None else threading.Event()
+        self._slots = StreamSlots(self.limits.max_streams)
+        self._reads = threading.BoundedSemaphore(self.limits.max_reads)
+        self._gate = BuildGate(self.limits.read_builders, self.stopping)
+
+    def _log(self, level: int, message: str, *args: object) -> None:
+        self.device.log_limit.log(log, level, message, self.device.device_id, *args)
 
     def Capabilities(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC name)
         return p4runtime_pb2.CapabilitiesResponse(p4runtime_api_version=_api_version())
@@ -84,7 +114,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         try:
             self.device.set_pipeline(request)
         except EntryError as err:
-            log.info("device %d: pipeline refused: %s", self.device.device_id, err.message)
+            self._log(logging.INFO, "device %d: pipeline refused: %s", err.message)
             context.abort(_grpc_code(err.code), err.message)
         return p4runtime_pb2.SetForwardingPipelineConfigResponse()
 
@@ -98,10 +128,9 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         try:
             results = self.device.write(request)
         except EntryError as err:
-            log.info("device %d: write refused: %s", self.device.device_id, err.message)
+            self._log(logging.INFO, "device %d: write refused: %s", err.message)
             context.abort(_grpc_code(err.code), err.message)
-        failed = [r for r in results if r is not None]
-        if failed:
+        if any(r is not None for r in results):
             status = write_error_status(results)
             context.set_trailing_metadata(
                 (("grpc-status-details-bin", status.SerializeToString()),)
@@ -110,30 +139,45 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         return p4runtime_pb2.WriteResponse()
 
     def Read(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802
-        try:
-            found = self.device.read(request)
-        except EntryError as err:
-            context.abort(_grpc_code(err.code), err.message)
-        yield from read_responses(found)
-
-    def StreamChannel(self, request_iterator: Any, context: Any) -> Iterator[Any]:  # noqa: N802
-        with self._streams_lock:
-            full = self._streams >= self.max_streams
-            if not full:
-                self._streams += 1
-        if full:
+        """The snapshot under the device lock; the responses built outside it, under the gate."""
+        if not self._reads.acquire(blocking=False):
             context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"this target serves at most {self.max_streams} StreamChannels at once",
+                f"{self.limits.max_reads} Reads are in progress on this target, the most it "
+                "serves at once; retry when one has finished",
             )
         try:
-            yield from self._stream(request_iterator, context)
+            try:
+                snapshot = self.device.read(request, self.limits.max_read_entities)
+            except EntryError as err:
+                self._log(logging.INFO, "device %d: read refused: %s", err.message)
+                context.abort(_grpc_code(err.code), err.message)
+            try:
+                yield from read_responses(snapshot.entities(), self._gate)
+            except Stopping:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the switch is stopping")
         finally:
-            with self._streams_lock:
-                self._streams -= 1
+            self._reads.release()
 
-    def _stream(self, request_iterator: Any, context: Any) -> Iterator[Any]:
-        session = Session(peer=context.peer())
+    def StreamChannel(self, request_iterator: Any, context: Any) -> Iterator[Any]:  # noqa: N802
+        spare = self._slots.take()
+        if spare is None:
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"this target serves at most {self.limits.max_streams} StreamChannels at once "
+                "(and one more for a client that becomes primary): all are taken",
+            )
+            return  # abort raised
+        try:
+            yield from self._stream(request_iterator, context, spare)
+        finally:
+            self._slots.give()
+
+    def _stream(self, request_iterator: Any, context: Any, spare: bool) -> Iterator[Any]:
+        session = Session(
+            peer=context.peer(), outbox_limit=self.limits.outbox_messages, spare=spare
+        )
+        session.on_overflow = functools.partial(self._drop, session, context)
         # Fires when the RPC ends for any reason (client gone, server stopping).
         context.add_callback(session.end)
         reader = threading.Thread(
@@ -143,9 +187,20 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             daemon=True,
         )
         reader.start()
+        deadline = time.monotonic() + self.limits.first_arbitration_s
         try:
             while True:
-                item = session.outbox.get()
+                wait = None if session.role is not None else max(0.0, deadline - time.monotonic())
+                try:
+                    item = session.outbox.get(timeout=wait)
+                except queue.Empty:
+                    if self.device.expire(session):
+                        code, why = self._silent(spare)
+                        self._log(
+                            logging.INFO, "device %d: stream from %s closed: %s", session.peer, why
+                        )
+                        context.abort(code, why)
+                    continue
                 if isinstance(item, StreamEnd):
                     if item.code is not None and item.code != code_pb2.OK:
                         context.abort(_grpc_code(item.code), item.message)
@@ -153,6 +208,32 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 yield item
         finally:
             self.device.remove_session(session)
+
+    def _silent(self, spare: bool) -> tuple[grpc.StatusCode, str]:
+        """The status closing a stream that did not arbitrate in time, and why."""
+        late = (
+            f"no MasterArbitrationUpdate within {self.limits.first_arbitration_s:g} s "
+            "of opening the stream"
+        )
+        if spare:
+            return grpc.StatusCode.RESOURCE_EXHAUSTED, (
+                f"every StreamChannel of this target is taken, and the spare one is kept only "
+                f"for a client that becomes primary: {late}"
+            )
+        return (
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            f"{late}; a silent stream holds a slot others need",
+        )
+
+    def _drop(self, session: Session, context: Any) -> None:
+        """A client lets its stream's messages pile up: it does not read; end its RPC."""
+        self._log(
+            logging.WARNING,
+            "device %d: client %s does not read its stream (%d messages waiting): dropped",
+            session.peer,
+            session.outbox.qsize(),
+        )
+        context.cancel()
 
     def _read_stream(self, request_iterator: Any, session: Session) -> None:
         """Handle what the client sends on its stream until it closes."""
@@ -163,9 +244,9 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                     try:
                         self.device.arbitrate(session, message.arbitration)
                     except EntryError as err:
-                        log.info(
+                        self._log(
+                            logging.INFO,
                             "device %d: stream from %s ended: %s",
-                            self.device.device_id,
                             session.peer,
                             err.message,
                         )
@@ -180,49 +261,8 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             log.exception("device %d: stream handler failed", self.device.device_id)
         finally:
             session.end()
-
-
-def read_responses(entities: list[Any]) -> Iterator[Any]:
-    """ReadResponses of at most READ_CHUNK entities and about READ_CHUNK_BYTES each."""
-    chunk: list[Any] = []
-    size = 0
-    for entity in entities:
-        entity_bytes = entity.ByteSize()
-        if chunk and (len(chunk) >= READ_CHUNK or size + entity_bytes > READ_CHUNK_BYTES):
-            yield p4runtime_pb2.ReadResponse(entities=chunk)
-            chunk, size = [], 0
-        chunk.append(entity)
-        size += entity_bytes
-    yield p4runtime_pb2.ReadResponse(entities=chunk)
-
-
-def _short(message: str) -> str:
-    if len(message) <= ERROR_MESSAGE_CHARS:
-        return message
-    return message[: ERROR_MESSAGE_CHARS - 3] + "..."
-
-
-def write_error_status(results: list[EntryError | None]) -> Any:
-    """google.rpc.Status with one p4.v1.Error per update, OK for those that succeeded (spec 12.5).
-
-    Every failed update has its code; the first DETAILED_FAILURES have their
-    (shortened) message too, so the details stay bounded however many fail.
-    """
-    failed = [r for r in results if r is not None]
-    status = status_pb2.Status(
-        code=code_pb2.UNKNOWN,
-        message=_short(f"{len(failed)} of {len(results)} updates failed: {failed[0].message}"),
-    )
-    detailed = 0
-    for result in results:
-        error = p4runtime_pb2.Error(canonical_code=code_pb2.OK)
-        if result is not None:
-            error.canonical_code = result.code
-            if detailed < DETAILED_FAILURES and result.code != code_pb2.ABORTED:
-                error.message = _short(result.message)
-                detailed += 1
-        status.details.add().Pack(error)
-    return status
+            # A dropped client's handler may be stuck sending: leave the election now.
+            self.device.remove_session(session)
 
 
 @dataclass
@@ -233,19 +273,25 @@ class RunningServer:
     state: DataplaneState | None  # the tables and counters, when they live in this process
     device: Device
     _server: Any = field(repr=False)
+    _pool: DaemonPool = field(repr=False)
+    _stopping: threading.Event = field(repr=False)
     _stopped: bool = field(default=False, repr=False)
 
     def stop(self, grace: float | None = 0.5) -> None:
         """Close the client streams, then the server; waits at most `grace` + STOP_WAIT_S.
 
-        A handler still parsing a huge request in pure Python cannot be
-        interrupted; it is cancelled and not waited for (its process may exit).
+        Reads being built stop between two responses. A handler still parsing
+        a huge request in pure Python cannot be interrupted; it is cancelled
+        and not waited for: its thread is a daemon, so the process may exit.
         """
         if self._stopped:
             return
         self._stopped = True
+        self._stopping.set()
         self.device.end_all_sessions()
         done = self._server.stop(grace).wait((grace or 0.0) + STOP_WAIT_S)
+        self._pool.shutdown(wait=False)
+        self.device.log_limit.flush(log)
         log.info(
             "device %d: P4Runtime server on %s stopped%s",
             self.device.device_id,
@@ -265,7 +311,7 @@ def serve(
     address: str = "127.0.0.1:0",
     state: DataplaneState | None = None,
     p4info_check: bool = True,
-    max_workers: int = DEFAULT_MAX_WORKERS,
+    limits: ServiceLimits | None = None,
     port_counters: Callable[[], Sequence[PortCounters]] | None = None,
     fidelity: Callable[[], Mapping[str, tuple[tuple[int, ...], float]]] | None = None,
     dataplane: Dataplane | None = None,
@@ -282,15 +328,18 @@ def serve(
     fidelity the packet loop's lateness histograms under /fidelity. With tls, the
     port (P4Runtime and gNMI alike) speaks only TLS; without it, a server
     reachable beyond loopback logs a warning, since anyone who reaches it
-    can take the primary role.
+    can take the primary role. `limits` caps what clients may hold at once.
     """
+    limits = limits if limits is not None else ServiceLimits()
     if dataplane is None:
         local = LocalDataplane(state)
         dataplane, state = local, local.state
     reference = load_p4info() if p4info_check else None
     device = Device(device_id, dataplane, reference)
+    pool = DaemonPool(limits.workers, f"p4rt-{device_id}")
+    stopping = threading.Event()
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"p4rt-{device_id}"),
+        pool,
         options=[
             ("grpc.so_reuseport", 0),  # two servers must not share a port silently
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -298,12 +347,12 @@ def serve(
         ],
     )
     p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(
-        P4RuntimeServicer(device, max_streams=max(1, max_workers - UNARY_WORKERS)), server
+        P4RuntimeServicer(device, limits, stopping), server
     )
     if port_counters is not None:
         from emulation.softswitch.gnmi_service import add_gnmi_service
 
-        add_gnmi_service(server, port_counters, fidelity)
+        add_gnmi_service(server, port_counters, fidelity, limits)
     try:
         if tls is None:
             port = server.add_insecure_port(address)
@@ -332,7 +381,14 @@ def serve(
             device_id,
             bound,
         )
-    return RunningServer(address=bound, state=state, device=device, _server=server)
+    return RunningServer(
+        address=bound,
+        state=state,
+        device=device,
+        _server=server,
+        _pool=pool,
+        _stopping=stopping,
+    )
 
 
 def _security(tls: ServerTlsSettings | None) -> str:

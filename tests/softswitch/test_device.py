@@ -81,7 +81,7 @@ def write(device: Device, *updates: Any, atomicity: int = Atomicity.CONTINUE_ON_
 def read(device: Device, *entities: Any) -> list[Any]:
     request = p4runtime_pb2.ReadRequest(device_id=DEVICE_ID)
     request.entities.extend(entities)
-    return device.read(request)
+    return list(device.read(request).entities())
 
 
 MAC = b"\x02\x00\x00\x00\x00\x02"

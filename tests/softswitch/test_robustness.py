@@ -10,11 +10,12 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Iterator
+from concurrent import futures
 from typing import Any
 
 import grpc
 import pytest
-from google.rpc import code_pb2
+from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controlplane import session as session_module
@@ -23,13 +24,15 @@ from controlplane.p4info import P4InfoIndex, load_p4info
 from controlplane.session import P4RuntimeSession, WriteError
 from emulation.softswitch.device import MAX_UPDATES_PER_WRITE, Device
 from emulation.softswitch.entry_validation import MAX_METADATA_BYTES
-from emulation.softswitch.p4runtime_service import (
+from emulation.softswitch.errors import EntryError
+from emulation.softswitch.p4runtime_service import RunningServer
+from emulation.softswitch.service_limits import MAX_STREAMS
+from emulation.softswitch.state import LocalDataplane
+from emulation.softswitch.write_status import (
     DETAILED_FAILURES,
     ERROR_MESSAGE_CHARS,
-    MAX_STREAMS,
-    RunningServer,
+    write_error_status,
 )
-from emulation.softswitch.state import LocalDataplane
 from tests.helpers.p4runtime import (
     DEVICE_ID,
     INSERT,
@@ -91,30 +94,112 @@ def test_a_large_failing_batch_keeps_its_details_within_a_default_clients_limit(
 def test_the_session_never_reports_an_applied_update_as_failed(
     server: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """500 updates, 300 failing: exactly those 300 are reported, with the details
-    (a raised metadata limit) and without them (read back from the device)."""
+    """500 updates, 300 failing: exactly those 300 are reported, with the details of
+    the prefix the trailer holds and read back from the device for the rest, or all
+    read back when the client's metadata limit drops the details.
+
+    The failing updates differ from what the device holds: read back, an INSERT
+    of an entry already there as asked looks applied (and is not reported)."""
     with P4RuntimeSession.connect(server.address, DEVICE_ID) as session:
         session.set_pipeline(load_p4info())
         session.write([Update(UpdateType.INSERT, _forward(i)) for i in range(300)])
-        batch = [Update(UpdateType.INSERT, _forward(i)) for i in range(500)]
+        batch = [Update(UpdateType.INSERT, _forward(i, port=3)) for i in range(500)]
         with pytest.raises(WriteError) as failed:
             session.write(batch)
         assert [d.index for d in failed.value.details] == list(range(300))
-        assert {d.code for d in failed.value.details} == {"ALREADY_EXISTS"}
+        codes = [d.code for d in failed.value.details]
+        detailed = codes.index("UNKNOWN")  # the first update the details did not cover
+        assert 100 < detailed < 300 and set(codes[:detailed]) == {"ALREADY_EXISTS"}
+        assert set(codes[detailed:]) == {"UNKNOWN"}
     # A client whose metadata limit drops the details: it reads back instead.
     small = tuple(
-        (k, 8 << 10 if "metadata" in k else v) for k, v in session_module.CHANNEL_OPTIONS
+        (k, 2 << 10 if "metadata" in k else v) for k, v in session_module.CHANNEL_OPTIONS
     )
     monkeypatch.setattr(session_module, "CHANNEL_OPTIONS", small)
     with P4RuntimeSession.connect(server.address, DEVICE_ID) as session:
-        batch = [Update(UpdateType.INSERT, _forward(i, port=3)) for i in range(200, 700)]
+        batch = [Update(UpdateType.INSERT, _forward(i, port=4)) for i in range(200, 700)]
         with pytest.raises(WriteError) as failed:
             session.write(batch)
         assert "RESOURCE_EXHAUSTED" in str(failed.value)
-        # 200..499 existed (to port 2) and stay; 500..699 were applied by this very Write.
+        # 200..499 existed (to ports 2, 3) and stay; 500..699 were applied by this very Write.
         assert [d.index for d in failed.value.details] == list(range(300))
         held = {e.match["dst_mac"]: e.params["port"] for e in session.read_table("logical_forward")}
-        assert len(held) == 700 and sum(port == 3 for port in held.values()) == 200
+        assert len(held) == 700 and sum(port == 4 for port in held.values()) == 200
+
+
+def test_a_large_failing_batch_reaches_a_default_client_with_a_prefix_of_its_details(
+    primary: Client, server: RunningServer, p4: P4InfoIndex
+) -> None:
+    """A batch of 500 with one failure, or of 250 failing, exceeded a default client's
+    metadata limit: RESOURCE_EXHAUSTED instead of the per-update results."""
+    primary.write(*[update(INSERT, forward_entry(p4, 1, _mac(i), 2)) for i in range(500)])
+    channel = grpc.insecure_channel(server.address)  # default options, as p4runtime-shell's
+    stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+    try:
+        one_failing = [update(INSERT, forward_entry(p4, 1, _mac(i), 2)) for i in range(1000, 1499)]
+        one_failing.append(update(INSERT, forward_entry(p4, 1, _mac(7), 2)))  # exists
+        all_failing = [update(INSERT, forward_entry(p4, 1, _mac(i), 2)) for i in range(250)]
+        for updates, failing in [(one_failing, "499")] + [(all_failing, "0, 1, 2")] * 5:
+            request = p4runtime_pb2.WriteRequest(device_id=DEVICE_ID)
+            request.election_id.high, request.election_id.low = primary.election_id
+            request.updates.extend(updates)
+            with pytest.raises(grpc.RpcError) as failed:
+                stub.Write(request, timeout=10)
+            assert failed.value.code() == grpc.StatusCode.UNKNOWN, failed.value.details()
+            raw = dict(failed.value.trailing_metadata())["grpc-status-details-bin"]
+            status = status_pb2.Status.FromString(raw)
+            assert 100 < len(status.details) < len(updates)  # positional: the first ones
+            error = p4runtime_pb2.Error()
+            assert status.details[0].Unpack(error)
+            assert error.canonical_code == (code_pb2.OK if failing == "499" else 6)
+            assert f"failing: update {failing}" in (failed.value.details() or "")
+            assert status.message == failed.value.details()
+    finally:
+        channel.close()
+
+
+def test_error_details_reach_a_default_client_whatever_the_batch_and_its_messages() -> None:
+    """Batches of 1 to 10,000 updates whose messages gRPC must percent-encode three
+    times over: the trailer always reaches a client with gRPC's default limits, which
+    refuse some trailers past 8 KiB and all past 16 KiB."""
+    statuses = {}
+    for size in (1, 100, 10_000):
+        results: list[EntryError | None] = [
+            EntryError(code_pb2.ALREADY_EXISTS, "ü%" * 300) if i % 3 else None for i in range(size)
+        ]
+        results[-1] = EntryError(code_pb2.NOT_FOUND, "%ü" * 300)
+        statuses[str(size)] = (results, write_error_status(results))
+
+    def fail(request: bytes, context: Any) -> bytes:
+        _, status = statuses[request.decode()]
+        context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+        context.abort(grpc.StatusCode.UNKNOWN, status.message)
+
+    handler = grpc.unary_unary_rpc_method_handler(fail)
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("t.T", {"W": handler}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")  # gRPC's default limits
+    call = channel.unary_unary("/t.T/W")
+    try:
+        for size, (results, status) in statuses.items():
+            for _ in range(10):  # past 8 KiB a default client refuses at random
+                with pytest.raises(grpc.RpcError) as failed:
+                    call(size.encode(), timeout=5)
+                assert failed.value.code() == grpc.StatusCode.UNKNOWN, failed.value.details()
+            raw = dict(failed.value.trailing_metadata())["grpc-status-details-bin"]
+            assert raw == status.SerializeToString()
+            codes = []
+            for detail in status.details:
+                error = p4runtime_pb2.Error()
+                assert detail.Unpack(error)
+                codes.append(error.canonical_code)
+            assert 0 < len(codes) <= len(results)
+            assert codes == [r.code if r else code_pb2.OK for r in results[: len(codes)]]
+    finally:
+        channel.close()
+        server.stop(0)
 
 
 # --- memory and size (spec 12, 11) --------------------------------------------------
@@ -191,7 +276,10 @@ def test_large_metadata_is_refused_and_wildcard_reads_are_chunked_by_bytes(
 
 
 def test_idle_streams_cannot_starve_unary_rpcs(server: RunningServer) -> None:
-    """32 idle StreamChannels used to take every worker: Capabilities then hung."""
+    """32 idle StreamChannels used to take every worker: Capabilities then hung.
+
+    MAX_STREAMS of them are served, and one more holds the spare slot until it
+    has to arbitrate; the other 15 are refused at once."""
     channel = grpc.insecure_channel(server.address)
     stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
     outboxes: list[queue.Queue[Any]] = []
@@ -210,14 +298,13 @@ def test_idle_streams_cannot_starve_unary_rpcs(server: RunningServer) -> None:
         began = time.monotonic()
         stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=2)
         assert time.monotonic() - began < 1.0
-        refused = 0
-        for stream in streams[MAX_STREAMS:]:
-            with pytest.raises(grpc.RpcError) as failed:
-                next(stream)
-            assert failed.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-            refused += 1
-        assert refused == MAX_STREAMS
-        assert all(stream.running() or not stream.done() for stream in streams[:MAX_STREAMS])
+        refused = MAX_STREAMS - 1
+        deadline = time.monotonic() + 3  # well before the silent ones are closed (5 s)
+        while sum(s.done() for s in streams) < refused and time.monotonic() < deadline:
+            time.sleep(0.05)
+        done = [s for s in streams if s.done()]
+        assert len(done) == refused
+        assert {s.code() for s in done} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
     finally:
         for box in outboxes:
             box.put(None)

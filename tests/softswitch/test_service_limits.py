@@ -1,0 +1,528 @@
+"""The switch's gRPC service cannot be starved or grown without bound (issue 23, section 2):
+idle subscriptions and silent streams leave room for controllers, a client that does not
+read is dropped, role names and log lines are bounded, Reads are capped and built outside
+the device lock, shutdown is prompt, and gNMI refuses unknown enum values and oversized
+requests (that error details fit a default client: test_robustness.py).
+
+Real gRPC clients against a real `serve(...)`; every test here failed before the change
+it guards (the figures are the issue's probe).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import code_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
+
+from controlplane.entries import TableEntry, Update, UpdateType
+from controlplane.p4info import P4InfoIndex, load_p4info
+from controlplane.session import P4RuntimeSession
+from emulation.netns import NetnsLab
+from emulation.softswitch.arbitration import LOGGED_ROLE_CHARS, MAX_ROLE_NAME_CHARS, Session
+from emulation.softswitch.device import Device
+from emulation.softswitch.log_limit import LogLimiter
+from emulation.softswitch.p4runtime_service import RunningServer, serve
+from emulation.softswitch.port_stats import PortCounters, port_counters
+from emulation.softswitch.service_limits import (
+    MAX_READ_ENTITIES,
+    MAX_READS,
+    MAX_SUBSCRIPTIONS,
+    ServiceLimits,
+)
+from emulation.softswitch.state import LocalDataplane
+from emulation.softswitch.switch import READY_PATTERN
+from tests.helpers import CASSINI
+from tests.helpers.p4runtime import (
+    DELETE,
+    DEVICE_ID,
+    INSERT,
+    MODIFY,
+    Client,
+    Set,
+    forward_entry,
+    table_entity,
+    update,
+)
+from tests.helpers.waiting import wait_for
+
+Codes = grpc.StatusCode
+
+
+def _mac(i: int) -> bytes:
+    return (0x020000000000 + i).to_bytes(6, "big")
+
+
+def _ports() -> list[PortCounters]:
+    return port_counters({"rx_packets": {1: 5}}, {1: "veth1", 2: "veth2"}, [1, 2])
+
+
+class Stream:
+    """A streaming call whose requests the test feeds one by one (None ends them)."""
+
+    def __init__(self, method: Callable[..., Any], *first: Any) -> None:
+        self.box: queue.Queue[Any] = queue.Queue()
+        for message in first:
+            self.box.put(message)
+        self.call = method(self._requests())
+
+    def _requests(self) -> Iterator[Any]:
+        while (item := self.box.get()) is not None:
+            yield item
+
+    def close(self) -> None:
+        self.box.put(None)
+        self.call.cancel()
+
+
+def _ended(streams: list[Stream]) -> list[Stream]:
+    return [s for s in streams if s.call.done()]
+
+
+def _arbitration(election_low: int, role: str = "") -> Any:
+    message = p4runtime_pb2.StreamMessageRequest()
+    message.arbitration.device_id = DEVICE_ID
+    message.arbitration.election_id.low = election_low
+    if role:
+        message.arbitration.role.name = role
+    return message
+
+
+def _wildcard_read(wildcards: int) -> Any:
+    request = p4runtime_pb2.ReadRequest(device_id=DEVICE_ID)
+    for _ in range(wildcards):
+        request.entities.add().table_entry.SetInParent()
+    return request
+
+
+def _fill(client: Client, p4: P4InfoIndex, entries: int) -> None:
+    for start in range(0, entries, 500):
+        client.write(
+            *[update(INSERT, forward_entry(p4, 1, _mac(i), 2)) for i in range(start, start + 500)]
+        )
+
+
+# --- 1. gNMI subscriptions cannot take every worker ------------------------------------
+
+
+def test_idle_gnmi_subscriptions_leave_room_for_p4runtime() -> None:
+    """32 idle POLL subscriptions took every worker: Capabilities timed out and
+    arbitration hung past 60 s. Past the cap they are RESOURCE_EXHAUSTED."""
+    with serve(DEVICE_ID, port_counters=_ports) as running:
+        channel = grpc.insecure_channel(running.address)
+        gnmi = gnmi_pb2_grpc.gNMIStub(channel)
+        path = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name="interfaces")])
+        poll = gnmi_pb2.SubscribeRequest(
+            subscribe=gnmi_pb2.SubscriptionList(
+                mode=gnmi_pb2.SubscriptionList.POLL,
+                subscription=[gnmi_pb2.Subscription(path=path)],
+                encoding=gnmi_pb2.PROTO,
+            )
+        )
+        subscriptions = [Stream(gnmi.Subscribe, poll) for _ in range(32)]
+        client = Client(running.address)
+        try:
+            refused = 32 - MAX_SUBSCRIPTIONS
+            assert wait_for(lambda: len(_ended(subscriptions)) >= refused, timeout=5)
+            assert {s.call.code() for s in _ended(subscriptions)} == {Codes.RESOURCE_EXHAUSTED}
+            began = time.monotonic()
+            client.stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=5)
+            assert client.arbitrate(10).status.code == code_pb2.OK
+            get = gnmi_pb2.GetRequest(path=[path], encoding=gnmi_pb2.PROTO)
+            assert gnmi.Get(get, timeout=5).notification
+            assert time.monotonic() - began < 2.0
+            assert len(_ended(subscriptions)) == refused  # the served ones stay open
+        finally:
+            client.close()
+            for subscription in subscriptions:
+                subscription.close()
+            channel.close()
+
+
+# --- 2. silent streams are closed; a primary always gets in ----------------------------
+
+
+def test_silent_streams_are_closed_and_a_primary_always_gets_in() -> None:
+    """16 streams that never sent anything locked every controller out, for good."""
+    limits = ServiceLimits(max_streams=4, first_arbitration_s=2.0)
+    with serve(DEVICE_ID, limits=limits) as running:
+        channel = grpc.insecure_channel(running.address)
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        primary, late, backup = (Client(running.address) for _ in range(3))
+        silent: list[Stream] = []
+        try:
+            assert primary.arbitrate(10).status.code == code_pb2.OK
+            silent = [Stream(stub.StreamChannel) for _ in range(3)]  # every slot is taken
+            time.sleep(0.3)
+            # The spare slot: a client that would be a backup is refused, saying why...
+            with pytest.raises(grpc.RpcError) as refused:
+                backup.arbitrate(5)
+            assert refused.value.code() == Codes.RESOURCE_EXHAUSTED
+            assert "spare" in (refused.value.details() or "")
+            # ... and one that becomes primary is kept.
+            assert wait_for(lambda: len(running.device.arbitration.sessions) == 1)
+            assert late.arbitrate(20).status.code == code_pb2.OK
+            assert primary.next_arbitration().status.code == code_pb2.ALREADY_EXISTS
+            one_more = Stream(stub.StreamChannel)
+            silent.append(one_more)
+            assert wait_for(lambda: one_more.call.done(), timeout=2)
+            assert one_more.call.code() == Codes.RESOURCE_EXHAUSTED
+            # The silent ones are closed once their time to arbitrate is up.
+            assert wait_for(
+                lambda: len(_ended(silent)) == 4, timeout=limits.first_arbitration_s + 3
+            )
+            assert [s.call.code() for s in silent[:3]] == [Codes.DEADLINE_EXCEEDED] * 3
+            assert "MasterArbitrationUpdate" in (silent[0].call.details() or "")
+            fresh = Client(running.address)
+            try:
+                assert fresh.arbitrate(7).status.code == code_pb2.ALREADY_EXISTS  # a backup now
+            finally:
+                fresh.close()
+        finally:
+            for client in (primary, late, backup):
+                client.close()
+            for stream in silent:
+                stream.close()
+            channel.close()
+
+
+# --- 3. a client that does not read is dropped; logs are rate-limited ------------------
+
+
+def test_a_session_outbox_is_bounded_and_overflows_once() -> None:
+    dropped: list[bool] = []
+    session = Session(outbox_limit=3, on_overflow=lambda: dropped.append(True))
+    for i in range(10):
+        session.send(i)
+    assert session.outbox.qsize() == 3 and dropped == [True] and session.dropped
+    session.end()  # the end of a full outbox still arrives
+    assert session.outbox.qsize() == 4
+
+
+def test_a_client_that_does_not_read_its_stream_is_dropped_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Arbitration updates sent without reading the replies grew the switch from 290 to
+    717 MB in 90 s and logged a line per update (62 MB)."""
+    caplog.set_level(logging.INFO, logger="emulation.softswitch")
+    limits = ServiceLimits(outbox_messages=16)
+    with serve(DEVICE_ID, limits=limits) as running:
+        # A window that does not grow: the replies the client leaves unread back up.
+        channel = grpc.insecure_channel(running.address, options=[("grpc.http2.bdp_probe", 0)])
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        stop = threading.Event()
+
+        def flood() -> Iterator[Any]:
+            while not stop.is_set():
+                yield _arbitration(10)
+
+        call = stub.StreamChannel(flood())
+        sessions = running.device.arbitration.sessions
+        try:
+            assert wait_for(lambda: len(sessions) == 1)
+            biggest = 0
+            deadline = time.monotonic() + 30
+            while sessions and time.monotonic() < deadline:
+                biggest = max([biggest, *(s.outbox.qsize() for s in list(sessions))])
+                time.sleep(0.01)
+            assert sessions == [] and biggest <= limits.outbox_messages
+            stop.set()
+            with pytest.raises(grpc.RpcError) as dropped:
+                for _ in call:  # what the client left unread, then the end
+                    pass
+            assert dropped.value.code() == Codes.CANCELLED
+        finally:
+            stop.set()
+            call.cancel()
+            channel.close()
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("does not read its stream" in m for m in messages) == 1
+    assert len(messages) < 100
+
+
+def test_log_lines_of_one_kind_are_rate_limited_with_a_count_of_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [0.0]
+    limiter = LogLimiter(lines=3, period_s=10.0, clock=lambda: now[0])
+    logger = logging.getLogger("emulation.softswitch.test_limits")
+    caplog.set_level(logging.INFO, logger=logger.name)
+    for i in range(100):
+        limiter.log(logger, logging.INFO, "client %d connected", i)
+    limiter.log(logger, logging.INFO, "another kind %d", 1)  # a kind of its own
+    assert limiter.left_out == 97
+    now[0] = 10.0
+    limiter.log(logger, logging.INFO, "client %d connected", 100)
+    limiter.log(logger, logging.INFO, "client %d connected", 101)
+    limiter.flush(logger)
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[:4] == [
+        "client 0 connected",
+        "client 1 connected",
+        "client 2 connected",
+        "another kind 1",
+    ]
+    assert messages[4] == (
+        "client 100 connected (and 97 more like it left out of the log before this one)"
+    )
+    assert messages[5:] == ["client 101 connected"]  # nothing left to flush
+
+
+# --- 4. role names are bounded and forgotten -------------------------------------------
+
+
+def test_role_names_are_bounded_and_forgotten_when_their_last_client_leaves(
+    server: RunningServer, p4: P4InfoIndex, caplog: pytest.LogCaptureFixture
+) -> None:
+    """300 clients with 256 KiB role names kept 82 MB for good and logged 944 MB."""
+    caplog.set_level(logging.INFO, logger="emulation.softswitch")
+    too_long = Client(server.address)
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            too_long.arbitrate(1, role="r" * (MAX_ROLE_NAME_CHARS + 1))
+        assert refused.value.code() == Codes.INVALID_ARGUMENT
+        assert str(MAX_ROLE_NAME_CHARS) in (refused.value.details() or "")
+    finally:
+        too_long.close()
+    for i in range(20):
+        client = Client(server.address)
+        try:
+            role = f"{i:03d}" + "x" * (MAX_ROLE_NAME_CHARS - 3)
+            assert client.arbitrate(1, role=role).status.code == code_pb2.OK
+        finally:
+            client.close()
+    arbitration = server.device.arbitration
+    assert wait_for(lambda: arbitration.sessions == [] and arbitration.highest == {})
+    write = p4runtime_pb2.WriteRequest(device_id=DEVICE_ID, role="w" * (MAX_ROLE_NAME_CHARS + 1))
+    write.election_id.low = 1
+    write.updates.append(update(INSERT, forward_entry(p4, 1, _mac(1), 2)))
+    with pytest.raises(grpc.RpcError) as failed:
+        Client(server.address).stub.Write(write, timeout=5)
+    assert failed.value.code() == Codes.INVALID_ARGUMENT
+    assert len(failed.value.details() or "") < 300
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged and all("x" * (LOGGED_ROLE_CHARS + 1) not in m for m in logged)
+
+
+# --- 5 and 6. Reads: capped, built outside the lock, stopped at shutdown ---------------
+
+
+def test_a_read_past_the_entity_cap_is_refused_before_anything_is_built(
+    primary: Client, p4: P4InfoIndex
+) -> None:
+    """A 402-byte Read of 100 wildcards over 1,000 entries built 100,000 entities in 41.7 s."""
+    _fill(primary, p4, 1000)
+    began = time.monotonic()
+    with pytest.raises(grpc.RpcError) as refused:
+        list(primary.stub.Read(_wildcard_read(100), timeout=30))
+    assert refused.value.code() == Codes.RESOURCE_EXHAUSTED
+    assert f"more than {MAX_READ_ENTITIES}" in (refused.value.details() or "")
+    assert "narrow" in (refused.value.details() or "")
+    assert time.monotonic() - began < 2.0
+    assert len(primary.read(table_entity(p4runtime_pb2.TableEntry()))) == 1000
+
+
+def test_a_read_returns_its_snapshot_and_builds_it_without_the_device_lock(
+    p4: P4InfoIndex,
+) -> None:
+    device = Device(DEVICE_ID, LocalDataplane(), p4)
+    arbitration = p4runtime_pb2.MasterArbitrationUpdate(device_id=DEVICE_ID)
+    arbitration.election_id.low = 1
+    device.arbitrate(Session(), arbitration)
+    push = Set(device_id=DEVICE_ID, action=Set.VERIFY_AND_COMMIT)
+    push.election_id.low = 1
+    push.config.p4info.CopyFrom(p4.p4info)
+    device.set_pipeline(push)
+
+    def write(*updates: Any) -> None:
+        request = p4runtime_pb2.WriteRequest(device_id=DEVICE_ID)
+        request.election_id.low = 1
+        request.updates.extend(updates)
+        assert device.write(request) == [None] * len(updates)
+
+    write(*[update(INSERT, forward_entry(p4, 1, _mac(i), 2)) for i in range(3)])
+    request = p4runtime_pb2.ReadRequest(device_id=DEVICE_ID)
+    request.entities.append(table_entity(p4runtime_pb2.TableEntry()))
+    snapshot = device.read(request)
+    # Writes go on while the snapshot waits to be built: it keeps the state it was taken in.
+    write(
+        update(MODIFY, forward_entry(p4, 1, _mac(0), 9)),
+        update(DELETE, forward_entry(p4, 1, _mac(1), None)),
+    )
+    built = list(snapshot.entities())
+    assert snapshot.count == 3 and len(built) == 3
+    assert {e.table_entry.action.action.params[0].value for e in built} == {b"\x02"}
+    held = list(device.read(request).entities())
+    assert len(held) == 2
+
+
+def test_writes_and_shutdown_are_not_held_back_by_large_reads(
+    p4: P4InfoIndex,
+) -> None:
+    """A primary's Write waited 31.3 s behind 32 wildcard Reads (85 s here), and SIGTERM
+    took 51.6 s: the Reads were built under the device lock by threads that kept the
+    process alive."""
+    running = serve(DEVICE_ID)
+    primary = Client(running.address)
+    outcomes: list[Codes] = []
+
+    def read() -> None:
+        try:
+            list(primary.stub.Read(_wildcard_read(10), timeout=120))
+            outcomes.append(Codes.OK)
+        except grpc.RpcError as err:
+            outcomes.append(err.code())
+
+    try:
+        primary.arbitrate(10)
+        primary.set_pipeline(p4.p4info)
+        _fill(primary, p4, 1000)
+        readers = [threading.Thread(target=read) for _ in range(MAX_READS)]
+        for reader in readers:
+            reader.start()
+        time.sleep(1.0)
+        began = time.monotonic()
+        primary.write(update(INSERT, forward_entry(p4, 1, _mac(5000), 2)))
+        assert time.monotonic() - began < 1.5
+        with pytest.raises(grpc.RpcError) as busy:  # one Read more than the cap
+            list(primary.stub.Read(_wildcard_read(1), timeout=5))
+        assert busy.value.code() == Codes.RESOURCE_EXHAUSTED
+        assert outcomes == []  # 80,000 entities: the Reads are still being built
+        workers = [t for t in threading.enumerate() if t.name.startswith(f"p4rt-{DEVICE_ID}-")]
+        assert workers and all(t.daemon for t in workers)
+        began = time.monotonic()
+        running.stop(grace=0)
+        for reader in readers:
+            reader.join(timeout=5)
+        assert time.monotonic() - began < 2.0
+        assert len(outcomes) == MAX_READS and Codes.OK not in outcomes
+    finally:
+        primary.close()
+        running.stop(grace=0)
+
+
+@pytest.mark.root
+def test_sigterm_stops_the_switch_at_once_during_large_reads() -> None:
+    """`cassini switch serve` took 51.6 s to stop on SIGTERM during 32 wildcard Reads."""
+    lab = NetnsLab()
+    try:
+        ends = []
+        for i in (1, 2):
+            ns = lab.namespace(f"h{i}")
+            ends.append(lab.veth(f"h{i}", f"s{i}", ns_a=ns)[1])
+        argv = ["-i", f"1@{ends[0]}", "-i", f"2@{ends[1]}", "--grpc-server-addr", "127.0.0.1:0"]
+        argv += ["--device-id", str(DEVICE_ID)]
+        process = lab.popen(
+            None, [CASSINI, "switch", "serve", *argv], stderr=subprocess.PIPE, text=True
+        )
+        assert process.stderr is not None
+        address = None
+        for line in process.stderr:
+            found = READY_PATTERN.search(line)
+            if found:
+                address = found.group(1)
+                break
+        assert address is not None, "the switch did not start"
+        threading.Thread(target=process.stderr.read, daemon=True).start()
+        with P4RuntimeSession.connect(address, DEVICE_ID) as session:
+            session.set_pipeline(load_p4info())
+            session.write(
+                [
+                    Update(
+                        UpdateType.INSERT,
+                        TableEntry(
+                            "logical_forward",
+                            {"ingress_port": 1, "dst_mac": _mac(i).hex(":")},
+                            "set_egress_port",
+                            {"port": 2},
+                        ),
+                    )
+                    for i in range(1000)
+                ]
+            )
+        channel = grpc.insecure_channel(address)
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        reads = [stub.Read(_wildcard_read(10), timeout=120) for _ in range(MAX_READS)]
+        time.sleep(1.0)
+        began = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+        assert code == 0 and time.monotonic() - began < 3.0
+        for call in reads:
+            call.cancel()
+        channel.close()
+    finally:
+        lab.close()
+
+
+# --- 8. gNMI: unknown enum values and oversized requests -------------------------------
+
+
+def _gnmi_error(call: Callable[[], Any]) -> tuple[Codes, str]:
+    with pytest.raises(grpc.RpcError) as failed:
+        call()
+    return failed.value.code(), failed.value.details() or ""
+
+
+def test_gnmi_refuses_unknown_enum_values_and_requests_past_its_caps() -> None:
+    """Encoding 99 and a sample interval past 2**63 ns answered UNKNOWN, modes 99 were
+    served as POLL and SAMPLE, a 20,000-path Get gave 24.5 MB in 9.6 s."""
+    limits = ServiceLimits(max_gnmi_paths=10, max_gnmi_response_bytes=3000)
+    with serve(DEVICE_ID, port_counters=_ports, limits=limits) as running:
+        channel = grpc.insecure_channel(running.address)
+        gnmi = gnmi_pb2_grpc.gNMIStub(channel)
+        path = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name="interfaces")])
+
+        def get(**fields: Any) -> Callable[[], Any]:
+            request = gnmi_pb2.GetRequest(**{"encoding": gnmi_pb2.PROTO, **fields})
+            return lambda: gnmi.Get(request, timeout=5)
+
+        def subscribe(
+            list_mode: int = gnmi_pb2.SubscriptionList.ONCE, **sub: Any
+        ) -> Callable[[], Any]:
+            sub_list = gnmi_pb2.SubscriptionList(
+                mode=list_mode,
+                encoding=gnmi_pb2.PROTO,
+                subscription=[gnmi_pb2.Subscription(path=path, **sub)],
+            )
+            request = gnmi_pb2.SubscribeRequest(subscribe=sub_list)
+            return lambda: list(gnmi.Subscribe(iter([request]), timeout=5))
+
+        try:
+            assert _gnmi_error(get(path=[path], encoding=99))[0] == Codes.INVALID_ARGUMENT
+            assert _gnmi_error(get(path=[path], encoding=gnmi_pb2.BYTES))[0] == (
+                Codes.UNIMPLEMENTED
+            )
+            assert _gnmi_error(get(path=[path], type=99))[0] == Codes.INVALID_ARGUMENT
+            code, message = _gnmi_error(subscribe(list_mode=99))
+            assert code == Codes.INVALID_ARGUMENT and "list mode 99" in message
+            code, message = _gnmi_error(subscribe(gnmi_pb2.SubscriptionList.STREAM, mode=99))
+            assert code == Codes.INVALID_ARGUMENT and "subscription mode 99" in message
+            code, message = _gnmi_error(
+                subscribe(gnmi_pb2.SubscriptionList.STREAM, sample_interval=2**63 + 5)
+            )
+            assert code == Codes.INVALID_ARGUMENT and "maximum" in message
+            code, message = _gnmi_error(get(path=[path] * 11))
+            assert code == Codes.RESOURCE_EXHAUSTED and "at most 10" in message
+            code, message = _gnmi_error(get(path=[path] * 5))
+            assert code == Codes.RESOURCE_EXHAUSTED and "3000 bytes" in message
+            leaf = gnmi_pb2.Path()
+            leaf.CopyFrom(path)
+            leaf.elem.add(name="interface", key={"name": "veth1"})
+            assert len(gnmi.Get(gnmi_pb2.GetRequest(path=[leaf] * 2), timeout=5).notification) == 2
+        finally:
+            channel.close()
