@@ -205,6 +205,14 @@ def _with_bar(settings: EmulateSettings, out: Path) -> tuple[Report, str | None]
         return emulate(settings, out, on_progress)
 
 
+def _trust(s: dict[str, Any]) -> str:
+    """The trustworthy column: yes, NO with the limits passed, or unknown with what was
+    not measured."""
+    if s["trustworthy"] is None:
+        return "unknown: not measured: " + ", ".join(s["fidelity"]["unmeasured"])
+    return "yes" if s["trustworthy"] else "NO: " + "; ".join(s["fidelity"]["reasons"])
+
+
 def _print_table(summary: dict[str, Any]) -> None:
     print(
         f"{'scheduler':12s} {'mean ms':>8s} {'p99 ms':>8s} {'sim ms':>8s} {'ECN marks':>10s} "
@@ -217,7 +225,7 @@ def _print_table(summary: dict[str, Any]) -> None:
         print(
             f"{name:12s} {mean:8.1f} {p99:8.1f} {s['sim_mean_iteration_ms']:8.1f} "
             f"{s['ecn_marks']:10d} {s['ecn_marks_shared_links']:8d} {host:>8s}  "
-            f"{'yes' if s['trustworthy'] else 'NO: ' + '; '.join(s['fidelity']['reasons'])}"
+            f"{_trust(s)}"
         )
     for variant, up in summary["speedups"].items():
         if up["mean"]:

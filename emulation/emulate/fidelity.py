@@ -19,7 +19,9 @@ S = 0.001: a 1500-byte frame takes 0.24 ms on a 50 Mbit/s port):
   of all cores' time) the emulator was not running when it thought it was.
 
 `verdict` names every limit a run passed, so the report says why a run is
-not trustworthy, not only that it is not.
+not trustworthy, not only that it is not. A run whose main witnesses, frame
+and packet-loop lateness, were both not measured (bmv2 has neither) is
+"unknown", not "yes": the CPU samples alone cannot say the switch kept up.
 """
 
 from __future__ import annotations
@@ -70,9 +72,13 @@ class FidelityFigures:
         return asdict(self)
 
 
+# The witnesses without which no verdict can say "yes".
+MAIN_WITNESSES = ("frame lateness", "packet-loop lateness")
+
+
 @dataclass(frozen=True)
 class Verdict:
-    trustworthy: bool
+    trustworthy: bool | None  # None: unknown, the main witnesses were not measured
     reasons: tuple[str, ...]  # every limit passed; empty when trustworthy
     unmeasured: tuple[str, ...]  # witnesses that were not available
 
@@ -89,13 +95,16 @@ def _share(part: int | None, whole: int | None) -> float | None:
 
 
 def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> Verdict:
-    """Trustworthy unless a measured figure passed its limit.
+    """Trustworthy unless a measured figure passed its limit; unknown (None) when no limit
+    was passed but neither main witness (`MAIN_WITNESSES`) was measured.
 
-    A witness that was not measured is named in `unmeasured` but does not by
-    itself condemn the run (the CPU samples alone still say a lot).
+    A witness that was not measured is named in `unmeasured`; one of them alone
+    does not condemn the run, nor can the CPU samples alone clear it.
 
     >>> verdict(FidelityFigures(frames=1000, late_frames=5, machine_cpu_mean=0.5)).trustworthy
     True
+    >>> print(verdict(FidelityFigures(machine_cpu_mean=0.5, switch_cpu_mean=0.4)).trustworthy)
+    None
     >>> v = verdict(FidelityFigures(frames=1000, late_frames=50, frame_late_p99_ms=3.0))
     >>> v.trustworthy, v.reasons[0]
     (False, '5.0% of frames left more than 1.024 ms late (limit 1%)')
@@ -123,7 +132,29 @@ def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> V
     reasons = [text.format(value) for _, value, limit, text in checks
                if value is not None and value > limit]  # fmt: skip
     unmeasured = [name for name, value, _, _ in checks if name and value is None]
-    return Verdict(not reasons, tuple(reasons), tuple(unmeasured))
+    blind = all(name in unmeasured for name in MAIN_WITNESSES)
+    trustworthy = False if reasons else (None if blind else True)
+    return Verdict(trustworthy, tuple(reasons), tuple(unmeasured))
+
+
+def trust_word(trustworthy: bool | None) -> str:
+    """'yes', 'NO' or 'unknown', as tables print a verdict.
+
+    >>> [trust_word(v) for v in (True, False, None)]
+    ['yes', 'NO', 'unknown']
+    """
+    return "unknown" if trustworthy is None else ("yes" if trustworthy else "NO")
+
+
+def overall(verdicts: list[bool | None]) -> bool | None:
+    """Several runs' verdicts as one: no if any is no, unknown if any is unknown, else yes.
+
+    >>> overall([True, None]), overall([True, False, None]), overall([True, True])
+    (None, False, True)
+    """
+    if not verdicts or any(v is False for v in verdicts):
+        return False
+    return None if any(v is None for v in verdicts) else True
 
 
 def _buckets(leaves: Mapping[str, int]) -> list[int]:

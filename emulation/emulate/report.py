@@ -29,6 +29,7 @@ from controlplane.telemetry import LinkDelta, PortDelta
 from scheduler.baselines.registry import CASSINI_BASE
 from scheduler.report import ORDER, _finite
 
+from .fidelity import overall
 from .report_csv import write_iterations, write_series
 from .report_figures import save_figures
 from .report_text import html_page, markdown
@@ -93,7 +94,7 @@ def write_report(
             "schedulers": schedulers,
             "speedups": speedups(schedulers),
             "partial": partial,
-            "trustworthy": all(s["trustworthy"] for s in schedulers.values()) if runs else False,
+            "trustworthy": overall([s["trustworthy"] for s in schedulers.values()]),
             "settings": dict(settings),
         }
     )

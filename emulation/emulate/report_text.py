@@ -36,7 +36,7 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
             _fmt(s["ecn_marks"]),
             _fmt(s["ecn_marks_shared_links"]),
             _fmt(s["host_ce_marks"]),
-            "yes" if s["trustworthy"] else "NOT TRUSTWORTHY",
+            {True: "yes", False: "NOT TRUSTWORTHY", None: "unknown"}[s["trustworthy"]],
         ]
         for name, s in sch.items()
     ]
@@ -111,7 +111,12 @@ def _status(summary: Mapping[str, Any]) -> str:
         bits.append(f"FAILED: {failed}; what completed is below.")
     elif summary["partial"]:
         bits.append("PARTIAL: the run was interrupted or failed; what completed is below.")
-    if not summary["trustworthy"]:
+    if summary["trustworthy"] is None:
+        bits.append(
+            "TRUSTWORTHINESS UNKNOWN: frame and packet-loop lateness were not measured on "
+            "this target, and CPU samples alone cannot say the switch kept up."
+        )
+    elif not summary["trustworthy"]:
         bits.append("NOT TRUSTWORTHY: the emulator fell behind in at least one run (see Fidelity).")
     return " ".join(bits)
 

@@ -207,3 +207,19 @@ def test_verdict_names_every_limit_passed_and_every_witness_missing() -> None:
         )
     )
     assert quiet.trustworthy and quiet.reasons == () and quiet.unmeasured == ()
+
+
+def test_a_run_without_its_main_witnesses_is_unknown_not_yes() -> None:
+    # bmv2 has no lateness witness; its runs were reported "trustworthy: yes".
+    from emulation.emulate.fidelity import FidelityFigures, overall, verdict
+
+    blind = verdict(FidelityFigures(machine_cpu_mean=0.5, machine_steal=0.0, switch_cpu_mean=0.4))
+    assert blind.trustworthy is None and blind.reasons == ()
+    assert blind.unmeasured == ("frame lateness", "packet-loop lateness")
+    # One main witness is enough to clear a run; a limit passed condemns it either way.
+    one = verdict(FidelityFigures(frames=100, late_frames=0, machine_cpu_mean=0.5))
+    assert one.trustworthy is True
+    hot = verdict(FidelityFigures(machine_cpu_mean=0.99))
+    assert hot.trustworthy is False
+    assert overall([True, blind.trustworthy]) is None
+    assert overall([blind.trustworthy, hot.trustworthy]) is False
