@@ -19,6 +19,7 @@ topologies.errors.UserInputError: --target: no target named 'p4'. (known: bmv2, 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +131,11 @@ class FabricOptions:
             path = Path(folder)
             if path not in checked:
                 checked[path] = check_output(path, "folder", self.force, flag)
-                checked[path].mkdir(exist_ok=True)
+                try:
+                    checked[path].mkdir(exist_ok=True)
+                    if not os.access(checked[path], os.W_OK | os.X_OK):
+                        raise PermissionError(13, "Permission denied")
+                except OSError as err:
+                    raise UserInputError(f"{flag} {path}: cannot write there: {err.strerror}") from None
             found.append(checked[path])
         return found[0], found[1]

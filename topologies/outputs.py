@@ -60,6 +60,20 @@ def check_output(
     out = Path(path)
     if str(path) == "":
         raise UserInputError(f"{flag}: give a {kind} name")
+    try:
+        _check(out, kind, force, flag)
+    except OSError as err:  # a name too long, a folder we may not read, ...
+        raise UserInputError(f"{flag} {shown_path(out)}: {err.strerror or err}") from None
+    return out
+
+
+def shown_path(path: Path) -> str:
+    """A path as an error message repeats it: at most 120 characters."""
+    text = str(path)
+    return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]} ({len(text)} characters)"
+
+
+def _check(out: Path, kind: Literal["file", "folder"], force: bool | None, flag: str) -> None:
     if kind == "folder":
         _check_replaceable(out, flag)
     if out.is_dir():
@@ -75,7 +89,8 @@ def check_output(
         if not force:
             raise UserInputError(f"{flag} {out}: already exists; {_hint(force, flag)}")
     _make_parents(out, flag)
-    return out
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise UserInputError(f"{flag} {out}: {out.parent} is not writable by this user")
 
 
 def _check_replaceable(out: Path, flag: str) -> None:

@@ -126,7 +126,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from scheduler.simulator import SimSettings
     from scheduler.traces import TRACE_KINDS, check_fits, resolve_trace
     from topologies.library import load_topology
-    from topologies.outputs import staged_folder
+    from topologies.outputs import check_output, staged_folder
 
     names = parse_scheduler_names(args.schedulers)
     topo = load_topology(args.topology)
@@ -149,7 +149,7 @@ def _simulate(args: argparse.Namespace) -> int:
         models_label=args.models or "built-in",
         trace_kind=args.trace if args.trace in TRACE_KINDS else "file",
     )
-    out = Path(args.out)
+    out = check_output(args.out, "folder", args.force)  # a bad --out is one line, first
     nothing = f"{out} not written" + (" (the old folder is kept)" if out.exists() else "")
     with interruptible(nothing), staged_folder(out, args.force) as stage:
         if sys.stderr.isatty() and not args.json:

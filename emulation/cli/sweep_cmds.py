@@ -52,7 +52,11 @@ def _sweep(args: argparse.Namespace) -> int:
     from topologies.outputs import check_output
 
     # The output rule, with resuming: a sweep's own folder (cells/) is reused.
-    check_output(args.out, "folder", force=Path(args.out, "cells").is_dir() or None)
+    try:
+        resuming = Path(args.out, "cells").is_dir()
+    except OSError:  # a name too long: check_output says so in one line
+        resuming = False
+    check_output(args.out, "folder", force=resuming or None)
     config = (
         load_sweep_config(args.config)
         if args.max_cells is None

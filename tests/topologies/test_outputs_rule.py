@@ -70,3 +70,23 @@ def test_topo_export_onto_a_full_disk_is_one_line_and_keeps_the_old_file(
     assert main(["topo", "export", "--out", str(out), "--force"]) == 2
     assert "not written (No space left on device)" in capsys.readouterr().err
     assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["trace", "generate", "--out", "LONG.csv"],
+        ["simulate", "--out", "LONG"],
+        ["emulate", "--out", "LONG"],
+        ["sweep", "-c", "/dev/null", "--out", "LONG"],
+        ["topo", "export", "--out", "LONG.json"],
+    ],
+)
+def test_an_output_name_too_long_is_one_line(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = str(tmp_path / ("x" * 300))
+    assert main([a.replace("LONG", long) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.endswith("File name too long"), err
+    assert "(3" in err  # the path is shortened, its length named
