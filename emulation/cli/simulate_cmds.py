@@ -6,7 +6,6 @@ import argparse
 import functools
 import json
 import sys
-from pathlib import Path
 
 from .common import (
     add_force_argument,
