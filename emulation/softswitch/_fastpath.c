@@ -36,7 +36,7 @@ enum {
     R_TAIL_DROPPED, R_FORWARD_MISSES, R_TO_UNKNOWN_PORT, R_MALFORMED, R_RX_OVERRUNS,
     R_SEND_ERRORS, R_PFC_RECEIVED, R_MAC_CONTROL_IGNORED, R_PFC_PAUSES_SENT,
     R_PFC_RESUMES_SENT, R_ECN_MARKED_BYTES, R_WRED_DROPPED_BYTES, R_TAIL_DROPPED_BYTES,
-    R_RX_BROADCAST, R_RX_MULTICAST,
+    R_RX_BROADCAST, R_RX_MULTICAST, R_PORT_DOWN,
     N_ROWS
 };
 static const char *ROW_NAMES[N_ROWS] = {
@@ -44,7 +44,7 @@ static const char *ROW_NAMES[N_ROWS] = {
     "tail_dropped", "forward_misses", "to_unknown_port", "malformed", "rx_overruns",
     "send_errors", "pfc_received", "mac_control_ignored", "pfc_pauses_sent",
     "pfc_resumes_sent", "ecn_marked_bytes", "wred_dropped_bytes", "tail_dropped_bytes",
-    "rx_broadcast", "rx_multicast",
+    "rx_broadcast", "rx_multicast", "port_down",
 };
 
 typedef struct {
@@ -1080,6 +1080,9 @@ static PyObject *py_run(Pipeline *p, PyObject *args) {
             if (!watch[i].revents) continue;
             /* the rings' fds come first, in add_ring order */
             if (!rings_watched || (Py_ssize_t)i >= p->n_rings) ring_only = 0;
+            /* A ring's socket in trouble (its interface gone): reading the ring clears
+             * nothing, so ppoll would report it at once for ever. Python looks at it. */
+            if (watch[i].revents & (POLLERR | POLLHUP | POLLNVAL)) ring_only = 0;
         }
         if (!ring_only) {
             woken = 1;

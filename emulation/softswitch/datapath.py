@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -92,6 +93,10 @@ def wakeup_granularity(tm: TmConfig, ports: Iterable[int]) -> float:
     frame_s = (MTU_FRAME_BYTES + tm.wire_overhead_bytes) * 8 / (max(rates) * 1e9)
     share = WAKEUP_FRAME_SHARE * frame_s
     return min(WAKEUP_GRANULARITY_MAX_S, max(WAKEUP_GRANULARITY_MIN_S, share))
+
+
+# epoll's report of a socket in trouble (an error pending, the device hung up).
+_SOCKET_TROUBLE = select.EPOLLERR | select.EPOLLHUP
 
 
 class Datapath:
@@ -272,7 +277,7 @@ class Datapath:
                 if events:
                     unpublished = True
                 horizon = now
-                for fd, _mask in events:
+                for fd, mask in events:
                     found = readers.get(fd)
                     if found is None:
                         if fd == control_fd and on_control is not None:
@@ -282,6 +287,12 @@ class Datapath:
                                 os.eventfd_read(wake_fd)
                         continue
                     port, recv, kind = found
+                    if mask & _SOCKET_TROUBLE and self._port_gone(fd):
+                        # A ring reads no error: epoll would report it for ever (the
+                        # loop spun at 44% of a core, silently). Stop reading the port.
+                        epoll.unregister(fd)
+                        del readers[fd]
+                        continue
                     try:
                         if kind == _FAST_RING:
                             assert compiled is not None
@@ -336,6 +347,8 @@ class Datapath:
                         # Level-triggered epoll would report it forever: stop reading it.
                         log.error("port %d: receive failed, port disabled: %s", port, err)
                         epoll.unregister(fd)
+                        del readers[fd]
+                        self._mark_down(port)
                 advance(horizon)
                 unflushed = True
                 if compiled is not None:
@@ -417,6 +430,11 @@ class Datapath:
                         on_control()  # between two batches: entries change as one step
                     with contextlib.suppress(BlockingIOError):
                         os.eventfd_read(self._wake_fd)
+                    for fd in [fd for fd in ring_fds if _in_trouble(fd)]:
+                        if self._port_gone(fd):  # no longer watched: no spin on its error
+                            ring_fds.remove(fd)
+                            # -1: ppoll skips it, and the rings keep their places first
+                            poll_fds[poll_fds.index(fd)] = -1
                 now = clock()
                 if active:
                     pipeline.flush_counters()
@@ -437,6 +455,34 @@ class Datapath:
             self._read_overruns()
             pipeline.flush_counters()
             pipeline.publish_stats()
+
+    def _port_gone(self, fd: int) -> bool:
+        """After EPOLLERR/EPOLLHUP on a port's socket: is its interface gone? Then the port
+        is marked down and logged (once); an interface that is only down keeps its port
+        (reading the socket's error clears it, so epoll stops reporting it)."""
+        port_socket = next(p for p in self.sockets if p.fileno() == fd)
+        with contextlib.suppress(OSError):
+            error = port_socket.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            socket.if_nametoindex(port_socket.ifname)
+            if error:
+                log.warning(
+                    "port %d (%s): %s; the port stays", port_socket.port, port_socket.ifname,
+                    os.strerror(error),
+                )  # fmt: skip
+            return False
+        log.error(
+            "port %d: interface %s is gone; the port is down and no longer read",
+            port_socket.port,
+            port_socket.ifname,
+        )
+        self._mark_down(port_socket.port)
+        return True
+
+    def _mark_down(self, port: int) -> None:
+        """Publish the port as down (gNMI oper-status): a statistic, so it crosses to the
+        service process with the others."""
+        self.pipeline.port_down[port] = 1
+        self.pipeline.publish_stats()
 
     def _read_overruns(self) -> bool:
         """Add the frames the kernel dropped on each port since the last look; any?"""
@@ -483,6 +529,13 @@ class Datapath:
 
 def _readable(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0)[0])
+
+
+def _in_trouble(fd: int) -> bool:
+    """An error is pending on the socket, or its device hung up."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return any(mask & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _, mask in poller.poll(0))
 
 
 def _set_timer_slack(nanoseconds: int) -> None:

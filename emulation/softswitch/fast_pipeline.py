@@ -100,6 +100,7 @@ class FastSwitchProgram:
         )
         # The rows the packet loop adds to (numpy rows: `row[port] += n` works).
         self.rx_overruns = self.counts[self.rows["rx_overruns"]]
+        self.port_down = self.counts[self.rows["port_down"]]  # the loop's, not the pipeline's
         self.send_errors = self.counts[self.rows["send_errors"]]
         names = tuple(counter_names) if counter_names is not None else checked_counter_names()
         row = self.rows

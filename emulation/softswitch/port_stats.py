@@ -39,6 +39,7 @@ STAT_NAMES: tuple[str, ...] = (
     "pfc_resumes_sent",  # zero-quanta (XON) frames sent; one per resume on a cable
     "rx_broadcast",  # of rx_packets: sent to ff:ff:ff:ff:ff:ff
     "rx_multicast",  # of rx_packets: sent to another group address
+    "port_down",  # 1 once the packet loop found the port's interface gone
 )
 # The statistics the P4 counters (port_rx, port_tx, ecn_marked, wred_dropped) also count.
 P4_COUNTED_STATS = frozenset(

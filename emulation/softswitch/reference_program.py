@@ -62,6 +62,7 @@ class ReferenceSwitchProgram:
         self.to_unknown_port = [0] * n
         self.rx_overruns = [0] * n  # frames the kernel dropped before we read them
         self.send_errors = [0] * n  # finished frames a host socket refused
+        self.port_down = [0] * n  # 1 once the loop found the port's interface gone
         names = tuple(counter_names) if counter_names is not None else checked_counter_names()
         tm = self.tm
         self._counter_sources = [
@@ -92,6 +93,7 @@ class ReferenceSwitchProgram:
             "pfc_resumes_sent": tm.pfc_resumes_sent,
             "rx_broadcast": self.rx_broadcast,
             "rx_multicast": self.rx_multicast,
+            "port_down": self.port_down,
         }
         assert tuple(self._stat_lists) == STAT_NAMES
         self.departure_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)

@@ -121,6 +121,11 @@ class SwitchProgram(Protocol):
         ...
 
     @property
+    def port_down(self) -> PortCounts:
+        """1 for a port whose interface the loop found gone (gNMI oper-status DOWN)."""
+        ...
+
+    @property
     def send_errors(self) -> PortCounts:
         """Finished frames a host socket refused."""
         ...
