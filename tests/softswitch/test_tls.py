@@ -33,7 +33,7 @@ from controlplane.tls import ServerTlsSettings, TlsSettings
 from emulation.cli import main
 from emulation.netns import NetnsLab
 from emulation.softswitch.p4runtime_service import RunningServer, is_loopback_address, serve
-from emulation.softswitch.port_stats import PortCounters
+from emulation.softswitch.port_stats import PortCounters, port_counters
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from topologies.errors import UserInputError
@@ -175,7 +175,9 @@ def client_tls(pki: Pki, with_cert: bool = False, ca: Path | None = None) -> Tls
 
 
 def fake_ports() -> list[PortCounters]:
-    return [PortCounters(1, "veth1", 25, 5000, *([0] * 15)), PortCounters(2, "veth2", *([0] * 17))]
+    # Built from statistics, as the switch builds them: new counters need no edit here.
+    stats = {"rx_packets": {1: 25}, "rx_bytes": {1: 5000}}
+    return port_counters(stats, {1: "veth1", 2: "veth2"}, [1, 2])
 
 
 @pytest.fixture
