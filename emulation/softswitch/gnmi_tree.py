@@ -44,7 +44,7 @@ OPENCONFIG_P4RT = "openconfig-p4rt"
 MODULES = (OPENCONFIG_INTERFACES, OPENCONFIG_P4RT, CASSINI_MODULE)
 # Path origins we answer: none, OpenConfig's, or a module name (pygnmi puts one there).
 ORIGINS = ("", "openconfig", *MODULES)
-_NOT_LEAVES = ("port", "name")  # PortCounters fields that are not counters
+_NOT_LEAVES = ("port", "name", "oper_status")  # PortCounters fields that are not counters
 
 
 def _field(leaf: str) -> str:
@@ -103,11 +103,18 @@ def interfaces_tree(ports: Sequence[PortCounters]) -> dict[str, Any]:
     >>> tree = interfaces_tree(port_counters({"rx_packets": {1: 7}}, {1: "veth1"}, [1]))
     >>> tree["interfaces"]["interface"].entries["veth1"]["state"]["counters"]["in-unicast-pkts"]
     7
+    >>> tree["interfaces"]["interface"].entries["veth1"]["state"]["oper-status"]
+    'UP'
     """
     entries = {}
     for c in ports:
         counters = {leaf: int(getattr(c, _field(leaf))) for leaf in COUNTER_LEAVES}
-        state = {"name": c.name, PORT_ID_LEAF: c.port, "counters": counters}
+        state = {
+            "name": c.name,
+            PORT_ID_LEAF: c.port,
+            "oper-status": c.oper_status,  # OpenConfig's UP or DOWN
+            "counters": counters,
+        }
         entries[c.name] = {"name": c.name, "state": state}
     return {"interfaces": {"interface": Keyed("name", entries)}}
 

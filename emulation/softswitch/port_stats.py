@@ -53,6 +53,7 @@ class PortCounters:
 
     port: int
     name: str  # the interface the port is attached to, or "cable<port>" for a cabled port
+    oper_status: str  # oper-status: "DOWN" once the packet loop found the interface gone
     in_unicast_pkts: int  # in-unicast-pkts: neither broadcast nor multicast (OpenConfig)
     in_broadcast_pkts: int  # in-broadcast-pkts
     in_multicast_pkts: int  # in-multicast-pkts
@@ -96,6 +97,7 @@ def port_counters(
             PortCounters(
                 port=port,
                 name=names.get(port, f"cable{port}"),
+                oper_status="DOWN" if get("port_down") else "UP",
                 in_unicast_pkts=get("rx_packets") - get("rx_broadcast") - get("rx_multicast"),
                 in_broadcast_pkts=get("rx_broadcast"),
                 in_multicast_pkts=get("rx_multicast"),
