@@ -15,9 +15,8 @@ import numpy as np
 
 from controlplane.telemetry import LinkDelta, PortDelta
 
-from .agent import adjustments_per_minute
 from .launch import JobPlan
-from .records import IterationRecord
+from .records import IterationRecord, job_adjustments
 from .run_settings import RunSettings
 
 
@@ -112,8 +111,9 @@ def summarize_job(
     times = np.array([r.iteration_ms for r in mine], dtype=float)
     per_worker = [sum(1 for r in mine if r.worker == w) for w in range(job.workers)]
     ce = [r.ce_marks for r in mine if r.ce_marks is not None]
-    adjustments = sum(1 for r in mine if r.adjusted and r.worker == 0)
-    span = max((r.end_ms for r in mine), default=0.0) - min((r.start_ms for r in mine), default=0.0)
+    # One definition of a job's adjustments (records.job_adjustments: its busiest worker).
+    counted = job_adjustments(mine).get(job.name)
+    adjustments = counted.adjustments if counted else 0
     return JobSummary(
         name=job.name,
         model=job.model,
@@ -125,6 +125,6 @@ def summarize_job(
         p99_iteration_ms=round(float(np.percentile(times, 99)), 3) if times.size else None,
         ce_marks=sum(ce) if ce else None,
         adjustments=adjustments,
-        adjustments_per_minute=round(adjustments_per_minute(adjustments, span), 3),
+        adjustments_per_minute=round(counted.per_minute, 3) if counted else 0.0,
         error=error,
     )

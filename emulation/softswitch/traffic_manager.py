@@ -393,9 +393,6 @@ class TrafficManager:
         self.start_at[port] = NEVER  # re-planned below for the new pause
         self._schedule_start(port, now)
 
-    def is_paused(self, port: int, now: float) -> bool:
-        return self.paused_until[port] > now
-
     def _pause_upstream(self, in_port: int, now: float) -> None:
         self.ingress_paused[in_port] = True
         peer = self.cable_peer[in_port]
