@@ -429,8 +429,12 @@ def profiles_from_list(
             n = int(count) if count else workers
         except ValueError:
             raise UserInputError(
-                f"{flag} entry '{item}': workers after ':' must be an integer"
+                f"{flag} entry '{item[:40]}': workers after ':' must be an integer"
             ) from None
+        if not 1 <= n <= FIELD_MAXIMA["ref_workers"]:
+            raise UserInputError(
+                f"{flag} entry '{item[:40]}': workers must be in 1..{FIELD_MAXIMA['ref_workers']:g}"
+            )
         prof = build_profile(model, n, models=models)
         seen[prof.name] = seen.get(prof.name, 0) + 1
         name = prof.name if seen[prof.name] == 1 else f"{prof.name}#{seen[prof.name]}"

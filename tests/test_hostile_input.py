@@ -131,6 +131,12 @@ def test_any_document_is_read_or_refused_in_one_line(
         (["ecn", "watch", "--interval", "99999999999999999s"], "--interval"),
         (["compat", "--jobs", "vgg16,resnet50", "--precision-deg", "0.0001"], "precision"),
         (["simulate", "--trace", "/", "--out", "OUT"], "/"),
+        (["trace", "generate", "--jobs", "99999999999", "--out", "OUT"], "--jobs"),
+        (["schedule", "--candidates", "999999999"], "--candidates"),
+        (["compat", "--jobs", "vgg16:99999999"], "workers must be in"),
+        (["sweep", "-c", "x.yaml", "-o", "OUT", "--workers", "0"], "--workers"),
+        (["topo", "show", "-t", "leaf-spine:99999:99999:99999"], "links, more than"),
+        (["topo", "show", "-t", "fat-tree:1000"], "links, more than"),
     ],
 )
 def test_bad_flags_are_one_line_naming_the_flag(

@@ -29,6 +29,10 @@ _GENERATORS = {
     "leaf-spine": ("LEAVES", "SPINES", "SERVERS_PER_LEAF"),
     "fat-tree": ("K",),
 }
+# (our choice) A generated topology of at most this many links: a fat-tree:64
+# (65,536 servers, 196,608 links) fits; leaf-spine:99999:99999:99999 (ten
+# billion links) is refused at once instead of building for ever.
+MAX_GENERATED_LINKS = 200_000
 
 
 def builtin_names() -> list[str]:
@@ -72,6 +76,12 @@ def _generate(spec: str, kind: str, fields: list[str]) -> Topology:
         if value < 1:
             raise UserInputError(f"'{spec}': {name} must be >= 1, got {value}")
         values.append(value)
+    links = 3 * values[0] ** 3 // 4 if kind == "fat-tree" else values[0] * (values[1] + values[2])
+    if links > MAX_GENERATED_LINKS:
+        raise UserInputError(
+            f"'{spec}': {links:,} links, more than a generated topology may have "
+            f"({MAX_GENERATED_LINKS:,}); write a topology file for a larger one"
+        )
     if kind == "fat-tree":
         return fat_tree(values[0])
     return leaf_spine(values[0], values[1], values[2])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -71,6 +71,32 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def positive_int_up_to(limit: int) -> Callable[[str], int]:
+    """An integer in 1..limit: a count whose typo (`--jobs 99999999999`) would exhaust
+    memory or run for ever is refused before anything runs.
+
+    >>> positive_int_up_to(10)("7")
+    7
+    """
+
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {value:,}")
+        return value
+
+    parse.__name__ = "positive_int"  # argparse names the type in its messages
+    return parse
+
+
+# (our choice) Bounds of the counts flags take, far above any real run.
+MAX_JOBS = 100_000
+MAX_CANDIDATES = 1_000
+MAX_PROCESSES = 1_024
+MAX_ITERATIONS = 10_000_000
+MAX_WORKERS = 100_000
 
 
 def nonnegative_int(text: str) -> int:
@@ -240,9 +266,7 @@ def parse_election_id(text: str) -> tuple[int, int]:
     if len(values) != 2 or min(values) < 0 or values == [0, 0]:
         raise UserInputError(f"--election-id: '{text[:64]}' must be LOW or HIGH,LOW, not 0")
     if max(values) >= 2**64:  # each half is a uint64 of the spec's Uint128
-        raise UserInputError(
-            f"--election-id: '{text[:64]}': HIGH and LOW must each be below 2**64"
-        )
+        raise UserInputError(f"--election-id: '{text[:64]}': HIGH and LOW must each be below 2**64")
     return values[0], values[1]
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .common import (
+    MAX_ITERATIONS,
+    MAX_JOBS,
     Interrupted,
     add_force_argument,
     add_scale_argument,
@@ -23,7 +25,7 @@ from .common import (
     nonnegative_int,
     parse_duration,
     positive_float,
-    positive_int,
+    positive_int_up_to,
 )
 
 if TYPE_CHECKING:
@@ -55,7 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=1.0,
         help="trace seconds per emulated second: arrivals come this much sooner (default 1)",
     )
-    emu.add_argument("--jobs", type=positive_int, default=60, help="jobs of a generated snapshot")
+    emu.add_argument(
+        "--jobs", type=positive_int_up_to(MAX_JOBS), default=60, help="jobs of a generated snapshot"
+    )
     emu.add_argument(
         "--schedule",
         metavar="FILE",
@@ -74,7 +78,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scale_argument(emu)
     length = emu.add_mutually_exclusive_group()
     length.add_argument(
-        "--iterations", type=positive_int, default=40, help="iterations per job (default 40)"
+        "--iterations",
+        type=positive_int_up_to(MAX_ITERATIONS),
+        default=40,
+        help="iterations per job (default 40)",
     )
     length.add_argument(
         "--duration", default=None, help="stop each scheduler's jobs after this long, e.g. 60s"

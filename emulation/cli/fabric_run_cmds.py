@@ -18,12 +18,13 @@ import sys
 from typing import TYPE_CHECKING
 
 from .common import (
+    MAX_ITERATIONS,
     Interrupted,
     add_force_argument,
     add_scale_argument,
     add_topology_argument,
     parse_duration,
-    positive_int,
+    positive_int_up_to,
 )
 
 if TYPE_CHECKING:
@@ -42,7 +43,10 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
     run.add_argument("--schedule", required=True, metavar="FILE", help="schedule JSON")
     add_topology_argument(run)
     run.add_argument(
-        "--iterations", type=positive_int, default=40, help="iterations per job (default 40)"
+        "--iterations",
+        type=positive_int_up_to(MAX_ITERATIONS),
+        default=40,
+        help="iterations per job (default 40)",
     )
     add_scale_argument(run)
     run.add_argument("--transport", choices=("tcp",), default="tcp", help="kernel TCP with ECN")

@@ -7,7 +7,15 @@ import json
 import sys
 import time
 
-from .common import add_topology_argument, nonnegative_int, positive_float, positive_int
+from .common import (
+    MAX_CANDIDATES,
+    MAX_PROCESSES,
+    MAX_WORKERS,
+    add_topology_argument,
+    nonnegative_int,
+    positive_float,
+    positive_int_up_to,
+)
 
 # The name `schedule --trace` used for the fixed example before it was
 # `four-jobs`; elsewhere "snapshot" is a generated trace (kept as an alias).
@@ -17,7 +25,12 @@ OLD_EXAMPLE_NAME = "snapshot"
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `profiles`, `compat` and `schedule`."""
     prof = sub.add_parser("profiles", help="communication profiles of the built-in models")
-    prof.add_argument("--workers", type=positive_int, default=4, help="workers per job (default 4)")
+    prof.add_argument(
+        "--workers",
+        type=positive_int_up_to(MAX_WORKERS),
+        default=4,
+        help="workers per job (default 4)",
+    )
     prof.add_argument(
         "--nic-gbps", type=positive_float, default=50.0, help="NIC line rate (default 50)"
     )
@@ -36,7 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--jobs-file", metavar="FILE", help="profiles JSON (the `cassini profiles --json` schema)"
     )
     compat.add_argument(
-        "--workers", type=positive_int, default=4, help="workers per job for --jobs (default 4)"
+        "--workers",
+        type=positive_int_up_to(MAX_WORKERS),
+        default=4,
+        help="workers per job for --jobs (default 4)",
     )
     compat.add_argument(
         "--capacity-gbps", type=positive_float, default=50.0, help="link capacity (default 50)"
@@ -64,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     sched.add_argument(
         "--candidates",
-        type=positive_int,
+        type=positive_int_up_to(MAX_CANDIDATES),
         default=10,
         help="placements to choose among (default 10)",
     )
@@ -93,7 +109,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="score at the jobs' own iteration times, rounded onto each circle (the paper)",
     )
     sched.add_argument(
-        "--processes", type=positive_int, default=1, help="evaluate candidates in N processes"
+        "--processes",
+        type=positive_int_up_to(MAX_PROCESSES),
+        default=1,
+        help="evaluate candidates in N processes",
     )
     sched.add_argument("--json", action="store_true", help="machine-readable output")
     sched.set_defaults(handler=_schedule)

@@ -8,13 +8,15 @@ import json
 import sys
 
 from .common import (
+    MAX_CANDIDATES,
+    MAX_JOBS,
     add_force_argument,
     add_topology_argument,
     interruptible,
     nonnegative_float,
     nonnegative_int,
     positive_float,
-    positive_int,
+    positive_int_up_to,
 )
 
 DEFAULT_SCHEDULERS = "themis,th+cassini,pollux,po+cassini,random,ideal"
@@ -51,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     sim.add_argument(
         "--candidates",
-        type=positive_int,
+        type=positive_int_up_to(MAX_CANDIDATES),
         default=10,
         help="placements per decision for Cassini (default 10)",
     )
@@ -82,7 +84,9 @@ def _trace_options(p: argparse.ArgumentParser) -> None:
         default=0.9,
         help="Poisson load: average fraction of GPUs busy (default 0.9)",
     )
-    p.add_argument("--jobs", type=positive_int, default=60, help="number of jobs (default 60)")
+    p.add_argument(
+        "--jobs", type=positive_int_up_to(MAX_JOBS), default=60, help="number of jobs (default 60)"
+    )
     p.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (default 0)")
     p.add_argument(
         "--models",

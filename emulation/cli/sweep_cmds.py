@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from .common import positive_int
+from .common import positive_int, positive_int_up_to
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--address", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
     p.add_argument(
-        "--workers", type=int, help="worker processes of the local cluster (default: one per core)"
+        "--workers",
+        type=positive_int_up_to(1024),
+        help="worker processes of the local cluster (default: one per core)",
     )
     p.add_argument(
         "--max-cells",
