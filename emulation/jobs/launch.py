@@ -42,7 +42,7 @@ from scheduler.profiles import ModelSpec, build_profile, normalize_model_name
 from scheduler.types import Profile, Schedule
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
-from topologies.names import check_name, path_under
+from topologies.names import check_name, path_under, shown
 
 from .agent import DEFAULT_DRIFT_FRACTION
 from .replica import ReplicaSpec
@@ -113,12 +113,18 @@ def _job_map(doc: Mapping[str, Any], key: str, jobs: Sequence[str], where: str) 
     return raw
 
 
+# (our choice) A shift or period longer than an hour is no training iteration's.
+MAX_SCHEDULE_MS = 3_600_000.0
+
+
 def _number(value: Any, field: str, job: str, where: str, positive: bool) -> float:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or value != value or (value <= 0 if positive else value < 0):
+    low_ok = ok and (value > 0 if positive else value >= 0)
+    if not (low_ok and value <= MAX_SCHEDULE_MS):  # NaN and inf fail here too
         bound = "> 0" if positive else ">= 0"
         raise UserInputError(
-            f"{where}: field '{field}' of job '{job}': {value!r} is not a number {bound}"
+            f"{where}: field '{field}' of job '{job}': {shown(value)} is not a number "
+            f"{bound} and at most {MAX_SCHEDULE_MS:g} ms"
         )
     return float(value)
 

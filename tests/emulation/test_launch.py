@@ -194,3 +194,10 @@ def test_specs_give_every_worker_its_own_port_and_the_job_one_ring() -> None:
     assert (first.spec.parallelism, first.spec.nic_gbps) == ("pipeline", None)
     with pytest.raises(UserInputError, match="no host for server"):
         replica_specs(jobs, {"s01": "10.0.0.1"}, "out", 1, 0.001)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e300, -1.0, True, "5"])
+def test_a_shift_that_is_not_a_finite_bounded_number_is_refused(value: object) -> None:
+    doc = {"placement": {"j": ["s01"]}, "models": {"j": "vgg16"}, "shifts_ms": {"j": value}}
+    with pytest.raises(UserInputError, match=r"s.json: field 'shifts_ms' of job 'j': .* at most"):
+        parse_schedule(doc, "s.json")
