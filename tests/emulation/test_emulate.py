@@ -32,6 +32,20 @@ def _replicas_running(marker: str) -> list[str]:
     return [line for line in out.stdout.splitlines() if marker in line]
 
 
+def _running_with_records(argv: list[str], tmp_path: Path) -> subprocess.Popen[str]:
+    """`cassini emulate` started, once its first scheduler's replicas have written records
+    (the run writes into a hidden sibling that replaces --out at the end)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        records = list(tmp_path.glob(".out.partial-*/runs/themis/replicas/*.jsonl"))
+        if any(p.stat().st_size > 0 for p in records):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    return proc
+
+
 def test_emulate_runs_every_scheduler_and_reports(tmp_path: Path, prefix: str) -> None:
     out = tmp_path / "out"
     settings = EmulateSettings(
@@ -79,15 +93,7 @@ def test_ctrl_c_leaves_a_partial_report_and_a_clean_machine(tmp_path: Path, pref
     stale.write_text('{"job": "vgg19-a", "worker": 0, "iteration": 0, "ce_marks": 999}\n')
     argv = [sys.executable, "-m", "emulation", "emulate", "--trace", str(_trace(tmp_path)),
             "--iterations", "500", "--out", str(out), "--prefix", prefix, "--force"]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and proc.poll() is None:
-        # the run writes into a hidden sibling that replaces --out at the end
-        records = list(tmp_path.glob(".out.partial-*/runs/themis/replicas/*.jsonl"))
-        if any(p.stat().st_size > 0 for p in records):
-            break
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.communicate()
+    proc = _running_with_records(argv, tmp_path)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -197,14 +203,7 @@ def test_a_switch_that_dies_ends_the_run_in_one_line_with_a_partial_report(
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "emulation", "emulate", "--trace", str(_trace(tmp_path)),
             "--iterations", "500", "--out", str(out), "--prefix", prefix]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and proc.poll() is None:
-        records = list(tmp_path.glob(".out.partial-*/runs/themis/replicas/*.jsonl"))
-        if any(p.stat().st_size > 0 for p in records):
-            break
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.communicate()
+    proc = _running_with_records(argv, tmp_path)
     (run,) = runs([prefix])
     switch = [p.pid for p in run.processes if is_switch_process(_argv(p.pid))]
     assert switch, run.processes
