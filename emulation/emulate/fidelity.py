@@ -1,7 +1,7 @@
 """Did the emulator keep up, so that a run's numbers are the network's and not the machine's?
 
 Mininet-HiFi's lesson: an emulation is worth its numbers only if every
-emulated component ran when it should have. Three witnesses, each with a
+emulated component ran when it should have. Four witnesses, each with a
 documented limit (our choice, on the scale the default emulation runs at,
 S = 0.001: a 1500-byte frame takes 0.24 ms on a 50 Mbit/s port):
 
@@ -17,6 +17,18 @@ S = 0.001: a 1500-byte frame takes 0.24 ms on a 50 Mbit/s port):
   switch at `switch_cpu` (90% of a core) cannot absorb a burst. On a virtual
   machine the hypervisor's steal time counts too: past `machine_steal` (5%
   of all cores' time) the emulator was not running when it thought it was.
+- the hosts: the replicas' own lateness (`emulation.jobs.run_result.host_lateness`),
+  what the switch cannot see. An iteration whose latest wake-up (the agent's
+  slot, a Down phase's sleep) came more than `host_late_ms` (2 ms, eight
+  frame times) after it was due is late; more than `host_late_fraction` (5%)
+  of iterations late, or a p99 wake-up lateness past `host_late_p99_ms`
+  (10 ms: the agent's drift threshold, 5% of a 200 ms iteration, so a host
+  that late makes the agent re-align), and the replicas were starved. An Up
+  phase of an iteration without a CE mark (nothing in its way, our choice:
+  the switch marks long before it drops) that ran below `slow_pace` (90%) of
+  its pacing rate was held back by its host; more than `slow_up_fraction`
+  (10%) of them and the iteration times are the machine's. A run whose
+  replicas were starved is not trustworthy, whatever the switch did.
 
 `verdict` names every limit a run passed, so the report says why a run is
 not trustworthy, not only that it is not. A run whose main witnesses, frame
@@ -30,6 +42,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from emulation.jobs.run_result import HOST_LATE_MS, SLOW_PACE
 from emulation.softswitch.port_stats import (
     FIDELITY_NAMES,
     LATE_BUCKET,
@@ -49,6 +62,12 @@ class FidelityLimits:
     machine_cpu: float = 0.95
     machine_steal: float = 0.05
     switch_cpu: float = 0.90
+    # the host witness; the first and the third are the edges its figures were counted at
+    host_late_ms: float = HOST_LATE_MS
+    host_late_fraction: float = 0.05
+    host_late_p99_ms: float = 10.0
+    slow_pace: float = SLOW_PACE
+    slow_up_fraction: float = 0.10
 
 
 @dataclass(frozen=True)
@@ -66,6 +85,11 @@ class FidelityFigures:
     machine_steal: float | None = None  # fraction of all cores' time the hypervisor took
     switch_cpu_mean: float | None = None  # fraction of one core
     switch_cpu_max: float | None = None
+    host_iterations: int | None = None  # iterations whose wake-ups the replicas timed
+    host_late_iterations: int | None = None  # of them, woke later than the limit
+    host_late_p99_ms: float | None = None  # p99 of an iteration's latest wake-up
+    up_phases: int | None = None  # Up phases of unmarked iterations, with their pace
+    slow_up_phases: int | None = None  # of them, below the slow-pace limit
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -113,6 +137,8 @@ def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> V
     late = f"{lim.late_frame_ms:g} ms"
     frames = _share(figures.late_frames, figures.frames)
     wakeups = _share(figures.late_wakeups, figures.loop_wakeups)
+    woke = _share(figures.host_late_iterations, figures.host_iterations)
+    slow = _share(figures.slow_up_phases, figures.up_phases)
     # (witness, its figure or None when unmeasured, its limit, what passing it means)
     checks: list[tuple[str, float | None, float, str]] = [
         ("frame lateness", frames, lim.late_frame_fraction,
@@ -128,6 +154,14 @@ def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> V
          f"the hypervisor stole {{:.0%}} of the CPU time (limit {lim.machine_steal:.0%})"),
         ("switch CPU", figures.switch_cpu_mean, lim.switch_cpu,
          f"switch at {{:.0%}} of a core on average (limit {lim.switch_cpu:.0%})"),
+        ("host wake-up lateness", woke, lim.host_late_fraction,
+         f"replicas woke more than {lim.host_late_ms:g} ms late in {{:.0%}} of iterations "
+         f"(limit {lim.host_late_fraction:.0%})"),
+        ("", figures.host_late_p99_ms, lim.host_late_p99_ms,
+         f"p99 replica wake-up lateness {{:.2f}} ms (limit {lim.host_late_p99_ms:g} ms)"),
+        ("host pacing", slow, lim.slow_up_fraction,
+         f"{{:.0%}} of unmarked Up phases ran below {lim.slow_pace:.0%} of their pacing rate "
+         f"(limit {lim.slow_up_fraction:.0%})"),
     ]  # fmt: skip
     reasons = [text.format(value) for _, value, limit, text in checks
                if value is not None and value > limit]  # fmt: skip

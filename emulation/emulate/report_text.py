@@ -64,6 +64,9 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
             _fmt(_pct(s["fidelity"].get("machine_cpu_mean"))),
             _fmt(_pct(s["fidelity"].get("machine_steal"))),
             _fmt(_pct(s["fidelity"].get("switch_cpu_mean"))),
+            _fmt(_pct(_share(s["fidelity"], "host_late_iterations", "host_iterations"))),
+            _fmt(s["fidelity"].get("host_late_p99_ms"), 2),
+            _fmt(_pct(_share(s["fidelity"], "slow_up_phases", "up_phases"))),
             "; ".join(s["fidelity"].get("reasons", [])) or "-",
             ", ".join(s["fidelity"].get("unmeasured", [])) or "-",
         ]
@@ -90,7 +93,9 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
         (
             "Fidelity (did the emulator keep up?)",
             ["scheduler", "p99 frame lateness ms", "late frames", "late loop wake-ups",
-             "machine CPU %", "steal %", "switch CPU % of a core", "limits passed", "not measured"],
+             "machine CPU %", "steal %", "switch CPU % of a core", "replicas woke late %",
+             "p99 replica wake-up lateness ms", "slow unmarked Up phases %", "limits passed",
+             "not measured"],
             fidelity,
         ),
     ]  # fmt: skip
@@ -98,6 +103,16 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
 
 def _pct(value: Any) -> float | None:
     return None if value is None else 100.0 * float(value)
+
+
+def _share(figures: Mapping[str, Any], part: str, whole: str) -> float | None:
+    """figures[part] / figures[whole]; None when either is missing or the whole is 0.
+
+    >>> _share({"a": 1, "b": 4}, "a", "b"), _share({"a": 1, "b": 0}, "a", "b")
+    (0.25, None)
+    """
+    top, bottom = figures.get(part), figures.get(whole)
+    return top / bottom if top is not None and bottom else None
 
 
 def _settings_lines(summary: Mapping[str, Any]) -> list[str]:

@@ -62,22 +62,28 @@ class SchedulerRun:
 def fidelity_figures(
     measured: Mapping[str, Any], lateness: Mapping[str, Any] | None = None
 ) -> FidelityFigures:
-    """The monitor's figures from `RunResult.fidelity` (CPU) and the switch's lateness figures.
+    """The monitor's figures from `RunResult.fidelity` (CPU, and the replicas' lateness
+    under "hosts") and the switch's lateness figures.
 
-    >>> f = fidelity_figures({"switch_cpu_cores": 0.4, "machine_cpu": {"busy": 0.7}},
+    >>> f = fidelity_figures({"switch_cpu_cores": 0.4, "machine_cpu": {"busy": 0.7},
+    ...                       "hosts": {"host_iterations": 8, "host_late_iterations": 1}},
     ...                      {"frames": 10, "late_frames": 1})
-    >>> f.switch_cpu_mean, f.machine_cpu_mean, f.late_frames
-    (0.4, 0.7, 1)
+    >>> f.switch_cpu_mean, f.machine_cpu_mean, f.late_frames, f.host_late_iterations
+    (0.4, 0.7, 1, 1)
     """
+    names = FidelityFigures.__dataclass_fields__
     late = dict(lateness or {})
-    known = {k: late.pop(k) for k in list(late) if k in FidelityFigures.__dataclass_fields__}
+    known = {k: late.pop(k) for k in list(late) if k in names}
+    hosts = {k: v for k, v in (measured.get("hosts") or {}).items() if k in names}
     machine = measured.get("machine_cpu") or {}
     return FidelityFigures(
         **known,
+        **hosts,
         machine_cpu_mean=machine.get("busy"),
         machine_steal=machine.get("steal"),
         switch_cpu_mean=measured.get("switch_cpu_cores"),
-        extra={**{k: v for k, v in measured.items() if k != "machine_cpu"}, **late},
+        extra={**{k: v for k, v in measured.items() if k not in ("machine_cpu", "hosts")},
+               **late},
     )  # fmt: skip
 
 

@@ -60,7 +60,7 @@ from typing import Any
 from controlplane.telemetry import LinkDelta, PortDelta
 from emulation.jobs.launch import JobPlan
 from emulation.jobs.records import IterationRecord
-from emulation.jobs.run_result import RunResult, summarize_job
+from emulation.jobs.run_result import RunResult, host_lateness, summarize_job
 from scheduler.decisions import Decision
 
 
@@ -250,7 +250,8 @@ def merge(
 
     `starts_s[i]` is when segment i's counter watch began, from the run's
     start; `jobs` the run's jobs as last placed (for the per-job summaries).
-    CPU figures are averaged over the segments, weighted by their length.
+    CPU figures are averaged over the segments, weighted by their length; the
+    replicas' lateness (`host_lateness`) is taken over every segment's records.
     """
     if not results:
         raise ValueError("no segments to merge")
@@ -275,7 +276,7 @@ def merge(
         ports=tuple(ports),
         links=tuple(links),
         duration_s=duration,
-        fidelity=_weighted_fidelity(results),
+        fidelity=_weighted_fidelity(results) | {"hosts": host_lateness(records)},
         error=" | ".join(errors) if errors else None,
         interrupted=next((r.interrupted for r in results if r.interrupted), None),
     )

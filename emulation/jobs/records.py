@@ -3,6 +3,13 @@
 One JSON object per line (JSON lines), flushed per iteration, so a replica
 that dies mid-run leaves every finished iteration readable. Times are epoch
 ms of the machine's clock, which every namespace shares.
+
+Besides what the network did to it, a record carries the replica's own
+lateness, the host witness of the fidelity monitor: how much later than
+asked the worker woke from its sleeps (the agent's slot, each Down phase),
+summed and the largest, and per Up phase the rate it achieved over the rate
+its connections are paced at (1.0: the pacing rate). Fields added later have
+defaults, so files written before them still read.
 """
 
 from __future__ import annotations
@@ -19,13 +26,17 @@ from .agent import adjustments_per_minute
 COLUMNS = (
     "job", "model", "worker", "iteration", "start_ms", "end_ms",
     "bytes", "comm_ms", "wait_ms", "adjusted", "ce_marks",
+    "late_ms", "late_max_ms",
 )  # fmt: skip
+# (our choice) `up_pace`, a list per record, stays in the replicas' JSON lines: a
+# flat table has no place for a variable number of phases.
 
 
 @dataclass(frozen=True)
 class IterationRecord:
     """One worker's iteration: when, how many bytes it sent, time in the collective,
-    time the agent idled before it, and whether the agent re-aligned after it."""
+    time the agent idled before it, and whether the agent re-aligned after it; then the
+    host witness (see the module docstring): None where the replica did not measure it."""
 
     job: str
     model: str
@@ -38,6 +49,10 @@ class IterationRecord:
     wait_ms: float
     adjusted: bool
     ce_marks: int | None = None  # None: not counted by this replica
+    late_ms: float | None = None  # summed lateness of the iteration's wake-ups (ms)
+    late_max_ms: float | None = None  # the latest of them (ms)
+    # per Up phase, in order: achieved rate / pacing rate (None: unpaced or not measured)
+    up_pace: tuple[float, ...] | None = None
 
     @property
     def iteration_ms(self) -> float:
@@ -59,12 +74,16 @@ def read_records(path: str | Path) -> list[IterationRecord]:
             raw = json.loads(line)
         except json.JSONDecodeError:
             continue
-        out.append(IterationRecord(**{k: v for k, v in raw.items() if k in names}))
+        known = {k: v for k, v in raw.items() if k in names}
+        if isinstance(known.get("up_pace"), list):  # JSON has no tuples
+            known["up_pace"] = tuple(known["up_pace"])
+        out.append(IterationRecord(**known))
     return out
 
 
 def csv_rows(records: Iterable[IterationRecord]) -> Iterator[list[str]]:
-    """The header, then one row per record, in the issue's column order."""
+    """The header, then one row per record, in the issue's column order (the host
+    witness's scalars after it)."""
     yield list(COLUMNS)
     for record in records:
         values = asdict(record)

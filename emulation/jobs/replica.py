@@ -12,6 +12,16 @@ phase's bytes x S, over connections paced at the scaled NIC rate
 every iteration is written as an `IterationRecord`, with the CE-marked
 segments this worker received on its job's flows in it (`ce_count`).
 
+The record carries the replica's own lateness too (the fidelity monitor's
+host witness): how much later than asked it woke from each sleep of the
+iteration (the agent's slot, each Down phase: `sleep_until`), and for each
+Up phase of the ring (the AllReduce's; a pipeline stage waits for other
+stages by design, so its phases are not judged) the rate it achieved over
+its pacing rate (`pace_fraction`: the least time its sends take at the rates
+the kernel paces its connections at, `pacing_ms`, over the time the phase
+took). A starved host shows as late wake-ups and as phases below their
+pacing rate with nothing in their way.
+
 A lost peer ends the replica with exit code 3 and one line naming the job,
 the worker and the peer; its sockets close, so its neighbours fail the same
 way within one socket timeout at most: nothing hangs.
@@ -20,9 +30,10 @@ way within one socket timeout at most: nothing hangs.
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,11 +53,23 @@ from .agent import (
 from .ce_count import CeCounter, interface_with_address
 from .exchange import agree, exchange
 from .header import Header
-from .patterns import neighbours, pacing_shares, phase_plan, ring_steps, validate_pattern
+from .patterns import (
+    PatternStep,
+    neighbours,
+    pacing_shares,
+    phase_plan,
+    ring_steps,
+    validate_pattern,
+)
 from .records import IterationRecord, write_record
 from .ring import Address, PeerLost, Ring
 from .ring_plan import phase_bytes
-from .transport import CONGESTION_CONTROL, available_congestion_controls, ecn_requested
+from .transport import (
+    CONGESTION_CONTROL,
+    SO_MAX_PACING_RATE,
+    available_congestion_controls,
+    ecn_requested,
+)
 
 EXIT_PEER_LOST = 3
 EXIT_USAGE = 2
@@ -213,10 +236,79 @@ def now_ms() -> float:
     return time.time() * 1e3
 
 
-def _sleep_until(target_ms: float, clock: Callable[[], float]) -> None:
+def sleep_until(
+    target_ms: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None] = time.sleep,
+) -> float | None:
+    """Sleep until `target_ms` on `clock`; how much later than that it woke (ms), or
+    None when the target had already passed (no sleep, so no wake-up to judge).
+
+    >>> t = [100.0]
+    >>> def late_sleep(s: float) -> None:  # a fake clock: every sleep wakes 1.5 ms late
+    ...     t[0] += s * 1e3 + 1.5
+    >>> sleep_until(110.0, lambda: t[0], late_sleep), t[0]
+    (1.5, 111.5)
+    >>> print(sleep_until(105.0, lambda: t[0], late_sleep))
+    None
+    """
     remaining = target_ms - clock()
-    if remaining > 0:
-        time.sleep(remaining / 1e3)
+    if remaining <= 0:
+        return None
+    sleep(remaining / 1e3)
+    return max(0.0, clock() - target_ms)
+
+
+def pacing_ms(plan: Sequence[PatternStep], rank: int, rates: Mapping[int, float]) -> float | None:
+    """The least time `rank`'s sends of `plan` take at its connections' pacing rates
+    (payload bytes/s per destination, as the kernel applies them): per step its
+    slowest connection, the steps one after another (the relay cuts through the
+    ring's steps, but on one connection, so the sum is the same); None when nothing
+    is sent or a destination is not paced.
+
+    >>> pacing_ms(phase_plan("data", 2, 1000), 0, {1: 125_000})  # 1000 B at 1 Mbit/s
+    8.0
+    """
+    total = 0.0
+    for step in plan:
+        sends = {dst: size for dst, size in step.sends(rank).items() if size > 0}
+        if any(rates.get(dst, 0) <= 0 for dst in sends):
+            return None
+        total += max((size * 1e3 / rates[dst] for dst, size in sends.items()), default=0.0)
+    return total if total > 0 else None
+
+
+def pace_fraction(paced_ms: float | None, took_ms: float) -> float | None:
+    """The rate an Up phase achieved over its pacing rate: its paced time over the
+    time it took (1.0 at the pacing rate); None when it was not paced.
+
+    >>> pace_fraction(8.0, 10.0), pace_fraction(None, 10.0)
+    (0.8, None)
+    """
+    if paced_ms is None or took_ms <= 0:
+        return None
+    return round(paced_ms / took_ms, 4)
+
+
+def kernel_pacing(ring: Ring) -> dict[int, int] | None:
+    """Destination rank -> the payload bytes/s the kernel paces its connection at
+    (`transport.pace` set it, with the share left for headers and ACKs); None when
+    the ring's connections are not paced."""
+    if not ring.pace_gbps:
+        return None
+    return {
+        rank: ring.outgoing(rank).getsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE)
+        for rank in ring.pace_gbps
+    }
+
+
+def pace_rates(spec: ReplicaSpec) -> dict[int, float] | None:
+    """Destination rank -> the Gbit/s its connection is paced at: S x the NIC's rate x
+    the connection's share of it (`pacing_shares`); None when unpaced."""
+    if spec.nic_gbps is None:
+        return None
+    shares = pacing_shares(spec.parallelism, len(spec.peers), spec.worker)
+    return {rank: spec.nic_gbps * spec.scale * share for rank, share in shares.items()}
 
 
 def make_ring(spec: ReplicaSpec) -> Ring | None:
@@ -225,10 +317,7 @@ def make_ring(spec: ReplicaSpec) -> Ring | None:
     if workers < 2:
         return None
     sends_to, receives_from = neighbours(spec.parallelism, workers, spec.worker)
-    pace = None
-    if spec.nic_gbps is not None:
-        shares = pacing_shares(spec.parallelism, workers, spec.worker)
-        pace = {rank: spec.nic_gbps * spec.scale * share for rank, share in shares.items()}
+    pace = pace_rates(spec)
     return Ring(
         spec.job, spec.worker, spec.peers, spec.timeout_s,
         sends_to=sends_to, receives_from=receives_from, pace_gbps=pace,
@@ -270,7 +359,7 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                 t0 = ring.barrier()
             else:
                 t0 = clock()
-            _sleep_until(t0, clock)
+            sleep_until(t0, clock)
             if counter is not None:
                 counter.read()  # what arrived during the set-up is no iteration's
             pacing = Pacing(
@@ -284,9 +373,11 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
             # On a shared epoch the first iteration takes the first grid point
             # still ahead (no adjustment is counted for it).
             state = AgentState(realign=spec.epoch_ms is not None)
+            pace = None if ring is None else kernel_pacing(ring)
             for k in range(spec.iterations):
                 state, start = plan_start(pacing, state, k, clock())
-                _sleep_until(start.start_ms, clock)
+                woke = [sleep_until(start.start_ms, clock)]  # each sleep's lateness (ms)
+                up_pace: list[float] = []
                 began = clock()
                 want_stop = k == spec.iterations - 1 or (
                     spec.deadline_ms is not None and began >= spec.deadline_ms
@@ -295,7 +386,7 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                 hops = 0  # steps the stop wish rode around the ring (every pattern holds it)
                 for phase in spec.phases:
                     if phase.gbps <= 0 or ring is None:
-                        _sleep_until(clock() + phase.duration_ms, clock)
+                        woke.append(sleep_until(clock() + phase.duration_ms, clock))
                         continue
                     if first_up:
                         state, drift = observe_comm_start(pacing, state, k, clock())
@@ -314,7 +405,14 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                             header = header.merge(heard)
                             sent += sum(sends.values())
                     hops += len(plan)
-                    comm_ms += (time.monotonic() - comm_began) * 1e3
+                    took_ms = (time.monotonic() - comm_began) * 1e3
+                    comm_ms += took_ms
+                    # (our choice) Only the ring's phases are judged: a worker of another
+                    # pattern waits for other stages by design, not for its host.
+                    paced = None if pace is None else pacing_ms(plan, spec.worker, pace)
+                    fraction = pace_fraction(paced, took_ms) if relayed is not None else None
+                    if fraction is not None:
+                        up_pace.append(fraction)
                 if (
                     ring is not None
                     and (spec.deadline_ms is not None or pacing.paced)
@@ -323,12 +421,15 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                     header = agree(ring, header)  # a deadline or skip wish reaches every worker
                 state = apply_skip(state, header.skip)  # the job's decision, on every worker
                 ended = clock()
+                late = [w for w in woke if w is not None]
                 write_record(
                     out,
                     IterationRecord(
                         spec.job, spec.model, spec.worker, k, round(began, 3), round(ended, 3),
                         sent, round(comm_ms, 3), round(start.wait_ms, 3), adjusted,
                         None if counter is None else counter.read(),
+                        round(sum(late), 3), round(max(late, default=0.0), 3),
+                        None if pace is None else tuple(up_pace),
                     ),
                 )  # fmt: skip
                 done += 1

@@ -3,6 +3,8 @@
 `RunResult` is what `supervisor.run_schedule` returns (frozen): the
 records, the counter series, per-job summaries (`summarize_job`, pure) and
 fidelity figures; `Progress` is what its progress callback is told.
+`host_lateness` (pure) is the fidelity monitor's host witness over a run's
+records (`emulation.emulate.fidelity` judges it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ from controlplane.telemetry import LinkDelta, PortDelta
 from .launch import JobPlan
 from .records import IterationRecord, job_adjustments
 from .run_settings import RunSettings
+
+# (our choice) A wake-up later than this is late: 2 ms is eight frame times at
+# S = 0.001 (a 1500-byte frame takes 0.24 ms at 50 Mbit/s), 1% of a 200 ms
+# iteration; a quiet machine's sleeps wake 0.1-1 ms late.
+HOST_LATE_MS = 2.0
+# (our choice) An Up phase below this fraction of its pacing rate is slow.
+SLOW_PACE = 0.9
 
 
 @dataclass(frozen=True)
@@ -128,3 +137,47 @@ def summarize_job(
         adjustments_per_minute=round(counted.per_minute, 3) if counted else 0.0,
         error=error,
     )
+
+
+def host_lateness(
+    records: Sequence[IterationRecord], late_ms: float = HOST_LATE_MS, slow: float = SLOW_PACE
+) -> dict[str, Any]:
+    """The host witness of a run (`fidelity.FidelityFigures`' host fields) from its records.
+
+    An iteration's wake-up lateness is its latest wake-up (`late_max_ms`, our
+    choice: a single late wake is what a starved host shows, while the sum grows
+    with the number of Down phases a profile has). An Up phase is judged only in
+    an iteration none of whose workers received a CE mark (our choice of
+    "nothing in its way": the switch marks before it drops, and a mark slows the
+    whole ring, so the job's marks count, not the worker's own); iterations
+    whose marks were not counted are not judged. Figures of records without the
+    fields (written before them) are None: not measured.
+
+    >>> r = [IterationRecord("j", "m", w, k, 0.0, 1.0, 0, 0.0, 0.0, False, k % 2,
+    ...                      late_ms=3.0 if (w, k) == (0, 0) else 0.5,
+    ...                      late_max_ms=3.0 if (w, k) == (0, 0) else 0.5,
+    ...                      up_pace=(0.5 if w == 1 else 0.95,))
+    ...      for w in (0, 1) for k in range(4)]
+    >>> f = host_lateness(r)  # worker 0 woke 3 ms late once; worker 1 paced at half
+    >>> f["host_iterations"], f["host_late_iterations"], f["host_late_p99_ms"]
+    (8, 1, 2.825)
+    >>> f["up_phases"], f["slow_up_phases"]  # the odd iterations were marked: not judged
+    (4, 2)
+    """
+    woke = [r.late_max_ms for r in records if r.late_max_ms is not None]
+    marked = {(r.job, r.iteration) for r in records if r.ce_marks}
+    uncounted = {(r.job, r.iteration) for r in records if r.ce_marks is None}
+    paces = [
+        p
+        for r in records
+        if r.up_pace is not None and (r.job, r.iteration) not in marked | uncounted
+        for p in r.up_pace
+    ]
+    measured_pace = any(r.up_pace is not None for r in records)
+    return {
+        "host_iterations": len(woke) if woke else None,
+        "host_late_iterations": sum(1 for w in woke if w > late_ms) if woke else None,
+        "host_late_p99_ms": round(float(np.percentile(woke, 99)), 3) if woke else None,
+        "up_phases": len(paces) if measured_pace else None,
+        "slow_up_phases": sum(1 for p in paces if p < slow) if measured_pace else None,
+    }

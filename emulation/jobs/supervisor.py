@@ -53,7 +53,7 @@ from .launch import JobPlan, Placed, replica_specs
 from .records import IterationRecord, read_records
 from .replica import EXIT_PEER_LOST, now_ms
 from .run_folder import REPLICA_FOLDER
-from .run_result import Progress, RunResult, summarize_job
+from .run_result import Progress, RunResult, host_lateness, summarize_job
 from .run_settings import RunSettings
 from .transport import CONGESTION_CONTROL
 
@@ -274,7 +274,8 @@ def _fidelity(
     duration_s: float,
     scale: float,
 ) -> dict[str, Any]:
-    """CPU of the switch, the replicas and the machine over the run, per emulated Gbit/s."""
+    """CPU of the switch, the replicas and the machine over the run, per emulated Gbit/s,
+    and the replicas' own lateness (`host_lateness`, under "hosts")."""
     seconds = max(duration_s, 1e-9)
     replicas_cpu = (after[2].ru_utime + after[2].ru_stime) - (
         before[2].ru_utime + before[2].ru_stime
@@ -289,4 +290,5 @@ def _fidelity(
         "replicas_cpu_s_per_emulated_gbit": round(replicas_cpu / gbit, 3) if gbit else None,
         "transport": f"kernel TCP with ECN (tcp_ecn=1), congestion control {CONGESTION_CONTROL}",
         "scale": scale,
+        "hosts": host_lateness(records),
     }

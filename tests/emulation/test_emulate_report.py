@@ -187,6 +187,11 @@ def test_segments_merge_numbering_iterations_on_and_counters_on_one_clock() -> N
     assert merged.fidelity["segments"] == 2
 
 
+# A host witness inside every limit: 1 of 100 iterations woke late, 3 of 100 phases slow.
+HOSTS_QUIET = {"host_iterations": 100, "host_late_iterations": 1, "host_late_p99_ms": 1.5,
+               "up_phases": 100, "slow_up_phases": 3}  # fmt: skip
+
+
 def test_verdict_names_every_limit_passed_and_every_witness_missing() -> None:
     from emulation.emulate.fidelity import FidelityFigures, verdict
 
@@ -194,7 +199,9 @@ def test_verdict_names_every_limit_passed_and_every_witness_missing() -> None:
     assert not v.trustworthy
     assert [r.split(" ")[0] for r in v.reasons] == ["machine", "the"]
     assert "stole 20%" in v.reasons[1]
-    assert v.unmeasured == ("frame lateness", "packet-loop lateness")
+    assert v.unmeasured == (
+        "frame lateness", "packet-loop lateness", "host wake-up lateness", "host pacing",
+    )  # fmt: skip
     quiet = verdict(
         FidelityFigures(
             frames=100,
@@ -204,6 +211,7 @@ def test_verdict_names_every_limit_passed_and_every_witness_missing() -> None:
             machine_cpu_mean=0.5,
             machine_steal=0.01,
             switch_cpu_mean=0.4,
+            **HOSTS_QUIET,
         )
     )
     assert quiet.trustworthy and quiet.reasons == () and quiet.unmeasured == ()
@@ -215,7 +223,7 @@ def test_a_run_without_its_main_witnesses_is_unknown_not_yes() -> None:
 
     blind = verdict(FidelityFigures(machine_cpu_mean=0.5, machine_steal=0.0, switch_cpu_mean=0.4))
     assert blind.trustworthy is None and blind.reasons == ()
-    assert blind.unmeasured == ("frame lateness", "packet-loop lateness")
+    assert blind.unmeasured[:2] == ("frame lateness", "packet-loop lateness")
     # One main witness is enough to clear a run; a limit passed condemns it either way.
     one = verdict(FidelityFigures(frames=100, late_frames=0, machine_cpu_mean=0.5))
     assert one.trustworthy is True
@@ -223,3 +231,80 @@ def test_a_run_without_its_main_witnesses_is_unknown_not_yes() -> None:
     assert hot.trustworthy is False
     assert overall([True, blind.trustworthy]) is None
     assert overall([blind.trustworthy, hot.trustworthy]) is False
+
+
+def test_the_host_witness_judged_by_hand() -> None:
+    from emulation.emulate.fidelity import FidelityFigures, FidelityLimits, verdict
+
+    switch_ok = {"frames": 10_000, "late_frames": 0, "loop_wakeups": 1000, "late_wakeups": 0}
+    # 12 of 100 iterations woke > 2 ms late (limit 5%); p99 12.5 ms (limit 10 ms);
+    # 30 of 200 unmarked Up phases below 90% of their pacing rate (15%, limit 10%).
+    starved = verdict(
+        FidelityFigures(
+            **switch_ok,
+            machine_cpu_mean=0.8,
+            switch_cpu_mean=0.5,
+            host_iterations=100,
+            host_late_iterations=12,
+            host_late_p99_ms=12.5,
+            up_phases=200,
+            slow_up_phases=30,
+        )
+    )
+    assert starved.trustworthy is False  # every switch figure passed
+    assert starved.reasons == (
+        "replicas woke more than 2 ms late in 12% of iterations (limit 5%)",
+        "p99 replica wake-up lateness 12.50 ms (limit 10 ms)",
+        "15% of unmarked Up phases ran below 90% of their pacing rate (limit 10%)",
+    )
+    assert starved.unmeasured == ()
+    # At the limits exactly a run passes (a limit is passed only when exceeded).
+    edge = FidelityFigures(**switch_ok, host_iterations=100, host_late_iterations=5,
+                           host_late_p99_ms=10.0, up_phases=10, slow_up_phases=1)  # fmt: skip
+    assert verdict(edge).trustworthy is True
+    # Other limits: the texts follow them.
+    strict = verdict(edge, FidelityLimits(host_late_fraction=0.01, slow_up_fraction=0.05))
+    assert strict.reasons == (
+        "replicas woke more than 2 ms late in 5% of iterations (limit 1%)",
+        "10% of unmarked Up phases ran below 90% of their pacing rate (limit 5%)",
+    )
+    # Every Up phase marked: nothing to judge, so the pacing witness is unmeasured.
+    marked = verdict(FidelityFigures(**switch_ok, host_iterations=10, host_late_iterations=0,
+                                     host_late_p99_ms=0.5, up_phases=0, slow_up_phases=0))  # fmt: skip
+    assert marked.trustworthy is True and marked.unmeasured[-1] == "host pacing"
+    assert "host wake-up lateness" not in marked.unmeasured
+
+
+def _starved(records: list[IterationRecord]) -> list[IterationRecord]:
+    """The records as a starved machine writes them: every other iteration woke 6 ms
+    late and every Up phase ran at 60% of its pacing rate."""
+    from dataclasses import replace
+
+    return [
+        replace(r, late_ms=6.0 if r.iteration % 2 else 0.3,
+                late_max_ms=6.0 if r.iteration % 2 else 0.3, up_pace=(0.6,))
+        for r in records
+    ]  # fmt: skip
+
+
+def test_a_starved_run_is_not_trustworthy_though_every_switch_figure_passed() -> None:
+    from dataclasses import replace
+
+    from emulation.jobs.run_result import host_lateness
+
+    run = _run("themis", [300.0] * 4, [0] * 4, {"tor1->agg1": 0})
+    assert summarise(run)["trustworthy"] is True
+    records = tuple(_starved(list(run.result.records)))
+    fidelity = {**run.result.fidelity, "hosts": host_lateness(records)}
+    starved = replace(run, result=replace(run.result, records=records, fidelity=fidelity))
+    s = summarise(starved)
+    assert s["trustworthy"] is False
+    f = s["fidelity"]
+    # 4 iterations x 2 workers x 2 jobs; iterations 1 and 3 woke 6 ms late.
+    assert (f["host_iterations"], f["host_late_iterations"]) == (16, 8)
+    assert (f["up_phases"], f["slow_up_phases"]) == (16, 16)  # no iteration was marked
+    assert f["reasons"] == [
+        "replicas woke more than 2 ms late in 50% of iterations (limit 5%)",
+        "100% of unmarked Up phases ran below 90% of their pacing rate (limit 10%)",
+    ]
+    assert f["frame_late_p99_ms"] is None and f["late_frames"] == 0  # the switch kept up

@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from controlplane.telemetry import LinkDelta, PortDelta
@@ -121,3 +122,54 @@ def test_a_switch_that_died_has_no_cpu_figure_rather_than_a_negative_one() -> No
     assert alive["switch_cpu_cores"] == 0.5
     died = _fidelity([], (2.0, machine, usage), (math.nan, machine, usage), 2.0, 0.001)
     assert died["switch_cpu_cores"] is None  # it was -1.0: the dead pids' CPU read as 0
+
+
+def test_records_written_before_the_host_witness_still_read(tmp_path: Path) -> None:
+    from emulation.jobs.records import read_records, write_record
+
+    old = {"job": "j", "model": "vgg19", "worker": 0, "iteration": 0, "start_ms": 1.0,
+           "end_ms": 2.0, "bytes": 10, "comm_ms": 0.5, "wait_ms": 0.0, "adjusted": False,
+           "ce_marks": 1}  # fmt: skip
+    path = tmp_path / "w0.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    new = IterationRecord("j", "vgg19", 0, 1, 3.0, 4.0, 10, 0.5, 0.0, False, 0, 1.5, 1.0,
+                          (0.97, 0.5))  # fmt: skip
+    with path.open("a") as fh:
+        write_record(fh, new)
+    first, second = read_records(path)
+    assert (first.late_ms, first.late_max_ms, first.up_pace) == (None, None, None)
+    assert second == new  # up_pace comes back a tuple
+    assert COLUMNS[-2:] == ("late_ms", "late_max_ms")
+
+
+def test_host_lateness_counts_late_wakeups_and_slow_unmarked_phases() -> None:
+    from dataclasses import replace
+
+    from emulation.jobs.run_result import host_lateness
+
+    def rec(
+        w: int, k: int, ce: int | None, late: float, pace: tuple[float, ...]
+    ) -> IterationRecord:
+        return replace(record("vgg19-0", w, k, 200.0, ce), late_ms=late + 0.5, late_max_ms=late,
+                       up_pace=pace)  # fmt: skip
+
+    records = [
+        rec(0, 0, 0, 0.4, (0.95, 0.97)),
+        rec(1, 0, 0, 2.5, (0.95, 0.85)),  # late (> 2 ms), and one phase slow
+        rec(0, 1, 0, 0.3, (0.5, 0.5)),  # slow, but worker 1 was marked this iteration
+        rec(1, 1, 4, 0.2, (0.5, 0.5)),
+        rec(0, 2, None, 9.0, (0.1,)),  # marks not counted: its phases are not judged
+        rec(1, 2, 0, 2.0, (0.1,)),  # exactly 2 ms is not late
+    ]
+    f = host_lateness(records)
+    assert (f["host_iterations"], f["host_late_iterations"]) == (6, 2)
+    assert f["host_late_p99_ms"] == pytest.approx(
+        float(np.percentile([0.4, 2.5, 0.3, 0.2, 9.0, 2.0], 99))
+    )
+    assert (f["up_phases"], f["slow_up_phases"]) == (4, 1)
+    # Records without the fields: not measured, not zero.
+    bare = host_lateness([record("vgg19-0", 0, 0, 200.0, 0)])
+    assert set(bare.values()) == {None}
+    # Unpaced replicas time their wake-ups but judge no phase.
+    unpaced = host_lateness([replace(r, up_pace=None) for r in records])
+    assert unpaced["host_iterations"] == 6 and unpaced["up_phases"] is None

@@ -14,9 +14,16 @@ import pytest
 
 from emulation.fabric import EmulatedFabric
 from emulation.fabric_options import FabricOptions
-from emulation.jobs.patterns import bytes_sent, phase_plan
+from emulation.jobs.patterns import bytes_sent, phase_plan, ring_steps
 from emulation.jobs.records import csv_rows, read_records
-from emulation.jobs.replica import EXIT_PEER_LOST, ReplicaSpec, parse_args
+from emulation.jobs.replica import (
+    EXIT_PEER_LOST,
+    ReplicaSpec,
+    pace_fraction,
+    pacing_ms,
+    parse_args,
+    sleep_until,
+)
 from emulation.jobs.ring import Address
 from emulation.jobs.ring_plan import gradient_bytes, phase_bytes, ring_allreduce_plan
 from scheduler.types import Phase
@@ -71,6 +78,30 @@ def test_the_command_line_round_trips() -> None:
         parse_args([*spec.argv()[3:], "--parallelism", "pipe"])
 
 
+def test_a_sleep_measures_how_late_it_woke_on_a_fake_clock() -> None:
+    now = [1000.0]
+    asked: list[float] = []
+
+    def sleep(seconds: float) -> None:  # wakes 0.7 ms past the time asked
+        asked.append(seconds)
+        now[0] += seconds * 1e3 + 0.7
+
+    assert sleep_until(1010.0, lambda: now[0], sleep) == pytest.approx(0.7)
+    assert asked == [pytest.approx(0.010)]
+    assert sleep_until(1000.0, lambda: now[0], sleep) is None  # already past: no sleep
+    assert len(asked) == 1
+
+
+def test_an_up_phase_is_judged_against_the_rate_the_kernel_paces_it_at() -> None:
+    plan = phase_plan("data", 4, 4000)  # the ring's steps, every one to the right
+    right = ring_steps(plan, 4, 1)
+    assert right is not None
+    sent = sum(right[0])
+    assert pacing_ms(plan, 1, {2: 1_000_000}) == pytest.approx(sent / 1e3)  # 1 MB/s: 1 B/us
+    assert pacing_ms(plan, 1, {0: 1_000_000}) is None  # its connection is not paced
+    assert pace_fraction(pacing_ms(plan, 1, {2: 1_000_000}), 2 * sent / 1e3) == 0.5
+
+
 @pytest.mark.root
 def test_a_four_worker_job_runs_and_records_its_iterations(
     fabric: EmulatedFabric, tmp_path: Path
@@ -111,6 +142,17 @@ def test_a_four_worker_job_runs_and_records_its_iterations(
     print(f"CE at hosts {sum(m or 0 for m in marks)} == switch ecn_marked {switch_marked}")
     comm = sorted(r.comm_ms for s in job_specs for r in read_records(s.out))
     print(f"comm_ms median {comm[len(comm) // 2]:.1f} (profile Up phase {PHASES[1].duration_ms})")
+    # The host witness: every sleep's lateness, and the one Up phase's pace fraction
+    # (the rate achieved over the kernel's pacing rate: at most a little above 1).
+    every = [r for s in job_specs for r in read_records(s.out)]
+    assert all(r.late_ms is not None and r.late_max_ms is not None for r in every)
+    assert all(0 <= (r.late_max_ms or 0) <= (r.late_ms or 0) for r in every)
+    assert all(r.up_pace is not None and len(r.up_pace) == 1 for r in every)
+    paces = sorted(p for r in every for p in r.up_pace or ())
+    assert paces[0] > 0 and paces[-1] < 1.2, paces
+    late = sorted(r.late_ms or 0.0 for r in every)
+    print(f"wake-up lateness median {late[len(late) // 2]:.2f} ms, max {late[-1]:.2f} ms; "
+          f"pace fraction median {paces[len(paces) // 2]:.3f}, min {paces[0]:.3f}")  # fmt: skip
 
 
 @pytest.mark.root
