@@ -19,14 +19,15 @@ S = 0.001: a 1500-byte frame takes 0.24 ms on a 50 Mbit/s port):
   of all cores' time) the emulator was not running when it thought it was.
 - the hosts: the replicas' own lateness (`emulation.jobs.run_result.host_lateness`),
   what the switch cannot see. An iteration whose latest wake-up (the agent's
-  slot, a Down phase's sleep) came more than `host_late_ms` (2 ms, eight
-  frame times) after it was due is late; more than `host_late_fraction` (5%)
+  slot, a Down phase's sleep) came more than `host_late_ms` (5 ms, twenty
+  frame times; 2 ms condemned quiet runs on a 2-core machine) after it was
+  due is late; more than `host_late_fraction` (5%)
   of iterations late, or a p99 wake-up lateness past `host_late_p99_ms`
   (10 ms: the agent's drift threshold, 5% of a 200 ms iteration, so a host
   that late makes the agent re-align), and the replicas were starved. An Up
-  phase of an iteration without a CE mark (nothing in its way, our choice:
-  the switch marks long before it drops) that ran below `slow_pace` (90%) of
-  its pacing rate was held back by its host; more than `slow_up_fraction`
+  phase with nothing in its way (our choice: its job received no CE mark in
+  the run, see `host_lateness`) that ran below `slow_pace` (75%) of its
+  pacing rate was held back by a host; more than `slow_up_fraction`
   (10%) of them and the iteration times are the machine's. A run whose
   replicas were starved is not trustworthy, whatever the switch did.
 

@@ -237,8 +237,8 @@ def test_the_host_witness_judged_by_hand() -> None:
     from emulation.emulate.fidelity import FidelityFigures, FidelityLimits, verdict
 
     switch_ok = {"frames": 10_000, "late_frames": 0, "loop_wakeups": 1000, "late_wakeups": 0}
-    # 12 of 100 iterations woke > 2 ms late (limit 5%); p99 12.5 ms (limit 10 ms);
-    # 30 of 200 unmarked Up phases below 90% of their pacing rate (15%, limit 10%).
+    # 12 of 100 iterations woke > 5 ms late (limit 5%); p99 12.5 ms (limit 10 ms);
+    # 30 of 200 unmarked Up phases below 75% of their pacing rate (15%, limit 10%).
     starved = verdict(
         FidelityFigures(
             **switch_ok,
@@ -253,9 +253,9 @@ def test_the_host_witness_judged_by_hand() -> None:
     )
     assert starved.trustworthy is False  # every switch figure passed
     assert starved.reasons == (
-        "replicas woke more than 2 ms late in 12% of iterations (limit 5%)",
+        "replicas woke more than 5 ms late in 12% of iterations (limit 5%)",
         "p99 replica wake-up lateness 12.50 ms (limit 10 ms)",
-        "15% of unmarked Up phases ran below 90% of their pacing rate (limit 10%)",
+        "15% of unmarked Up phases ran below 75% of their pacing rate (limit 10%)",
     )
     assert starved.unmeasured == ()
     # At the limits exactly a run passes (a limit is passed only when exceeded).
@@ -265,8 +265,8 @@ def test_the_host_witness_judged_by_hand() -> None:
     # Other limits: the texts follow them.
     strict = verdict(edge, FidelityLimits(host_late_fraction=0.01, slow_up_fraction=0.05))
     assert strict.reasons == (
-        "replicas woke more than 2 ms late in 5% of iterations (limit 1%)",
-        "10% of unmarked Up phases ran below 90% of their pacing rate (limit 5%)",
+        "replicas woke more than 5 ms late in 5% of iterations (limit 1%)",
+        "10% of unmarked Up phases ran below 75% of their pacing rate (limit 5%)",
     )
     # Every Up phase marked: nothing to judge, so the pacing witness is unmeasured.
     marked = verdict(FidelityFigures(**switch_ok, host_iterations=10, host_late_iterations=0,
@@ -304,7 +304,7 @@ def test_a_starved_run_is_not_trustworthy_though_every_switch_figure_passed() ->
     assert (f["host_iterations"], f["host_late_iterations"]) == (16, 8)
     assert (f["up_phases"], f["slow_up_phases"]) == (16, 16)  # no iteration was marked
     assert f["reasons"] == [
-        "replicas woke more than 2 ms late in 50% of iterations (limit 5%)",
-        "100% of unmarked Up phases ran below 90% of their pacing rate (limit 10%)",
+        "replicas woke more than 5 ms late in 50% of iterations (limit 5%)",
+        "100% of unmarked Up phases ran below 75% of their pacing rate (limit 10%)",
     ]
     assert f["frame_late_p99_ms"] is None and f["late_frames"] == 0  # the switch kept up
