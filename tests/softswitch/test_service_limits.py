@@ -22,11 +22,11 @@ from typing import Any
 import grpc
 import pytest
 from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.p4info import P4InfoIndex, load_p4info
+from controlplane.proto.p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from controlplane.session import P4RuntimeSession
 from emulation.netns import NetnsLab
 from emulation.softswitch.arbitration import LOGGED_ROLE_CHARS, MAX_ROLE_NAME_CHARS, Session
