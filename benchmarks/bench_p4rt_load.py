@@ -372,10 +372,10 @@ def oversized_writes(server: Server, timeout: float) -> OversizedResult:
     """
     import grpc
     from google.rpc import code_pb2, status_pb2
-    from p4.v1 import p4runtime_pb2
 
     from controlplane.entries import Update, UpdateType
     from controlplane.p4info import load_p4info
+    from controlplane.proto.p4.v1 import p4runtime_pb2
     from controlplane.session import CHANNEL_OPTIONS, P4RuntimeSession
 
     index = load_p4info()

@@ -6,6 +6,8 @@
 - settings: which thresholds to program (WRED, PFC, queues), from one config
 - compile: which entries a topology and its chip map need
 - reconcile: what must change on a device (pure diff) and writing it
+- protobuf_runtime: whether messages go through the compiled (upb) protobuf
+- proto/: the P4Runtime stubs, generated at build time (scripts/gen_protos.py)
 - session: talking to one device (arbitration, pipeline, batched writes, reads)
 - tls: which certificates a client or the switch presents and trusts
 - program: bringing a device to a topology's entries (push pipeline, reconcile)

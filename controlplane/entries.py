@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from p4.v1 import p4runtime_pb2
-
+from controlplane.proto.p4.v1 import p4runtime_pb2
 from topologies.errors import UserInputError
 
 from .p4info import P4InfoIndex, decode_value, encode_value, mac_to_int

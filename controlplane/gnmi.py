@@ -29,7 +29,10 @@ from typing import Any
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
+from . import protobuf_runtime
 from .tls import TlsSettings
+
+protobuf_runtime.check()  # say so when messages go through pure Python
 
 # The interface counters of OpenConfig (openconfig-interfaces) that the software target serves.
 OPENCONFIG_COUNTER_LEAVES: tuple[str, ...] = (

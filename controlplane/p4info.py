@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import text_format
-from p4.config.v1 import p4info_pb2
 
+from controlplane.proto.p4.config.v1 import p4info_pb2
 from topologies.errors import UserInputError, did_you_mean
 
 # The P4 programs and their P4Info are package data, found through the import

@@ -21,11 +21,15 @@ from typing import Any
 
 import grpc
 from google.rpc import code_pb2, status_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from controlplane.proto.p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from . import protobuf_runtime
 from .entries import CounterSample, TableEntry, Update, UpdateType
 from .p4info import P4InfoIndex, index_p4info, load_p4info
 from .tls import TlsSettings
+
+protobuf_runtime.check()  # say so when messages go through pure Python
 
 DEFAULT_TIMEOUT_S = 5.0
 # A failed Write's trailer holds one p4.v1.Error per update (about 40 bytes each

@@ -30,4 +30,27 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'
+# Older .venvs had p4runtime-shell (and protobuf 3.20) in them: the package no
+# longer depends on it, and its `p4` stubs would shadow nothing but confuse.
+if .venv/bin/python -m pip show -q p4runtime-shell >/dev/null 2>&1; then
+    .venv/bin/python -m pip uninstall -y -q p4runtime-shell p4runtime
+fi
+# The P4Runtime stubs, generated from the .proto files of a pinned finsy wheel.
+.venv/bin/python scripts/gen_protos.py
+
+# The reference clients the tests run against the switch over gRPC, each in an
+# environment of its own with its pins intact (p4runtime-shell 0.0.6 pins
+# protobuf<3.21).
+client_env() {  # DIR REQUIREMENT: made once, remade when the requirement changes
+    local dir=$1 requirement=$2
+    if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.requirement" 2>/dev/null)" = "$requirement" ]; then
+        return
+    fi
+    rm -rf "$dir"
+    python3 -m venv "$dir"
+    "$dir/bin/python" -m pip install -q --upgrade pip
+    "$dir/bin/python" -m pip install -q "$requirement"
+    echo "$requirement" >"$dir/.requirement"
+}
+client_env .venv-p4rt-shell "p4runtime-shell==0.0.6"
 echo "setup: ready (.venv/bin/cassini)"

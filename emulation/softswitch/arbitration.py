@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
+from controlplane.proto.p4.v1 import p4runtime_pb2
 from emulation.softswitch.errors import EntryError
 from emulation.softswitch.log_limit import LogLimiter
 from emulation.softswitch.service_limits import OUTBOX_MESSAGES

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import CounterInfo, P4InfoIndex
+from controlplane.proto.p4.v1 import p4runtime_pb2
 from emulation.softswitch.errors import EntryError, invalid, known_object
 from emulation.softswitch.state import CounterChange
 

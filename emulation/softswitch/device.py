@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import P4InfoIndex
+from controlplane.proto.p4.v1 import p4runtime_pb2
 from emulation.softswitch.arbitration import (
     Arbitration,
     Session,

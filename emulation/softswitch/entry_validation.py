@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import P4InfoIndex, TableInfo
+from controlplane.proto.p4.v1 import p4runtime_pb2
 from emulation.softswitch.errors import EntryError, invalid, known_object
 from topologies.errors import UserInputError
 

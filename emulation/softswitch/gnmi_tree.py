@@ -294,9 +294,9 @@ def _set_path(path: Any, elems: Sequence[Elem]) -> None:
 
 def add_updates(into: Any, matches: Sequence[Match], encoding: int) -> None:
     """gnmi.Update messages of matches, added to the repeated field `into`: one per match
-    (JSON), one per leaf (PROTO). Built in place: with the pure-Python protobuf this
-    project gets (p4runtime-shell pins protobuf < 3.21), a message passed to a
-    constructor is copied, and the copies were most of a Get of the testbed."""
+    (JSON), one per leaf (PROTO). Built in place: with the pure-Python protobuf (the
+    project's before issue 24) a message passed to a constructor is copied, and
+    the copies were most of a Get of the testbed."""
     if encoding == gnmi_pb2.PROTO:
         for match in matches:
             for leaf in leaves(match):

@@ -23,14 +23,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 import grpc
 from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from controlplane import protobuf_runtime
 from controlplane.p4info import load_p4info
+from controlplane.proto.p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from controlplane.tls import ServerTlsSettings
 from emulation.softswitch.daemon_pool import DaemonPool
 from emulation.softswitch.device import Device, Session, StreamEnd
@@ -41,6 +41,8 @@ from emulation.softswitch.service_limits import ServiceLimits
 from emulation.softswitch.state import Dataplane, DataplaneState, LocalDataplane
 from emulation.softswitch.write_status import write_error_status
 from topologies.errors import UserInputError
+
+protobuf_runtime.check()  # say so when messages go through pure Python
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +56,16 @@ def _grpc_code(code: int) -> grpc.StatusCode:
     return _GRPC_CODE.get(code, grpc.StatusCode.UNKNOWN)
 
 
+# The P4Runtime spec whose semantics the service implements, as Capabilities
+# reports it. The stubs are P4Runtime 1.5's (scripts/gen_protos.py), a superset
+# on the wire; we report 1.4.1 so clients such as finsy do not send what only
+# 1.5 defines (our choice).
+P4RUNTIME_API_VERSION = "1.4.1"
+
+
 def _api_version() -> str:
-    """The P4Runtime version of the installed protobufs (the API we speak)."""
-    try:
-        return metadata.version("p4runtime")
-    except metadata.PackageNotFoundError:
-        return "1.4.1"
+    """The P4Runtime version we speak."""
+    return P4RUNTIME_API_VERSION
 
 
 class StreamSlots:

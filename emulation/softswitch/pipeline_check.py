@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from p4.config.v1 import p4info_pb2
-
 from controlplane.p4info import P4InfoIndex, index_p4info
+from controlplane.proto.p4.config.v1 import p4info_pb2
 from emulation.softswitch.errors import invalid, known_object
 from emulation.softswitch.state import COUNTER_CELLS
 from topologies.errors import did_you_mean

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import P4InfoIndex
+from controlplane.proto.p4.v1 import p4runtime_pb2
 from emulation.softswitch.arbitration import fmt_election
 from emulation.softswitch.dataplane_effects import dataplane_effect
 from emulation.softswitch.entry_validation import (

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import P4InfoIndex
+from controlplane.proto.p4.v1 import p4runtime_pb2
 from emulation.softswitch.counter_entries import (
     count_counter_entries,
     counter_entries,

@@ -20,8 +20,8 @@ from typing import Any
 
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, status_pb2
-from p4.v1 import p4runtime_pb2
 
+from controlplane.proto.p4.v1 import p4runtime_pb2
 from emulation.softswitch.errors import EntryError
 
 # (our choice) Per-update messages are cut to this length, and only the first

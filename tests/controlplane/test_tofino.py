@@ -75,9 +75,7 @@ def _chassis_config_class() -> Any:
     )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
-    return message_factory.MessageFactory(pool).GetPrototype(
-        pool.FindMessageTypeByName("stratum.hal.ChassisConfig")
-    )
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("stratum.hal.ChassisConfig"))
 
 
 def test_chassis_config_parses_and_lists_every_port(testbed):

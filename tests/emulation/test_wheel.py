@@ -34,7 +34,7 @@ DEPENDENCIES = Path(sysconfig.get_paths()["purelib"])  # this interpreter's site
 PACKAGES = ("topologies", "scheduler", "controlplane", "emulation", "p4src")
 # Not copied into the build: the tree's environments, caches and outputs.
 NOT_SOURCE = shutil.ignore_patterns(
-    ".venv", ".git", "build", "results", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
+    ".venv", ".venv-*", ".git", "build", "results", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
 )
 
 

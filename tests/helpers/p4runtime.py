@@ -13,9 +13,9 @@ from typing import Any
 import grpc
 import pytest
 from google.rpc import status_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controlplane.p4info import P4InfoIndex
+from controlplane.proto.p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 DEVICE_ID = 7
 TIMEOUT = 5.0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import load_p4info
+from controlplane.proto.p4.v1 import p4runtime_pb2
 from emulation.softswitch.counter_entries import counter_change
 from emulation.softswitch.errors import EntryError
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
 from controlplane.p4info import P4InfoIndex
 from controlplane.p4names import ECN_MARKED
+from controlplane.proto.p4.v1 import p4runtime_pb2
 from emulation.softswitch.arbitration import Session
 from emulation.softswitch.device import Device
 from emulation.softswitch.entry_validation import canonical_bytes, validate_table_entry

@@ -1,23 +1,21 @@
 """A standard P4Runtime client (p4runtime-shell) drives the software target.
 
-p4runtime-shell keeps its client in a module global and pulls in IPython, so
-it runs in a subprocess; the target runs in the test process, which lets the
-test check the DataplaneState the shell's writes produced.
+p4runtime-shell runs as a user runs it: its own program in its own environment
+(.venv-p4rt-shell, protobuf<3.21 as it pins) over gRPC; the target runs in the
+test process, which lets the test check the DataplaneState the shell's writes
+produced.
 """
 
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
-# p4runtime-shell is a declared dependency: a missing install must fail, not skip.
-import p4runtime_sh.shell  # noqa: F401
-
 from controlplane.p4info import DEFAULT_P4INFO
 from emulation.softswitch.p4runtime_service import serve
+from tests.helpers.client_envs import P4RUNTIME_SHELL, start_client
 
 SHELL_SCRIPT = textwrap.dedent(
     """
@@ -57,6 +55,8 @@ SHELL_SCRIPT = textwrap.dedent(
     finally:
         sh.teardown()
     print("DONE")
+    from google.protobuf.internal import api_implementation
+    print("PROTOBUF", api_implementation.Type())
     """
 )
 
@@ -68,19 +68,14 @@ def test_p4runtime_shell_inserts_reads_and_counts(tmp_path: Path) -> None:
     p4info_file.write_bytes(DEFAULT_P4INFO.read_bytes())
     go_file = tmp_path / "counted"
     with serve(device_id=1) as running:
-        shell = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                SHELL_SCRIPT,
-                running.address,
-                str(p4info_file),
-                str(empty_bin),
-                str(go_file),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        shell = start_client(
+            P4RUNTIME_SHELL,
+            SHELL_SCRIPT,
+            running.address,
+            str(p4info_file),
+            str(empty_bin),
+            str(go_file),
+            cwd=tmp_path,
         )
         try:
             deadline = time.monotonic() + 30
@@ -99,6 +94,8 @@ def test_p4runtime_shell_inserts_reads_and_counts(tmp_path: Path) -> None:
         output = result.stdout
         assert result.returncode == 0, result.stderr[-2000:]
         assert "INSERTED" in output and "DONE" in output
+        # Its own environment: the pure-Python protobuf 3.20 it pins, not ours.
+        assert "PROTOBUF python" in output, output
         # p4runtime-shell decoded our per-update error details.
         assert "DUPLICATE" in output and "ALREADY_EXISTS" in output, output
         # Canonical bytestrings: port 3, the MAC without leading zero bytes, port 17.

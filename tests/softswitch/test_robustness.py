@@ -7,20 +7,23 @@ Every test here failed before the fix it guards (see the issue's probe figures).
 
 from __future__ import annotations
 
+import json
 import queue
+import textwrap
 import time
 from collections.abc import Iterator
 from concurrent import futures
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from google.rpc import code_pb2, status_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controlplane import session as session_module
 from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.p4info import P4InfoIndex, load_p4info
+from controlplane.proto.p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from controlplane.session import P4RuntimeSession, WriteError
 from emulation.softswitch.device import MAX_UPDATES_PER_WRITE, Device
 from emulation.softswitch.entry_validation import MAX_METADATA_BYTES
@@ -33,6 +36,7 @@ from emulation.softswitch.write_status import (
     ERROR_MESSAGE_CHARS,
     write_error_status,
 )
+from tests.helpers.client_envs import P4RUNTIME_SHELL, run_client
 from tests.helpers.p4runtime import (
     DEVICE_ID,
     INSERT,
@@ -62,8 +66,29 @@ def _forward(i: int, port: int = 2) -> TableEntry:
 # --- error details (spec 12.5) --------------------------------------------------------
 
 
+SHELL_WRITE = textwrap.dedent(
+    """
+    import json
+    import sys
+    from p4.v1 import p4runtime_pb2
+    from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeWriteException
+
+    address, device_id, request_file = sys.argv[1:4]
+    request = p4runtime_pb2.WriteRequest.FromString(open(request_file, "rb").read())
+    client = P4RuntimeClient(int(device_id), address, (0, 11))  # takes over as primary
+    try:
+        client.write(request)
+        print("WROTE")
+    except P4RuntimeWriteException as failed:
+        print(json.dumps([[i, e.canonical_code, e.message] for i, e in failed.errors]))
+    finally:
+        client.tear_down()
+    """
+)
+
+
 def test_a_large_failing_batch_keeps_its_details_within_a_default_clients_limit(
-    server: RunningServer, primary: Client, p4: P4InfoIndex
+    server: RunningServer, primary: Client, p4: P4InfoIndex, tmp_path: Path
 ) -> None:
     """150 failing updates: p4runtime-shell's own client (default channel options) gets
     one p4.v1.Error per update (before: RESOURCE_EXHAUSTED and no details at all).
@@ -71,22 +96,20 @@ def test_a_large_failing_batch_keeps_its_details_within_a_default_clients_limit(
     Every update fails: p4runtime-shell 0.0.6's error iterator loops forever on an
     OK entry, so a batch with successes cannot be read with it.
     """
-    from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeWriteException
-
     updates = [update(INSERT, forward_entry(p4, 1, _mac(i), 2)) for i in range(150)]
     primary.write(*updates)
-    client = P4RuntimeClient(DEVICE_ID, server.address, (0, 11))  # takes over as primary
-    try:
-        request = p4runtime_pb2.WriteRequest()
-        request.updates.extend(updates)
-        with pytest.raises(P4RuntimeWriteException) as failed:
-            client.write(request)
-    finally:
-        client.tear_down()
-    errors = failed.value.errors
-    assert [index for index, _ in errors] == list(range(150))
-    assert {e.canonical_code for _, e in errors} == {code_pb2.ALREADY_EXISTS}
-    messages = [e.message for _, e in errors]
+    request = p4runtime_pb2.WriteRequest()
+    request.updates.extend(updates)
+    (tmp_path / "write.bin").write_bytes(request.SerializeToString())
+    # p4runtime-shell's client in its own environment takes over as primary and writes.
+    result = run_client(
+        P4RUNTIME_SHELL, SHELL_WRITE, server.address, str(DEVICE_ID), "write.bin", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    errors = [tuple(e) for e in json.loads(result.stdout.strip().splitlines()[-1])]
+    assert [index for index, _, _ in errors] == list(range(150))
+    assert {code for _, code, _ in errors} == {code_pb2.ALREADY_EXISTS}
+    messages = [message for _, _, message in errors]
     assert all(0 < len(m) <= ERROR_MESSAGE_CHARS for m in messages[:DETAILED_FAILURES])
     assert all(m == "" for m in messages[DETAILED_FAILURES:])
 

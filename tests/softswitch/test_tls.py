@@ -22,12 +22,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from pygnmi.client import gNMIclient
 
 from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.gnmi import GnmiError, GnmiReader
 from controlplane.p4info import load_p4info
+from controlplane.proto.p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from controlplane.session import ConnectionFailed, P4RuntimeSession
 from controlplane.tls import ServerTlsSettings, TlsSettings
 from emulation.cli import main
