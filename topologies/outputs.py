@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 from .errors import UserInputError
+from .names import shown
 
 PARTIAL_MARK = ".partial-"
 
@@ -63,14 +64,8 @@ def check_output(
     try:
         _check(out, kind, force, flag)
     except OSError as err:  # a name too long, a folder we may not read, ...
-        raise UserInputError(f"{flag} {shown_path(out)}: {err.strerror or err}") from None
+        raise UserInputError(f"{flag} {shown(str(out))}: {err.strerror or err}") from None
     return out
-
-
-def shown_path(path: Path) -> str:
-    """A path as an error message repeats it: at most 120 characters."""
-    text = str(path)
-    return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]} ({len(text)} characters)"
 
 
 def _check(out: Path, kind: Literal["file", "folder"], force: bool | None, flag: str) -> None:
