@@ -301,21 +301,11 @@ class TelemetryLog:
         return [p] if p.suffix == ".json" else [p, p.with_name(p.stem + "-links.csv")]
 
     def write(self, path: str | Path) -> list[Path]:
-        """Write .json (one file) or .csv (ports to PATH, links to PATH with -links.csv)."""
-        p = Path(path)
-        if p.suffix not in (".csv", ".json"):
-            raise UserInputError(f"output file {p}: use a .csv or .json name")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if p.suffix == ".json":
-            p.write_text(json.dumps(self.to_json(), indent=1) + "\n")
-            return [p]
-        written = [p]
-        _write_csv(p, PortDelta, [asdict(r) for r in self.ports])
-        if self.links:
-            link_path = self.paths(p)[1]
-            _write_csv(link_path, LinkDelta, [asdict(r) for r in self.links])
-            written.append(link_path)
-        return written
+        """Write .json (one file) or .csv (ports to PATH, links to PATH with -links.csv)
+        at once, with the writer a watch uses as it goes."""
+        writer = TelemetryWriter(path)
+        writer.add_rows(self.ports, self.links)
+        return writer.close()
 
 
 class TelemetryWriter:
@@ -329,6 +319,7 @@ class TelemetryWriter:
         self.path = Path(path)
         if self.path.suffix not in (".csv", ".json"):
             raise UserInputError(f"output file {self.path}: use a .csv or .json name")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.log = TelemetryLog()
         self.intervals = 0
         self._files: list[Any] = []
@@ -343,15 +334,19 @@ class TelemetryWriter:
                 self._writers.append(writer)
 
     def add(self, done: Interval) -> None:
+        """One interval's rows, on disk when this returns (.csv)."""
         self.intervals += 1
+        self.add_rows(done.ports, done.links)
+
+    def add_rows(self, ports: Iterable[PortDelta], links: Iterable[LinkDelta]) -> None:
         if not self._writers:
-            self.log.add(done.ports, done.links)
+            self.log.add(ports, links)
             return
-        batches: tuple[list[Any], list[Any]] = (list(done.ports), list(done.links))
+        batches: tuple[list[Any], list[Any]] = (list(ports), list(links))
         for writer, handle, rows in zip(self._writers, self._files, batches, strict=True):
             writer.writerows(asdict(r) for r in rows)
             handle.flush()
-        self._link_rows += len(done.links)
+        self._link_rows += len(batches[1])
 
     def discard(self) -> None:
         """Remove what was started: a watch that recorded nothing leaves no file."""
@@ -370,19 +365,11 @@ class TelemetryWriter:
         for target, handle in zip(TelemetryLog.paths(self.path), self._files, strict=True):
             handle.close()
             if target != self.path and not self._link_rows:
-                target.unlink(missing_ok=True)  # no chip map: no link rows, as `write` does
+                target.unlink(missing_ok=True)  # no chip map: no link rows, no file
             else:
                 written.append(target)
         self._files, self._writers = [], []
         return written
-
-
-def _write_csv(path: Path, cls: type, rows: list[dict[str, Any]]) -> None:
-    names = [f.name for f in fields(cls)]
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=names)
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def snapshot(
