@@ -87,7 +87,6 @@ def positive_int_up_to(limit: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {value:,}")
         return value
 
-    parse.__name__ = "positive_int"  # argparse names the type in its messages
     return parse
 
 
