@@ -286,10 +286,10 @@ SCENARIOS: tuple[Scenario, ...] = (
             Check("adjustments_per_min", "adjustments per minute per job", 2.0,
                   kind="at_most", tolerance=0.0, neutral=None, unit="/min"),
         ),  # fmt: skip
-        full=Size(10, PairWorkload(SNAPSHOT_PAIRS[:3], 1000, 0.05, kind="scheduler")),
-        quick=Size(2, PairWorkload(SNAPSHOT_PAIRS[:3], 100, 0.05, kind="scheduler")),
+        full=Size(10, PairWorkload(SNAPSHOT_PAIRS[:3], 1000, DRIFT, kind="scheduler")),
+        quick=Size(2, PairWorkload(SNAPSHOT_PAIRS[:3], 100, DRIFT, kind="scheduler")),
         choices=(
-            "(our choice) snapshots 1-3 of `snapshots`, compute phases jittered by 5% "
+            "(our choice) snapshots 1-3 of `snapshots`, compute phases jittered by 2% "
             "(sigma), the agents' 5% rule; per job, over its run",
         ),
         emulation_note="(our choice) not emulated separately: the emulation column of "
