@@ -74,17 +74,26 @@ DRAIN_S = 1.0
 class SwitchProcess:
     """`cassini switch serve` on two ports, its log drained so it never blocks on stderr."""
 
-    def __init__(self, lab: NetnsLab, ports: dict[int, str], nice: int, timeout: float) -> None:
+    def __init__(
+        self,
+        lab: NetnsLab,
+        ports: dict[int, str],
+        nice: int,
+        timeout: float,
+        extra_args: Sequence[str] = (),
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        """`extra_args` go after the ports (e.g. --tm-config FILE); `environment`
+        replaces this process's (bench_controlplane.py runs the switch under either protobuf)."""
         from emulation.softswitch.switch import READY_PATTERN
 
         argv = ["nice", "-n", str(nice)] if nice else []
         argv += [sys.executable, "-m", "emulation", "switch", "serve", "--device-id", "1"]
         for port, ifname in sorted(ports.items()):
             argv += ["-i", f"{port}@{ifname}"]
-        argv += ["--grpc-server-addr", "127.0.0.1:0"]
-        env = dict(
-            os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-        )
+        argv += ["--grpc-server-addr", "127.0.0.1:0", *extra_args]
+        base = os.environ if environment is None else environment
+        env = dict(base, PYTHONPATH=os.pathsep.join([str(ROOT), base.get("PYTHONPATH", "")]))
         self.process: subprocess.Popen[str] = lab.popen(
             None,
             argv,
