@@ -16,7 +16,12 @@ Capabilities call and picks an encoding of its own. With the stubs we ask
 for PROTO encoding and get typed integers, no JSON to parse.
 
     >>> read_interface_counters("127.0.0.1:9559", 2.0)   # doctest: +SKIP
-    {'veth1': {'in-unicast-pkts': 25, 'in-octets': 5000, ..., 'tail-dropped': 0, ...}}
+    {'tor1-eth1': {'in-unicast-pkts': 25, 'in-octets': 5000, ..., 'tail-dropped': 0, ...}}
+
+Interfaces are named as the target names them: the software target after the
+topology's chip map (`topologies.port_names`: `tor1-eth1`, or `port<N>` without
+a topology), a Stratum switch after its chassis config. Readers match them to
+chip ports by number (`Interface.port`), never by name.
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ COUNTER_LEAVES: tuple[str, ...] = OPENCONFIG_COUNTER_LEAVES + CASSINI_COUNTER_LE
 CASSINI_MODULE = "cassini-interfaces"
 # openconfig-p4rt's /interfaces/interface/state/id: the P4Runtime port number of the interface.
 PORT_ID_LEAF = "id"
+# openconfig-interfaces' state/ifindex: the port's number where state/id is not served.
+IFINDEX_LEAF = "ifindex"
 
 
 class GnmiError(RuntimeError):
@@ -81,7 +88,7 @@ class Interface:
     """One interface's counters as the target reported them (leaf name -> value)."""
 
     name: str
-    port: int | None  # state/id, the P4Runtime port; None if the target does not serve it
+    port: int | None  # state/id, the P4Runtime port (else state/ifindex); None if neither
     counters: Mapping[str, int]
 
 
@@ -99,10 +106,11 @@ def interfaces_path() -> Any:
 def interfaces_from(response: Any) -> list[Interface]:
     """Interfaces of a PROTO-encoded GetResponse (per-leaf updates), sorted by name.
 
-    Leaves outside `state/counters` other than `state/id` are ignored; a
-    counters leaf we do not know is kept under its own name.
+    Leaves outside `state/counters` other than `state/id` and `state/ifindex`
+    are ignored; a counters leaf we do not know is kept under its own name.
     """
     ports: dict[str, int] = {}
+    ifindexes: dict[str, int] = {}
     counters: dict[str, dict[str, int]] = {}
     for notification in response.notification:
         prefix = list(notification.prefix.elem)
@@ -117,11 +125,15 @@ def interfaces_from(response: Any) -> list[Interface]:
                 continue
             if names[3:] == [PORT_ID_LEAF]:
                 ports[name] = value
+            elif names[3:] == [IFINDEX_LEAF]:
+                ifindexes[name] = value
             elif len(names) == 5 and names[3] == "counters":
                 counters.setdefault(name, {})[names[4].split(":")[-1]] = value
     return [
-        Interface(name, ports.get(name), MappingProxyType(counters.get(name, {})))
-        for name in sorted(set(counters) | set(ports))
+        Interface(
+            name, ports.get(name, ifindexes.get(name)), MappingProxyType(counters.get(name, {}))
+        )
+        for name in sorted(set(counters) | set(ports) | set(ifindexes))
     ]
 
 

@@ -280,6 +280,7 @@ class EmulatedFabric:
             queue_commands=self.queue_commands(),
             thrift_port=options.thrift_port,
             log_dir=self.log_dir,
+            topology=self.topo,
         )
         self.net = Mininet(
             topo=CassiniTopo(

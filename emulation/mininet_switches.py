@@ -31,9 +31,11 @@ from typing import IO, Any, ClassVar
 from mininet.node import Switch
 
 from controlplane.settings import ControlPlaneSettings, WredSettings
-from topologies.chip_mapping import ChipMap
+from topologies.chip_mapping import ChipMap, map_to_chip
 from topologies.errors import UserInputError
+from topologies.io import save_topology_file
 from topologies.model import Topology
+from topologies.port_names import interface_names
 
 from .mininet_net import start_recorded_shell
 from .netns import OFFLOADS, NetnsLab
@@ -60,6 +62,7 @@ class SwitchPlan:
     queue_commands: tuple[str, ...]  # `queue_commands_for`'s lines
     thrift_port: int  # bmv2's; 0: any free port
     log_dir: Path | None  # where the switch writes its own log, if it writes one
+    topology: Topology | None = None  # names the ports for controllers (topologies.port_names)
 
 
 class ChipSwitch(Switch):
@@ -235,6 +238,7 @@ class SoftSwitch(ChipSwitch):
         self,
         name: str,
         tm_config: str | None = None,
+        topology_file: str | None = None,
         seed: int = 0,
         nice: int = 0,
         python: str | None = None,
@@ -244,6 +248,7 @@ class SoftSwitch(ChipSwitch):
         import sys
 
         self.tm_config = tm_config
+        self.topology_file = topology_file
         self.seed = seed
         self.nice = nice
         self.loop_cpu = loop_cpu
@@ -255,8 +260,13 @@ class SoftSwitch(ChipSwitch):
         """The TM config as a file in the lab's folder, the seed, niceness and loop core."""
         tm_file = plan.lab.tempdir("switch") / "tm.json"
         tm_file.write_text(json.dumps(tm_config_to_dict(plan.tm), indent=1))
+        topology_file = None
+        if plan.topology is not None:
+            topology_file = str(plan.lab.tempdir("switch") / "topology.json")
+            save_topology_file(plan.topology, topology_file)
         return super().params(plan) | {
             "tm_config": str(tm_file),
+            "topology_file": topology_file,
             "seed": plan.seed,
             "nice": plan.nice,
             "loop_cpu": plan.loop_cpu,
@@ -271,6 +281,8 @@ class SoftSwitch(ChipSwitch):
         argv += ["--grpc-server-addr", self.grpc_address]
         if self.tm_config:
             argv += ["--tm-config", self.tm_config]
+        if self.topology_file:
+            argv += ["--topology", self.topology_file]
         if self.loop_cpu is not None:
             argv += ["--loop-cpu", str(self.loop_cpu)]
         return [*argv, "--seed", str(self.seed)]
@@ -309,20 +321,36 @@ class InProcessSwitch(ChipSwitch):
 
     WHAT = "the software switch"
 
-    def __init__(self, name: str, tm: TmConfig | None = None, seed: int = 0, **params: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        tm: TmConfig | None = None,
+        seed: int = 0,
+        interface_names: dict[int, str] | None = None,
+        **params: Any,
+    ) -> None:
         self.tm = tm
         self.seed = seed
+        self.interface_names = interface_names
         self.switch: SoftwareSwitch | None = None
         super().__init__(name, **params)
 
     @classmethod
     def params(cls, plan: SwitchPlan) -> dict[str, Any]:
-        return super().params(plan) | {"tm": plan.tm, "seed": plan.seed}
+        names = None
+        if plan.topology is not None:
+            names = interface_names(map_to_chip(plan.topology))
+        return super().params(plan) | {"tm": plan.tm, "seed": plan.seed, "interface_names": names}
 
     def start(self, controllers: Sequence[Any] = ()) -> None:
         super().start(controllers)  # the ports' offloads off; no process
         self.switch = SoftwareSwitch(
-            self.device_id, self.port_interfaces(), self.grpc_address, self.tm, self.seed
+            self.device_id,
+            self.port_interfaces(),
+            self.grpc_address,
+            self.tm,
+            self.seed,
+            interface_names=self.interface_names,
         ).start()
 
     def wait_ready(self, log: SwitchLog, timeout: float) -> str:

@@ -40,7 +40,7 @@ fi
 
 # The reference clients the tests run against the switch over gRPC, each in an
 # environment of its own with its pins intact (p4runtime-shell 0.0.6 pins
-# protobuf<3.21).
+# protobuf<3.21; finsy pins its own protobuf and grpcio).
 client_env() {  # DIR REQUIREMENT: made once, remade when the requirement changes
     local dir=$1 requirement=$2
     if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.requirement" 2>/dev/null)" = "$requirement" ]; then
@@ -53,4 +53,5 @@ client_env() {  # DIR REQUIREMENT: made once, remade when the requirement change
     echo "$requirement" >"$dir/.requirement"
 }
 client_env .venv-p4rt-shell "p4runtime-shell==0.0.6"
+client_env .venv-finsy "finsy==0.30.0"
 echo "setup: ready (.venv/bin/cassini)"

@@ -56,6 +56,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="traffic-manager settings (YAML or JSON; format and defaults in the shipped "
         "emulation/softswitch/data/tm-example.yaml; default: those defaults)",
     )
+    serve.add_argument(
+        "--topology",
+        "-t",
+        metavar="TOPOLOGY",
+        help="name the ports for controllers (gNMI) after this topology's chip map, e.g. "
+        "tor1-eth1 (a built-in name, a generator or a file; default: port<N>)",
+    )
     serve.add_argument("--seed", type=int, default=0, help="seed of the WRED marking RNG")
     serve.add_argument(
         "--loop-cpu",
@@ -190,6 +197,23 @@ def parse_interfaces(specs: list[str]) -> dict[int, str]:
     return ports
 
 
+def port_names_of(spec: str, ports: set[int]) -> dict[int, str]:
+    """The ports' names for controllers from topology `spec`'s chip map; a port the map
+    does not use is refused (the topology is not the one cabled here)."""
+    from topologies.chip_mapping import map_to_chip
+    from topologies.library import load_topology
+    from topologies.port_names import interface_names
+
+    names = interface_names(map_to_chip(load_topology(spec)))
+    unused = sorted(ports - set(names))
+    if unused:
+        raise UserInputError(
+            f"--topology {spec}: port {unused[0]} is not one of its chip map's "
+            f"{len(names)} ports: is it the topology cabled to this switch?"
+        )
+    return names
+
+
 def _serve(args: argparse.Namespace) -> int:
     from emulation.softswitch.switch import serve_until_stopped
     from emulation.softswitch.tm_config import TmConfig, load_tm_config
@@ -205,6 +229,8 @@ def _serve(args: argparse.Namespace) -> int:
     tm = load_tm_config(args.tm_config) if args.tm_config else TmConfig()
     if not ports and not tm.loopback_cables:
         raise UserInputError("no ports: attach at least one with -i PORT@IFACE")
+    cabled = set(ports) | set(tm.cable_peers())
+    names = port_names_of(args.topology, cabled) if args.topology else None
     code = serve_until_stopped(
         args.device_id,
         ports,
@@ -214,6 +240,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=level,
         tls=server_tls_from_args(args),
         loop_cpu=args.loop_cpu,
+        interface_names=names,
     )
     # A gRPC worker may still be parsing a large request in pure Python; waiting
     # for it at interpreter exit took 16 s. Everything is closed: leave now.

@@ -15,6 +15,8 @@ TARGET_DEFINED samples every `DEFAULT_SAMPLE_NS`, ON_CHANGE checks every
 `MIN_SAMPLE_NS` and sends the leaves that changed; heartbeat_interval is
 ignored. Subscribe RPCs open at once, paths per request and bytes per
 response are capped (`service_limits`): RESOURCE_EXHAUSTED past a cap.
+A Subscribe of JSON (the default) answers typed scalars per leaf, as Stratum
+does (`subscribe_encoding` says why); a Get answers in the encoding it asks.
 """
 
 from __future__ import annotations
@@ -52,6 +54,31 @@ MIN_SAMPLE_NS = 100_000_000  # 100 ms: the fastest STREAM sampling (our choice)
 DEFAULT_SAMPLE_NS = 1_000_000_000  # TARGET_DEFINED subscriptions sample every second
 # The slowest STREAM sampling: 2**63 - 1 ns (292 years), gNMI's largest timestamp.
 MAX_SAMPLE_NS = 2**63 - 1
+
+
+# Which encoding a Subscribe answers with (gNMI specification 0.10.0, openconfig/reference
+# rpc/gnmi/gnmi-specification.md). JSON is the default: section 3.2 has a target send
+# JSON when a request names no encoding, and JSON is the Encoding enum's zero, so
+# naming none and naming JSON are one and the same message. Section 2.2.3 carries
+# a leaf's value in TypedValue's scalar fields (string_val, uint_val, ...); the
+# encodings of section 2.3 serialise structured data; a subscription reports per
+# leaf (section 3.5.2.3). Our choice, as Stratum does: a Subscribe that asks for
+# JSON (or for nothing) or PROTO gets one Update per leaf with its typed scalar,
+# which is what finsy's Switch reads (its ON_CHANGE subscription to oper-status
+# names no encoding); one that asks for JSON_IETF gets JSON_IETF. A Get answers
+# in the encoding it names, JSON when it names none (section 3.3.1).
+SCALAR_SUBSCRIBE_ENCODINGS = (gnmi_pb2.JSON, gnmi_pb2.PROTO)
+
+
+def subscribe_encoding(requested: int) -> int:
+    """How a subscription's updates are encoded: PROTO (typed scalars per leaf) for a
+    request of JSON, the default, or PROTO; JSON_IETF as asked (see above).
+
+    >>> [gnmi_pb2.Encoding.Name(subscribe_encoding(e)) for e in (0, 2, 4)]
+    ['PROTO', 'PROTO', 'JSON_IETF']
+    """
+    requested = check_encoding(requested)
+    return gnmi_pb2.PROTO if requested in SCALAR_SUBSCRIBE_ENCODINGS else requested
 
 
 def check_encoding(encoding: int) -> int:
@@ -179,15 +206,32 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
             )
         return total
 
-    def _matches(self, origin: str, elems: Sequence[Any]) -> list[Match]:
+    def _matches(
+        self, origin: str, elems: Sequence[Any], trees: dict[str, Any] | None = None
+    ) -> list[Match]:
+        """What a path selects now; `trees` keeps the trees read so far, so the
+        subscriptions due at one instant read the switch once (finsy subscribes to
+        each port's oper-status apart: 72 paths on the testbed)."""
         check_origin(origin)
-        tree = interfaces_tree(self.source())
+        trees = {} if trees is None else trees
         if self.fidelity is not None and elems and bare_name(elems[0].name) == FIDELITY_CONTAINER:
-            tree = fidelity_tree(self.fidelity())
-        return select(tree, elems)
+            if FIDELITY_CONTAINER not in trees:
+                trees[FIDELITY_CONTAINER] = fidelity_tree(self.fidelity())
+            return select(trees[FIDELITY_CONTAINER], elems)
+        if "interfaces" not in trees:
+            trees["interfaces"] = interfaces_tree(self.source())
+        return select(trees["interfaces"], elems)
 
-    def _notice(self, origin: str, elems: Sequence[Any], encoding: int, prefix: Any) -> Any:
-        return notification(self._matches(origin, elems), encoding, self.clock_ns(), prefix)
+    def _notice(
+        self,
+        origin: str,
+        elems: Sequence[Any],
+        encoding: int,
+        prefix: Any,
+        trees: dict[str, Any] | None = None,
+    ) -> Any:
+        matches = self._matches(origin, elems, trees)
+        return notification(matches, encoding, self.clock_ns(), prefix)
 
     def Capabilities(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC name)
         models = [
@@ -253,7 +297,7 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
                     "the first SubscribeRequest must carry a subscription list",
                 )
             sub_list = first.subscribe
-            encoding = check_encoding(sub_list.encoding)
+            encoding = subscribe_encoding(sub_list.encoding)
             check_enum(gnmi_pb2.SubscriptionList.Mode, sub_list.mode, "subscription list mode")
             if not sub_list.subscription:
                 raise PathError(grpc.StatusCode.INVALID_ARGUMENT, "the subscription list is empty")
@@ -261,15 +305,19 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
             for sub in sub_list.subscription:
                 check_enum(gnmi_pb2.SubscriptionMode, sub.mode, "subscription mode")
             wanted = [full_path(sub_list.prefix, s.path) for s in sub_list.subscription]
+            checked: dict[str, Any] = {}
             for origin, elems in wanted:
-                self._matches(origin, elems)  # a bad path fails the RPC before any data
+                self._matches(origin, elems, checked)  # a bad path fails the RPC before any data
             if sub_list.mode == gnmi_pb2.SubscriptionList.STREAM:
                 plan = stream_plan(sub_list)
                 yield from self._stream(plan, sub_list, encoding, request_iterator, context)
                 return
             if not sub_list.updates_only:
+                trees: dict[str, Any] = {}
                 for origin, elems in wanted:
-                    yield self._update(self._notice(origin, elems, encoding, sub_list.prefix))
+                    yield self._update(
+                        self._notice(origin, elems, encoding, sub_list.prefix, trees)
+                    )
             yield gnmi_pb2.SubscribeResponse(sync_response=True)
             if sub_list.mode == gnmi_pb2.SubscriptionList.ONCE:
                 return
@@ -279,8 +327,11 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
                         grpc.StatusCode.INVALID_ARGUMENT,
                         "a POLL subscription takes only Poll messages after the subscription list",
                     )
+                trees = {}
                 for origin, elems in wanted:
-                    yield self._update(self._notice(origin, elems, encoding, sub_list.prefix))
+                    yield self._update(
+                        self._notice(origin, elems, encoding, sub_list.prefix, trees)
+                    )
                 yield gnmi_pb2.SubscribeResponse(sync_response=True)
         except PathError as err:
             context.abort(err.code, err.message)
@@ -317,9 +368,10 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
 
         threading.Thread(target=drain, name="gnmi-stream-requests", daemon=True).start()
         sent: list[dict[str, bytes]] = [{} for _ in plan]
+        trees: dict[str, Any] = {}
         for i, sub in enumerate(plan):
             notice = changed(
-                sent[i], self._notice(sub.origin, sub.elems, encoding, sub_list.prefix)
+                sent[i], self._notice(sub.origin, sub.elems, encoding, sub_list.prefix, trees)
             )
             if not sub_list.updates_only:
                 yield self._update(notice)
@@ -331,12 +383,13 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
             if ended.wait(min(delay, threading.TIMEOUT_MAX)):
                 return
             now = time.monotonic_ns()
+            trees = {}  # one read of the switch for every subscription due now
             for i, sub in enumerate(plan):
                 if due[i] > now:
                     continue
                 # A late wake-up skips missed samples rather than bursting them.
                 due[i] = max(due[i] + sub.interval_ns, now + 1)
-                notice = self._notice(sub.origin, sub.elems, encoding, sub_list.prefix)
+                notice = self._notice(sub.origin, sub.elems, encoding, sub_list.prefix, trees)
                 if sub.changes_only:
                     notice = changed(sent[i], notice)
                     if not notice.update:

@@ -4,13 +4,20 @@ The data of the ports' `PortCounters`, as gNMI serves it (`gnmi_service`):
 
     /interfaces/interface[name=NAME]/name
     /interfaces/interface[name=NAME]/state/name
+    /interfaces/interface[name=NAME]/state/ifindex            (the chip port)
+    /interfaces/interface[name=NAME]/state/admin-status       (UP: ports are never disabled)
+    /interfaces/interface[name=NAME]/state/oper-status        (UP, or DOWN once gone)
     /interfaces/interface[name=NAME]/state/id                 (openconfig-p4rt: P4Runtime port)
     /interfaces/interface[name=NAME]/state/counters/LEAF
 
 with LEAF one of `controlplane.gnmi.COUNTER_LEAVES`: the OpenConfig counters
 and our own per-cause leaves (module `cassini-interfaces`), and the packet
-loop's lateness histograms under /fidelity. A key may be `*` or left out
-(every interface); a path may stop at any container.
+loop's lateness histograms under /fidelity. These are the leaves a Stratum
+switch serves per interface and standard controllers read: finsy's `Switch`
+lists the ports by `state/ifindex` and follows `state/oper-status`. NAME is
+the port's name for controllers (`port_stats.PortCounters.name`, stable from
+run to run, never the Linux interface: see the package README). A key may be
+`*` or left out (every interface); a path may stop at any container.
 
 Pure functions: `interfaces_tree` (the data of PortCounters), `select` (a
 path's matches, or a `PathError` naming the bad element and the names that
@@ -111,8 +118,12 @@ def interfaces_tree(ports: Sequence[PortCounters]) -> dict[str, Any]:
         counters = {leaf: int(getattr(c, _field(leaf))) for leaf in COUNTER_LEAVES}
         state = {
             "name": c.name,
-            PORT_ID_LEAF: c.port,
+            # OpenConfig's ifindex (uint32, "the system-assigned number"): the chip port,
+            # as a hardware switch numbers its ports; finsy's Switch lists ports by it.
+            "ifindex": c.port,
+            "admin-status": "UP",  # no port is ever disabled here (our choice: no Set)
             "oper-status": c.oper_status,  # OpenConfig's UP or DOWN
+            PORT_ID_LEAF: c.port,
             "counters": counters,
         }
         entries[c.name] = {"name": c.name, "state": state}

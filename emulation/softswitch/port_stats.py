@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from topologies.port_names import port_name
+
 # Per-port statistics of the packet path, in the order they are published.
 STAT_NAMES: tuple[str, ...] = (
     "rx_packets",  # frames that entered the pipeline (what port_rx counts)
@@ -52,7 +54,7 @@ class PortCounters:
     """One port's interface counters (gNMI leaf names in the comments) and loss causes."""
 
     port: int
-    name: str  # the interface the port is attached to, or "cable<port>" for a cabled port
+    name: str  # the port's name for controllers (topologies.port_names), not its Linux interface
     oper_status: str  # oper-status: "DOWN" once the packet loop found the interface gone
     in_unicast_pkts: int  # in-unicast-pkts: neither broadcast nor multicast (OpenConfig)
     in_broadcast_pkts: int  # in-broadcast-pkts
@@ -79,13 +81,16 @@ class PortCounters:
 def port_counters(
     stats: Mapping[str, Mapping[int, int]], names: Mapping[int, str], ports: Iterable[int]
 ) -> list[PortCounters]:
-    """PortCounters of `ports` from per-port statistics ({stat name: {port: value}}).
+    """PortCounters of `ports` from per-port statistics ({stat name: {port: value}});
+    `names` are the ports' names for controllers (`port<N>` where it has none).
 
     >>> stats = {"rx_packets": {1: 10}, "rx_broadcast": {1: 1}, "forward_misses": {1: 2},
     ...          "rx_overruns": {1: 1}}
-    >>> c = port_counters(stats, {1: "veth1"}, [1])[0]
+    >>> c, d = port_counters(stats, {1: "tor1-eth1"}, [1, 10])
     >>> (c.name, c.in_unicast_pkts, c.in_broadcast_pkts, c.in_discards, c.out_discards)
-    ('veth1', 9, 1, 3, 0)
+    ('tor1-eth1', 9, 1, 3, 0)
+    >>> d.name
+    'port10'
     """
     out = []
     for port in sorted(set(ports)):
@@ -96,7 +101,7 @@ def port_counters(
         out.append(
             PortCounters(
                 port=port,
-                name=names.get(port, f"cable{port}"),
+                name=port_name(port, names),
                 oper_status="DOWN" if get("port_down") else "UP",
                 in_unicast_pkts=get("rx_packets") - get("rx_broadcast") - get("rx_multicast"),
                 in_broadcast_pkts=get("rx_broadcast"),

@@ -56,8 +56,11 @@ class SoftwareSwitch:
         tls: ServerTlsSettings | None = None,
         fast: bool = True,
         loop_cpu: int | None = None,
+        interface_names: Mapping[int, str] | None = None,
     ) -> None:
         self.device_id = device_id
+        # The ports' names for controllers (gNMI), from the topology (topologies.port_names).
+        self.interface_names = dict(interface_names or {})
         self.loop_cpu = loop_cpu  # the packet loop's one CPU (emulation/cpu_split.py)
         self.fast = fast  # False: the Python reference pipeline instead of the compiled one
         self.port_names = dict(ports)
@@ -151,7 +154,7 @@ class SoftwareSwitch:
 
     def port_counters(self) -> list[PortCounters]:
         """Interface counters of every port (attached and cabled), as gNMI serves them."""
-        return port_counters(self.stats(), self.port_names, self._ports)
+        return port_counters(self.stats(), self.interface_names, self._ports)
 
     def stall(self, seconds: float) -> None:
         """Make the packet loop sleep once for `seconds` (for tests)."""
@@ -210,6 +213,7 @@ def serve_until_stopped(
     log_level: int = logging.INFO,
     tls: ServerTlsSettings | None = None,
     loop_cpu: int | None = None,
+    interface_names: Mapping[int, str] | None = None,
 ) -> int:
     """Run a switch until SIGINT/SIGTERM (0) or until its packet loop dies (1).
 
@@ -231,6 +235,7 @@ def serve_until_stopped(
         log_level=log_level,
         tls=tls,
         loop_cpu=loop_cpu,
+        interface_names=interface_names,
     )
     code = 0
     try:

@@ -1,8 +1,10 @@
-"""Where does a reference client (p4runtime-shell) run, and how does a test run one?
+"""Where does a reference client (p4runtime-shell, finsy) run, and how does a test run one?
 
-Each has an environment of its own that scripts/setup.sh makes (`.venv-p4rt-shell`),
-with its own pins: p4runtime-shell 0.0.6 pins protobuf<3.21,
-which the project's compiled protobuf has left behind. A test runs a client
+Each has an environment of its own that scripts/setup.sh makes (`.venv-p4rt-shell`,
+`.venv-finsy`), with its own pins: p4runtime-shell 0.0.6 pins protobuf<3.21,
+which the project's compiled protobuf has left behind; finsy 0.30 brings its
+own protobuf, grpcio and stubs (whose google/rpc/status.proto clashes with
+googleapis-common-protos' in one process). A test runs a client
 as a user would, a separate program talking gRPC to the project's switch. A
 missing environment is a failure, not a skip: setup.sh makes it on any machine.
 """
@@ -14,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 P4RUNTIME_SHELL = "p4rt-shell"
+FINSY = "finsy"
 
 
 def client_python(name: str) -> Path:

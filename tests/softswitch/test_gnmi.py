@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import replace
+from typing import Any
 
 import grpc
 import pytest
@@ -98,6 +99,22 @@ def test_leaves_are_the_openconfig_names_and_ours() -> None:
     # OpenConfig's in-unicast-pkts excludes broadcasts and multicasts (25 - 2 - 1).
     assert (counters["in-unicast-pkts"], counters["in-broadcast-pkts"]) == (22, 2)
     assert counters["in-multicast-pkts"] == 1
+
+
+def test_each_interface_serves_what_a_stratum_switch_serves() -> None:
+    tree = interfaces_tree(port_counters(STATS | {"port_down": {2: 1}}, NAMES, [1, 2]))
+    entries = tree["interfaces"]["interface"].entries
+    state = entries["veth2"]["state"]
+    assert set(state) == {"name", "ifindex", "admin-status", "oper-status", "id", "counters"}
+    assert (state["name"], state["ifindex"], state["id"]) == ("veth2", 2, 2)
+    assert (state["admin-status"], state["oper-status"]) == ("UP", "DOWN")
+    assert entries["veth1"]["state"]["oper-status"] == "UP"
+    # finsy's port list: every interface's ifindex, by name.
+    found = select(tree, elems("/interfaces/interface[name=*]/state/ifindex"))
+    assert [(render(m.path), m.value) for m in found] == [
+        ("/interfaces/interface[name=veth1]/state/ifindex", 1),
+        ("/interfaces/interface[name=veth2]/state/ifindex", 2),
+    ]
 
 
 def test_select_leaf_container_wildcard_and_root() -> None:
@@ -329,6 +346,50 @@ def test_subscribe_once_poll_and_stream(gnmi_server: Server) -> None:
     assert all(0.15 <= g <= 0.6 for g in gaps), gaps
 
 
+def _subscribe_once(host: str, port: int, path: str, encoding: int | None) -> list[Any]:
+    """The updates of a ONCE subscription to `path` (no encoding field when None)."""
+    sub_list = gnmi_pb2.SubscriptionList(
+        mode=gnmi_pb2.SubscriptionList.ONCE,
+        subscription=[gnmi_pb2.Subscription(path=gnmi_path_generator(path))],
+    )
+    if encoding is not None:
+        sub_list.encoding = encoding
+    request = gnmi_pb2.SubscribeRequest(subscribe=sub_list)
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        stub = gnmi_pb2_grpc.gNMIStub(channel)
+        answers = list(stub.Subscribe(iter([request]), timeout=5))
+    assert answers[-1].sync_response
+    return [u for a in answers[:-1] for u in a.update.update]
+
+
+def test_subscribe_answers_typed_scalars_unless_json_ietf_is_asked(gnmi_server: Server) -> None:
+    """The default (JSON, which a request naming no encoding also says) and PROTO answer
+    each leaf with its typed scalar, as Stratum does and finsy expects; JSON_IETF as asked."""
+    host, port, _ = gnmi_server
+    status = "/interfaces/interface[name=*]/state/oper-status"
+    for encoding in (None, gnmi_pb2.JSON, gnmi_pb2.PROTO):
+        updates = _subscribe_once(host, port, status, encoding)
+        assert [
+            (u.path.elem[1].key["name"], u.val.WhichOneof("value"), u.val.string_val)
+            for u in updates
+        ] == [("veth1", "string_val", "UP"), ("veth2", "string_val", "UP")]
+        (ifindex, *_) = _subscribe_once(host, port, "/interfaces/interface/state/ifindex", encoding)
+        assert (ifindex.val.WhichOneof("value"), ifindex.val.uint_val) == ("uint_val", 1)
+    # A container: one update per leaf, each typed.
+    counters = _subscribe_once(host, port, "/interfaces/interface[name=veth2]/state/counters", None)
+    assert {u.path.elem[-1].name: u.val.uint_val for u in counters} == leaf_values(fake_ports()[1])
+    (ietf, *_) = _subscribe_once(
+        host, port, "/interfaces/interface[name=veth2]/state/counters", gnmi_pb2.JSON_IETF
+    )
+    assert json.loads(ietf.val.json_ietf_val)["in-octets"] == "300"
+    # A Get answers JSON when it names no encoding (gNMI 3.3.1).
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        got = gnmi_pb2_grpc.gNMIStub(channel).Get(
+            gnmi_pb2.GetRequest(path=[gnmi_path_generator(status)]), timeout=5
+        )
+    assert [u.val.json_val for u in got.notification[0].update] == [b'"UP"', b'"UP"']
+
+
 def test_subscribe_to_a_wrong_path_fails_before_any_data(gnmi_server: Server) -> None:
     # The stubs, not pygnmi: its subscriber thread re-raises the error it stores.
     host, port, _ = gnmi_server
@@ -411,10 +472,11 @@ def test_switch_serves_what_it_forwarded_and_dropped() -> None:
                     path=["/interfaces/interface[name=*]/state/counters"], encoding="proto"
                 )
             leaves = {u["path"]: u["val"] for u in got["notification"][0]["update"]}
-            assert leaves[_counters_path(ifs[1], "in-unicast-pkts")] == 17
-            assert leaves[_counters_path(ifs[2], "out-unicast-pkts")] == 12
-            assert leaves[_counters_path(ifs[1], "in-discards")] == 5
-            assert leaves[_counters_path(ifs[1], "forward-misses")] == 5
+            # Named by chip port, not by the run's veths (no topology given).
+            assert leaves[_counters_path("port1", "in-unicast-pkts")] == 17
+            assert leaves[_counters_path("port2", "out-unicast-pkts")] == 12
+            assert leaves[_counters_path("port1", "in-discards")] == 5
+            assert leaves[_counters_path("port1", "forward-misses")] == 5
             expected = {c.name: leaf_values(c) for c in switch.port_counters()}
             assert read_interface_counters(switch.grpc_address, 2.0) == expected
     finally:
