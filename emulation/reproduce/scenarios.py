@@ -104,15 +104,35 @@ SCENARIOS: tuple[Scenario, ...] = (
         "aligned, each job gets about half the link. 1,000 iterations in the paper.",
         (
             Check("vgg19+vgg19.p90_ratio", "p90 iteration time, aligned / shifted", 1.26),
-            Check("vgg19+vgg19.shift_ms", "Cassini's shift", 120.0, tolerance=0.25,
-                  neutral=None, unit=" ms"),
-            Check("vgg19+vgg19.aligned_share", "aligned: each job's share of the link", 0.5,
-                  tolerance=0.2, neutral=None, unit=""),
+            Check(
+                "vgg19+vgg19.shift_ms",
+                "Cassini's shift",
+                120.0,
+                tolerance=0.25,
+                neutral=None,
+                unit=" ms",
+            ),
+            Check(
+                "vgg19+vgg19.aligned_share",
+                "aligned: each job's share of the link",
+                0.5,
+                tolerance=0.2,
+                neutral=None,
+                unit="",
+            ),
         ),  # fmt: skip
-        full=Size(10, PairWorkload((("vgg19", "vgg19"),), 1000, DRIFT), 3,
-                  EmulationWorkload(300, pairs=(("vgg19", "vgg19"),))),
-        quick=Size(3, PairWorkload((("vgg19", "vgg19"),), 100, DRIFT), 2,
-                   EmulationWorkload(20, pairs=(("vgg19", "vgg19"),))),
+        full=Size(
+            10,
+            PairWorkload((("vgg19", "vgg19"),), 1000, DRIFT),
+            3,
+            EmulationWorkload(300, pairs=(("vgg19", "vgg19"),)),
+        ),
+        quick=Size(
+            3,
+            PairWorkload((("vgg19", "vgg19"),), 100, DRIFT),
+            2,
+            EmulationWorkload(20, pairs=(("vgg19", "vgg19"),)),
+        ),
         choices=(
             PAIR_CHOICE,
             "(our choice) tolerances: 15% on the ratio, 25% on the shift (it follows the "
@@ -120,9 +140,11 @@ SCENARIOS: tuple[Scenario, ...] = (
             "(our choice) share = the profile's Up time / (aligned iteration time - its "
             "Down time): what a job got of the link while both communicated",
         ),
-        figures=(("vgg19+vgg19.mean_ratio", "mean iteration time, aligned / shifted"),
-                 ("vgg19+vgg19.marks_ratio", "marks, aligned / shifted"),
-                 ("vgg19+vgg19.score", "compatibility score")),
+        figures=(
+            ("vgg19+vgg19.mean_ratio", "mean iteration time, aligned / shifted"),
+            ("vgg19+vgg19.marks_ratio", "marks, aligned / shifted"),
+            ("vgg19+vgg19.score", "compatibility score"),
+        ),
     ),  # fmt: skip
     Scenario(
         "pairs",
@@ -130,17 +152,45 @@ SCENARIOS: tuple[Scenario, ...] = (
         "BERT + VGG19 has no perfectly interleaving shift; WideResNet101 + VGG16 "
         "interleaves with VGG16 shifted (150 ms in the paper).",
         (
-            Check("wideresnet101+vgg16.shift_ms", "WideResNet101 + VGG16: VGG16's shift", 150.0,
-                  tolerance=0.15, neutral=None, unit=" ms"),
-            Check("wideresnet101+vgg16.score", "WideResNet101 + VGG16: compatibility score",
-                  1.0, kind="at_least", tolerance=0.02, neutral=None, unit=""),
-            Check("bert+vgg19.score", "BERT + VGG19: best compatibility score", 0.95,
-                  kind="at_most", tolerance=0.0, neutral=None, unit=""),
+            Check(
+                "wideresnet101+vgg16.shift_ms",
+                "WideResNet101 + VGG16: VGG16's shift",
+                150.0,
+                tolerance=0.15,
+                neutral=None,
+                unit=" ms",
+            ),
+            Check(
+                "wideresnet101+vgg16.score",
+                "WideResNet101 + VGG16: compatibility score",
+                1.0,
+                kind="at_least",
+                tolerance=0.02,
+                neutral=None,
+                unit="",
+            ),
+            Check(
+                "bert+vgg19.score",
+                "BERT + VGG19: best compatibility score",
+                0.95,
+                kind="at_most",
+                tolerance=0.0,
+                neutral=None,
+                unit="",
+            ),
         ),  # fmt: skip
-        full=Size(10, PairWorkload((("wideresnet101", "vgg16"), ("bert", "vgg19")), 1000, DRIFT),
-                  3, EmulationWorkload(300, pairs=(("wideresnet101", "vgg16"),))),
-        quick=Size(3, PairWorkload((("wideresnet101", "vgg16"), ("bert", "vgg19")), 100, DRIFT),
-                   2, EmulationWorkload(20, pairs=(("wideresnet101", "vgg16"),))),
+        full=Size(
+            10,
+            PairWorkload((("wideresnet101", "vgg16"), ("bert", "vgg19")), 1000, DRIFT),
+            3,
+            EmulationWorkload(300, pairs=(("wideresnet101", "vgg16"),)),
+        ),
+        quick=Size(
+            3,
+            PairWorkload((("wideresnet101", "vgg16"), ("bert", "vgg19")), 100, DRIFT),
+            2,
+            EmulationWorkload(20, pairs=(("wideresnet101", "vgg16"),)),
+        ),
         choices=(
             PAIR_CHOICE,
             "(our choice) 'interleaves' = compatibility score >= 0.98 (1 is never "
@@ -148,9 +198,11 @@ SCENARIOS: tuple[Scenario, ...] = (
             "(our choice) the emulation runs the interleaving pair only; BERT + VGG19's claim "
             "is about the solver",
         ),
-        figures=(("wideresnet101+vgg16.p90_ratio", "WideResNet101 + VGG16: p90, aligned / shifted"),
-                 ("wideresnet101+vgg16.marks_ratio", "WideResNet101 + VGG16: marks, aligned / shifted"),
-                 ("bert+vgg19.p90_ratio", "BERT + VGG19: p90, aligned / shifted")),
+        figures=(
+            ("wideresnet101+vgg16.p90_ratio", "WideResNet101 + VGG16: p90, aligned / shifted"),
+            ("wideresnet101+vgg16.marks_ratio", "WideResNet101 + VGG16: marks, aligned / shifted"),
+            ("bert+vgg19.p90_ratio", "BERT + VGG19: p90, aligned / shifted"),
+        ),
     ),  # fmt: skip
     Scenario(
         "poisson",
@@ -163,8 +215,13 @@ SCENARIOS: tuple[Scenario, ...] = (
             Check("th+cassini.p99", "Th+Cassini vs Themis, p99 iteration time", 1.5),
             Check("po+cassini.mean", "Po+Cassini vs Pollux, mean iteration time", 1.4),
             Check("po+cassini.p99", "Po+Cassini vs Pollux, p99 iteration time", 1.5),
-            Check("th+cassini.vs_ideal", "Th+Cassini's mean slowdown over Ideal's", 1.0,
-                  tolerance=0.10, neutral=None),
+            Check(
+                "th+cassini.vs_ideal",
+                "Th+Cassini's mean slowdown over Ideal's",
+                1.0,
+                tolerance=0.10,
+                neutral=None,
+            ),
         ),  # fmt: skip
         full=Size(10, TraceWorkload("poisson", POISSON_SCHEDULERS, loads=(0.8, 0.9, 1.0), jobs=60)),
         quick=Size(2, TraceWorkload("poisson", POISSON_SCHEDULERS, loads=(0.9,), jobs=20)),
@@ -189,15 +246,25 @@ SCENARIOS: tuple[Scenario, ...] = (
             Check("th+cassini.p99", "Th+Cassini vs Themis, p99", 2.2),
             Check("po+cassini.mean", "Po+Cassini vs Pollux, mean", 1.6),
             Check("po+cassini.p99", "Po+Cassini vs Pollux, p99", 2.5),
-            Check("th+cassini.marks.dlrm", "DLRM's marks, Themis / Th+Cassini", 27.0,
-                  tolerance=0.3),
-            Check("po+cassini.marks.dlrm", "DLRM's marks, Pollux / Po+Cassini", 33.0,
-                  tolerance=0.3),
+            Check(
+                "th+cassini.marks.dlrm", "DLRM's marks, Themis / Th+Cassini", 27.0, tolerance=0.3
+            ),
+            Check(
+                "po+cassini.marks.dlrm", "DLRM's marks, Pollux / Po+Cassini", 33.0, tolerance=0.3
+            ),
         ),  # fmt: skip
-        full=Size(10, _dynamic(("vgg19", "vgg16", "bert"), ("dlrm", "resnet50"), False), 3,
-                  _emulated_dynamic(200, 1.0)),
-        quick=Size(2, _dynamic(("vgg19", "vgg16", "bert"), ("dlrm", "resnet50"), True), 2,
-                   _emulated_dynamic(20, 10.0)),
+        full=Size(
+            10,
+            _dynamic(("vgg19", "vgg16", "bert"), ("dlrm", "resnet50"), False),
+            3,
+            _emulated_dynamic(200, 1.0),
+        ),
+        quick=Size(
+            2,
+            _dynamic(("vgg19", "vgg16", "bert"), ("dlrm", "resnet50"), True),
+            2,
+            _emulated_dynamic(20, 10.0),
+        ),
         choices=(
             "(our choice) the busy cluster: VGG19, VGG16 and BERT on 6 GPUs each (18 of "
             "24), then DLRM and ResNet50 on 3 GPUs each at 30 s (quick: at 5 s, every job "
@@ -218,8 +285,12 @@ SCENARIOS: tuple[Scenario, ...] = (
         (
             Check("th+cassini.mean", "Th+Cassini vs Themis, mean", 1.2),
             Check("th+cassini.p99", "Th+Cassini vs Themis, p99", 1.6),
-            Check("th+cassini.marks.max", "marks, Themis / Th+Cassini, best model", 29.0,
-                  tolerance=0.3),
+            Check(
+                "th+cassini.marks.max",
+                "marks, Themis / Th+Cassini, best model",
+                29.0,
+                tolerance=0.3,
+            ),
         ),  # fmt: skip
         full=Size(10, _dynamic(("gpt1", "gpt2", "gpt3"), ("dlrm", "gpt2"), False)),
         quick=Size(2, _dynamic(("gpt1", "gpt2", "gpt3"), ("dlrm", "gpt2"), True)),
@@ -238,14 +309,20 @@ SCENARIOS: tuple[Scenario, ...] = (
         "Five snapshots of decreasing compatibility score: the gain fades below a score "
         "of about 0.6, and Cassini does not co-place jobs whose score is low.",
         (
-            Check("low.gain", "gain of the snapshots scoring below 0.6 (mean iteration, "
-                  "Themis / Th+Cassini)", 1.0, tolerance=0.03, neutral=None),
+            Check(
+                "low.gain",
+                "gain of the snapshots scoring below 0.6 (mean iteration, Themis / Th+Cassini)",
+                1.0,
+                tolerance=0.03,
+                neutral=None,
+            ),
         ),  # fmt: skip
         full=Size(10, PairWorkload(SNAPSHOT_PAIRS, 1000, DRIFT, kind="scheduler")),
         quick=Size(2, PairWorkload(SNAPSHOT_PAIRS, 100, DRIFT, kind="scheduler")),
         choices=(
             "(our choice) the five snapshots are pairs on the one shared link of "
-            "two-vgg19's placement: " + ", ".join("+".join(p) for p in SNAPSHOT_PAIRS)
+            "two-vgg19's placement: "
+            + ", ".join("+".join(p) for p in SNAPSHOT_PAIRS)
             + " (scores 1.00, 0.99, 0.91, 0.71, 0.60 at 5 degrees)",
             "(our choice) gain = Themis's mean iteration time on that placement (jobs "
             "free, unshifted) over Th+Cassini's on it; 'fades' = within 3% of none",
@@ -255,8 +332,10 @@ SCENARIOS: tuple[Scenario, ...] = (
             for a, b in SNAPSHOT_PAIRS
             for m, label in (("score", "score"), ("gain", "gain"))
         ),
-        unmeasured=("'Cassini does not co-place low-score jobs': the placement is given "
-                    "here; no column measures Cassini's own choice of co-placement yet",),
+        unmeasured=(
+            "'Cassini does not co-place low-score jobs': the placement is given "
+            "here; no column measures Cassini's own choice of co-placement yet",
+        ),
         emulation_note="(our choice) not emulated: five pairs x runs is long for one machine; "
         "two-vgg19 and pairs emulate the same mechanism",
     ),  # fmt: skip
@@ -268,12 +347,22 @@ SCENARIOS: tuple[Scenario, ...] = (
             Check("th+cassini.mean", "Th+Cassini vs Themis, mean", 1.4),
             Check("th+cassini.p99", "Th+Cassini vs Themis, p99", 1.9),
         ),
-        full=Size(10, TraceWorkload("poisson", ("themis", "th+cassini"),
-                                    "cassini-testbed-2gpu", loads=(0.9,), jobs=30)),
-        quick=Size(2, TraceWorkload("poisson", ("themis", "th+cassini"),
-                                    "cassini-testbed-2gpu", loads=(0.9,), jobs=10)),
-        choices=("(our choice) a Poisson trace at load 0.9, 30 jobs (quick: 10) on the "
-                 "built-in cassini-testbed-2gpu topology",),
+        full=Size(
+            10,
+            TraceWorkload(
+                "poisson", ("themis", "th+cassini"), "cassini-testbed-2gpu", loads=(0.9,), jobs=30
+            ),
+        ),
+        quick=Size(
+            2,
+            TraceWorkload(
+                "poisson", ("themis", "th+cassini"), "cassini-testbed-2gpu", loads=(0.9,), jobs=10
+            ),
+        ),
+        choices=(
+            "(our choice) a Poisson trace at load 0.9, 30 jobs (quick: 10) on the "
+            "built-in cassini-testbed-2gpu topology",
+        ),
         emulation_note="(our choice) not emulated: the fabric's hosts have one NIC per "
         "GPU server; two-GPU servers are the simulator's only",
     ),  # fmt: skip
@@ -283,8 +372,15 @@ SCENARIOS: tuple[Scenario, ...] = (
         "Time-shift adjustments per minute under the 5% rule on snapshots 1-3: under two "
         "per minute.",
         (
-            Check("adjustments_per_min", "adjustments per minute per job", 2.0,
-                  kind="at_most", tolerance=0.0, neutral=None, unit="/min"),
+            Check(
+                "adjustments_per_min",
+                "adjustments per minute per job",
+                2.0,
+                kind="at_most",
+                tolerance=0.0,
+                neutral=None,
+                unit="/min",
+            ),
         ),  # fmt: skip
         full=Size(10, PairWorkload(SNAPSHOT_PAIRS[:3], 1000, DRIFT, kind="scheduler")),
         quick=Size(2, PairWorkload(SNAPSHOT_PAIRS[:3], 100, DRIFT, kind="scheduler")),
@@ -301,17 +397,32 @@ SCENARIOS: tuple[Scenario, ...] = (
         "Shift accuracy and solver time against the precision: 5 degrees gives fully "
         "accurate shifts at low cost.",
         (
-            Check("accuracy.5", "mixes whose 5-degree score is within 1% of the 1-degree one",
-                  1.0, kind="at_least", tolerance=0.0, neutral=None, unit=""),
-            Check("time_ratio.5", "solver time at 5 degrees / at 1 degree", 0.1,
-                  kind="at_most", tolerance=0.0, neutral=None, unit=""),
+            Check(
+                "accuracy.5",
+                "mixes whose 5-degree shifts score within 0.01 of the 1-degree best",
+                1.0,
+                kind="at_least",
+                tolerance=0.0,
+                neutral=None,
+                unit="",
+            ),
+            Check(
+                "time_ratio.5",
+                "solver time at 5 degrees / at 1 degree",
+                0.1,
+                kind="at_most",
+                tolerance=0.0,
+                neutral=None,
+                unit="",
+            ),
         ),  # fmt: skip
         full=Size(10, SolverWorkload((1.0, 2.5, 5.0, 10.0, 15.0, 30.0), 20, 3)),
         quick=Size(2, SolverWorkload((1.0, 5.0, 15.0), 4, 2)),
         choices=(
             "(our choice) random mixes of 3 jobs (quick: 2) of the 13 models on 4 workers "
-            "each on one 50 Gbps link, exact solver; accurate = score within 1% of the "
-            "1-degree score; 'low cost' = at most a tenth of the 1-degree time",
+            "each on one 50 Gbps link, exact solver; accurate = the precision's shifts, laid on "
+            "the 1-degree grid, score within 0.01 of the 1-degree best; 'low cost' = at most "
+            "a tenth of the 1-degree time",
         ),
         figures=tuple(
             (f"{m}.{p:g}", f"{label} at {p:g} degrees")

@@ -59,9 +59,12 @@ class Outcome:
     reason: str
 
 
-def fmt(value: float | None, unit: str = "") -> str:
+def fmt(value: float | str | None, unit: str = "") -> str:
+    """A figure for people; strings ("inf" from strict JSON) as they are."""
     if value is None:
         return "-"
+    if isinstance(value, str):
+        return value
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     text = f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
@@ -135,8 +138,6 @@ def overall(outcomes: Sequence[Outcome]) -> str:
     return PARTLY
 
 
-def judge_all(
-    checks: Sequence[Check], measured: Mapping[str, Interval]
-) -> dict[str, Outcome]:
+def judge_all(checks: Sequence[Check], measured: Mapping[str, Interval]) -> dict[str, Outcome]:
     """Every check's outcome on one column's figures (a missing figure is not run)."""
     return {c.metric: judge(c, measured.get(c.metric)) for c in checks}
