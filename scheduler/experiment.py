@@ -52,6 +52,8 @@ class SchedulerSummary:
     fast_forwarded_s: float
     adjustments: int
     migrations: int
+    makespan_s: float = 0.0
+    comm_overhead: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def summarise(result: SimResult, wall_s: float = 0.0) -> SchedulerSummary:
         p99_ms=float(np.percentile(it, 99)),
         mean_slowdown=float(sd.mean()),
         p99_slowdown=float(np.percentile(sd, 99)),
-        mean_jct_s=float(np.mean([j.completion_s for j in result.jobs])),
+        mean_jct_s=result.mean_jct_s,
         oversub_link_s=float(result.links.oversub_ms.sum() / 1e3),
         excess_gbit=float(result.links.excess_mbit.sum() / 1e3),
         marked_gbit=float(sum(j.marked_mbit for j in result.jobs) / 1e3),
@@ -113,6 +115,8 @@ def summarise(result: SimResult, wall_s: float = 0.0) -> SchedulerSummary:
         fast_forwarded_s=result.fast_forwarded_ms / 1e3,
         adjustments=sum(j.adjustments for j in result.jobs),
         migrations=sum(j.migrations for j in result.jobs),
+        makespan_s=result.makespan_s,
+        comm_overhead=result.comm_overhead,
     )
 
 
@@ -137,6 +141,7 @@ def speedups(summaries: Sequence[SchedulerSummary]) -> dict[str, dict[str, float
                 "p90": b.p90_ms / v.p90_ms,
                 "p99": b.p99_ms / v.p99_ms,
                 "jct": b.mean_jct_s / v.mean_jct_s,
+                "makespan": _ratio(b.makespan_s, v.makespan_s),
                 "mean_slowdown": b.mean_slowdown / v.mean_slowdown,
                 "p99_slowdown": b.p99_slowdown / v.p99_slowdown,
                 "congestion": _ratio(b.oversub_link_s, v.oversub_link_s),

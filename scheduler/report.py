@@ -396,17 +396,21 @@ def _write_report(exp: Experiment, path: Path, paths: dict[str, Path]) -> Path:
         "offered demand on a directed link exceeded its capacity (a switch would mark in exactly "
         "those periods; the fluid model has no queues, so these are not packet counts). "
         "Marked Gbit is the traffic jobs sent through a link while it was oversubscribed: what a "
-        "marking switch would have marked, the paper's per-job ECN count.",
+        "marking switch would have marked, the paper's per-job ECN count. "
+        "Makespan runs from the first arrival to the last job's end; JCT from a job's arrival to "
+        "its end (queueing included). Comm overhead is the share of all iteration time above the "
+        "jobs' profiles alone: what sharing the network added (for Cassini, pacing idle too).",
         "",
-        "| scheduler | mean ms | p50 | p90 | p99 | mean slowdown | p99 slowdown | mean JCT s | oversub link-s | excess Gbit | marked Gbit | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| scheduler | mean ms | p50 | p90 | p99 | mean slowdown | p99 slowdown | mean JCT s | oversub link-s | excess Gbit | marked Gbit | wall s | makespan s | comm overhead |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     by = {x.name: x for x in exp.summaries}
     for name in _ordered(list(by)):
         x = by[name]
         lines.append(
             f"| {name} | {x.mean_ms:.1f} | {x.p50_ms:.1f} | {x.p90_ms:.1f} | {x.p99_ms:.1f} | "
-            f"{x.mean_slowdown:.3f} | {x.p99_slowdown:.3f} | {x.mean_jct_s:.1f} | {x.oversub_link_s:.1f} | {x.excess_gbit:.1f} | {x.marked_gbit:.1f} | {x.wall_s:.1f} |"
+            f"{x.mean_slowdown:.3f} | {x.p99_slowdown:.3f} | {x.mean_jct_s:.1f} | {x.oversub_link_s:.1f} | {x.excess_gbit:.1f} | {x.marked_gbit:.1f} | {x.wall_s:.1f} | "
+            f"{x.makespan_s:.1f} | {x.comm_overhead:.3f} |"
         )
     if exp.speedups:
         lines += [
@@ -418,6 +422,7 @@ def _write_report(exp: Experiment, path: Path, paths: dict[str, Path]) -> Path:
             lines.append(
                 f"- **{variant}** vs {sp['base']}: mean {sp['mean']:.2f}x, p50 {sp['p50']:.2f}x, "
                 f"p90 {sp['p90']:.2f}x, p99 {sp['p99']:.2f}x, JCT {sp['jct']:.2f}x, "
+                f"makespan {format_ratio(sp.get('makespan', 1.0))}, "
                 f"slowdown mean {sp['mean_slowdown']:.2f}x / p99 {sp['p99_slowdown']:.2f}x, congestion {format_ratio(sp['congestion'])}, "
                 f"marked traffic {format_ratio(sp['marked'])}"
             )

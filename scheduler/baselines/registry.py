@@ -1,4 +1,4 @@
-"""Schedulers by CLI name: themis, th+cassini, pollux, po+cassini, random, ideal."""
+"""Schedulers by CLI name: themis, pollux, random, ideal, delay, and their Cassini variants."""
 
 from __future__ import annotations
 
@@ -8,13 +8,25 @@ from topologies.model import Topology
 from ..traffic import JobRouter
 from .augmented import CassiniAugmented
 from .base import ClusterInfo, ProfileBook, Scheduler
+from .delay import DelayScheduler
 from .ideal import IdealScheduler
 from .pollux import PolluxScheduler
 from .random_placement import RandomScheduler
 from .themis import ThemisScheduler
 
-SCHEDULER_NAMES = ("themis", "th+cassini", "pollux", "po+cassini", "random", "ideal")
-CASSINI_BASE = {"th+cassini": "themis", "po+cassini": "pollux"}
+SCHEDULER_NAMES = (
+    "themis",
+    "th+cassini",
+    "pollux",
+    "po+cassini",
+    "random",
+    "ideal",
+    "delay",
+    "delay+cassini",
+)
+CASSINI_BASE = {"th+cassini": "themis", "po+cassini": "pollux", "delay+cassini": "delay"}
+# The six the Cassini paper compares: what a sweep runs when its file names none.
+PAPER_SCHEDULERS = SCHEDULER_NAMES[:6]
 
 
 def parse_scheduler_names(text: str) -> list[str]:
@@ -56,6 +68,8 @@ def make_scheduler(
         return ThemisScheduler(info, lease_s=lease_s, candidates=candidates, seed=seed)
     if key == "pollux":
         return PolluxScheduler(info, book, period_s=period_s, candidates=candidates, seed=seed)
+    if key == "delay":
+        return DelayScheduler(info, book, candidates=candidates, seed=seed)
     if key in CASSINI_BASE:
         base = make_scheduler(
             CASSINI_BASE[key],

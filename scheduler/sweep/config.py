@@ -44,7 +44,7 @@ from topologies.datafile import parse_data, read_text_file
 from topologies.errors import UserInputError, did_you_mean
 from topologies.names import shown
 
-from ..baselines.registry import SCHEDULER_NAMES
+from ..baselines.registry import PAPER_SCHEDULERS, SCHEDULER_NAMES
 from ..cassini import AGGREGATES
 from ..compatibility import MIN_PRECISION_DEG
 from ..traces import TRACE_KINDS
@@ -243,7 +243,7 @@ def _parse(doc: Any, source: str, base: Path | None, max_cells: int) -> SweepCon
             inputs[spec] = _digest(file, where("topologies"))
         topologies.append(spec)
 
-    schedulers = _strings(doc.get("schedulers", list(SCHEDULER_NAMES)), where("schedulers"))
+    schedulers = _strings(doc.get("schedulers", list(PAPER_SCHEDULERS)), where("schedulers"))
     schedulers = [s.lower() for s in schedulers]
     for name in schedulers:
         if name not in SCHEDULER_NAMES:
