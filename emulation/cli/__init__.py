@@ -20,6 +20,7 @@ from . import (
     emulate_cmds,
     fabric_cmds,
     program_cmds,
+    reproduce_cmds,
     schedule_cmds,
     simulate_cmds,
     sweep_cmds,
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         switch_cmds,
         fabric_cmds,
         emulate_cmds,
+        reproduce_cmds,
     ):
         module.register(sub)
     return parser
