@@ -246,9 +246,14 @@ class EmulatedFabric:
         """The Mininet network: a named namespace per server, its cable to the chip, ARP."""
         from functools import partial
 
-        from mininet.net import Mininet
-
-        from .mininet_net import CassiniHost, CassiniTopo, host_ifname, static_arp, switch_ifname
+        from .mininet_net import (
+            CassiniHost,
+            CassiniNet,
+            CassiniTopo,
+            host_ifname,
+            static_arp,
+            switch_ifname,
+        )
 
         ports = self.chip.server_port
         run = self.lab.claim()
@@ -282,7 +287,7 @@ class EmulatedFabric:
             log_dir=self.log_dir,
             topology=self.topo,
         )
-        self.net = Mininet(
+        self.net = CassiniNet(
             topo=CassiniTopo(
                 self.topo,
                 self.chip,
@@ -331,6 +336,7 @@ class EmulatedFabric:
             copy = None if self.log_dir is None else self.log_dir / switch.CONSOLE_LOG
             self._log.follow(stream, copy, switch.READY)
         self.grpc_address = switch.wait_ready(self._log, self.timeout)
+        switch.p4runtime_address = self.grpc_address  # for its `dpctl dump-flows`
 
     def _start_captures(self, folder: Path) -> None:
         self.captures = start_captures(self.interfaces(), folder, self.lab_popen)
@@ -417,12 +423,13 @@ class EmulatedFabric:
         return PingCheck(len(pairs), lost, rtts)
 
     def cli(self, stdin: IO[str] | None = None) -> None:
-        """Mininet's CLI on this fabric (`s01 ping -c1 s24`, `pingall`), until EOF or `exit`."""
-        from mininet.cli import CLI
+        """Mininet's CLI on this fabric (`s01 ping -c1 s24`, `pingall`), until EOF or `exit`
+        (`emulation.mininet_cli`: Ctrl-C interrupts the command, twice at the prompt ends)."""
+        from .mininet_cli import CassiniCLI
 
         if self.net is None:
             raise RuntimeError("the fabric is not running")
-        CLI(self.net, stdin=stdin or sys.stdin)
+        CassiniCLI(self.net, stdin=stdin or sys.stdin)
 
     # --- watching -------------------------------------------------------------
 

@@ -43,6 +43,22 @@ from .softswitch.switch import READY_PATTERN, SoftwareSwitch
 from .softswitch.tm_config import TmConfig, tm_config_to_dict
 from .switch_log import SwitchLog, describe_exit
 
+# How long a switch that gave no readiness line may take to exit (it is exiting).
+EXIT_WAIT_S = 5.0
+# How `cassini switch serve` says it refused its input (`emulation.cli.main`).
+USER_ERROR_PREFIX = "cassini: error: "
+
+
+def user_error(lines: Sequence[str]) -> str | None:
+    """The last `cassini: error:` message among a switch's log lines, if any.
+
+    >>> user_error(["E1202 bind failed", "cassini: error: cannot listen on 127.0.0.1:9559"])
+    'cannot listen on 127.0.0.1:9559'
+    """
+    found = [line[len(USER_ERROR_PREFIX) :] for line in lines if line.startswith(USER_ERROR_PREFIX)]
+    return found[-1].strip() if found else None
+
+
 # The switch's log in a log folder (the Mininet node's name, as p4-utils names it).
 SWITCH_LOG = "chip.log"
 
@@ -100,6 +116,8 @@ class ChipSwitch(Switch):
         self.launch = launch
         self.log_file = log_file
         self.process: subprocess.Popen[str] | None = None
+        # The address the switch answers P4Runtime on, once it does (the fabric says).
+        self.p4runtime_address: str | None = None
         # {chip port: interface} of the cables that are interfaces (bmv2's veth pairs).
         self.cable_interfaces: dict[int, str] = {}
         params.setdefault("inNamespace", False)
@@ -209,6 +227,28 @@ class ChipSwitch(Switch):
         self.process = None
         super().stop(deleteIntfs)
 
+    def dpctl(self, *args: str) -> str:
+        """Mininet's `dpctl` (the CLI's `dpctl dump-flows`): the P4 tables' entries, read
+        over P4Runtime, one line each; `dump-flows TABLE` one table's. Anything else, or
+        a switch not answering, is one line saying so."""
+        from controlplane.session import ConnectionFailed
+
+        from .table_dump import dump_flows
+
+        if not args or args[0] != "dump-flows" or len(args) > 2:
+            return (
+                f"dpctl {' '.join(args)}: does not apply to a P4 switch; "
+                "`dpctl dump-flows [TABLE]` lists its table entries\n"
+            )
+        if self.p4runtime_address is None:
+            return "dpctl dump-flows: the switch does not answer P4Runtime (not started)\n"
+        table = args[1] if len(args) == 2 else None
+        try:
+            lines = dump_flows(self.p4runtime_address, self.device_id, table)
+        except (ConnectionFailed, UserInputError) as err:
+            return f"dpctl dump-flows: {err}\n"
+        return "".join(f"{line}\n" for line in lines)
+
     # --- what the fabric asks of the running switch ----------------------------
 
     def wait_ready(self, log: SwitchLog, timeout: float) -> str:
@@ -288,11 +328,24 @@ class SoftSwitch(ChipSwitch):
         return [*argv, "--seed", str(self.seed)]
 
     def wait_ready(self, log: SwitchLog, timeout: float) -> str:
-        """The address its readiness line names (the log is read from its pipe)."""
+        """The address its readiness line names (the log is read from its pipe).
+
+        A switch that refuses its flags (a busy --grpc-server-addr) says why in one
+        `cassini: error:` line and exits: that line is the error (UserInputError), not
+        the log; the reader sees the end of the pipe before the exit, so wait for it."""
         address = log.ready_address(timeout)
-        if address is None:
-            raise RuntimeError(f"{self.WHAT} did not become ready:\n{log.text()}")
-        return address
+        if address is not None:
+            return address
+        process = self.process
+        if process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(EXIT_WAIT_S)
+            log.settle()
+        refused = user_error(log.tail)
+        if refused is not None:
+            raise UserInputError(refused)
+        failure = self.failure(log)
+        raise RuntimeError(failure or f"{self.WHAT} did not become ready:\n{log.text()}")
 
     def wait_ready_in_file(self, timeout: float = 30.0) -> str:
         """The address the readiness line names, once `log_file` holds it (a switch no

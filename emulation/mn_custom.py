@@ -49,7 +49,7 @@ class CassiniMnSwitch(_SoftSwitch):
         try:
             super().start(controllers)
             address = self.wait_ready_in_file()
-            self.grpc_address = address
+            self.grpc_address = self.p4runtime_address = address
             with P4RuntimeSession.connect(address, self.device_id) as session:
                 result = program_topology(session, *self.program)
         except RuntimeError as err:  # named, so `cassini clean --prefix` can be given it

@@ -4,8 +4,11 @@ SIGTERM's and SIGHUP's defaults end a process without running `finally`
 blocks or `with` exits, so a run that must remove what it built turns the
 stop signals (SIGINT, SIGTERM, and SIGHUP: a closed terminal or a dropped
 SSH session) into `SignalExit` (`signals_raise`), or holds them while it
-records or removes something (`signals_deferred`). Handlers can only be set
-in the main thread: elsewhere both blocks change nothing.
+records or removes something (`signals_deferred`). Inside such a run an
+interactive prompt gives Ctrl-C back to Python (`sigint_interrupts`): it
+interrupts the command at hand, as in Mininet's CLI, and the prompt decides
+when it ends the session. Handlers can only be set in the main thread:
+elsewhere these blocks change nothing.
 """
 
 from __future__ import annotations
@@ -72,6 +75,20 @@ def signals_deferred(redeliver: bool = True) -> Iterator[None]:
             signal.signal(signum, handler)
         if pending and redeliver:
             signal.raise_signal(pending[0])
+
+
+@contextlib.contextmanager
+def sigint_interrupts() -> Iterator[None]:
+    """Within the block SIGINT raises KeyboardInterrupt (Python's default), whatever
+    handler was set outside; SIGTERM and SIGHUP keep theirs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def exit_cause(returncode: int | None) -> str:

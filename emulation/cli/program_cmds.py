@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from topologies.errors import UserInputError
@@ -27,9 +28,8 @@ from .common import (
 
 if TYPE_CHECKING:
     from controlplane.entries import TableEntry
-    from controlplane.p4info import P4InfoIndex
 
-EXAMPLES_SHOWN = 3
+EXAMPLES_SHOWN = 3  # entries shown per kind of change; the rest are counted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,21 +80,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     prog.set_defaults(handler=_program)
 
 
-def describe_entry(entry: TableEntry, index: P4InfoIndex) -> str:
-    """'logical_forward ingress_port=1 dst_mac=02:00:00:00:00:02 -> set_egress_port(port=25)'."""
-    from controlplane.p4info import bytes_to_mac, encode_value
-
-    table = index.table(entry.table)
-    keys = []
-    for field in table.match_fields:
-        value = entry.match[field.name]
-        shown = bytes_to_mac(encode_value(value, 48)) if field.bitwidth == 48 else str(value)
-        keys.append(f"{field.name}={shown}")
-    action = index.action(entry.action)
-    params = ", ".join(f"{p.name}={entry.params[p.name]}" for p in action.params)
-    return f"{table.alias} {' '.join(keys)} -> {action.alias}({params})"
-
-
 def _program(args: argparse.Namespace) -> int:
     from controlplane.bmv2 import bmv2_device_config, bmv2_wred
     from controlplane.p4info import load_p4info
@@ -107,6 +92,7 @@ def _program(args: argparse.Namespace) -> int:
     )
     from controlplane.reconcile import plan
     from controlplane.session import ConnectionFailed, NotPrimaryError, P4RuntimeSession, WriteError
+    from emulation.table_dump import describe_entry
     from topologies.chip_mapping import map_to_chip
     from topologies.library import load_topology
 
@@ -170,9 +156,9 @@ def _program(args: argparse.Namespace) -> int:
     thresholds = describe_threshold_changes(result.threshold_changes)
 
     counts = result.plan.counts_by_table()
-    examples = [("+", e) for e in result.plan.inserts[:EXAMPLES_SHOWN]]
-    examples += [("~", e) for e in result.plan.modifies[:EXAMPLES_SHOWN]]
-    examples += [("-", e) for e in result.plan.deletes[:EXAMPLES_SHOWN]]
+    examples, more = shown_examples(
+        {"+": result.plan.inserts, "~": result.plan.modifies, "-": result.plan.deletes}
+    )
     if args.json:
         print(
             json.dumps(
@@ -196,6 +182,7 @@ def _program(args: argparse.Namespace) -> int:
                         "unit": "packets" if args.bmv2 else "cells",
                     },
                     "examples": [f"{sign} {describe_entry(e, index)}" for sign, e in examples],
+                    "examples_not_shown": sum(more.values()),
                 },
                 indent=1,
             )
@@ -225,4 +212,22 @@ def _program(args: argparse.Namespace) -> int:
         )
     for sign, entry in examples:
         print(f"  {sign} {describe_entry(entry, index)}")
+    for sign, count in more.items():
+        if count:
+            print(f"  {sign} ... and {count:,} more")
     return 0
+
+
+def shown_examples(
+    changes: dict[str, Sequence[TableEntry]], shown: int = EXAMPLES_SHOWN
+) -> tuple[list[tuple[str, TableEntry]], dict[str, int]]:
+    """The first `shown` entries of each kind of change ('+', '~', '-'), and how many of
+    each kind are left unshown, so a plan never reads as smaller than it is.
+
+    >>> examples, more = shown_examples({"+": ["a", "b", "c", "d"], "-": ["x"]}, 2)
+    >>> examples, more
+    ([('+', 'a'), ('+', 'b'), ('-', 'x')], {'+': 2, '-': 0})
+    """
+    examples = [(sign, e) for sign, entries in changes.items() for e in entries[:shown]]
+    more = {sign: max(0, len(entries) - shown) for sign, entries in changes.items()}
+    return examples, more
