@@ -11,18 +11,29 @@ named after its chip map (`topologies.port_names`).
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
 from controlplane.p4info import P4InfoIndex
 from controlplane.p4names import PORT_RX
+from emulation.netns import NetnsLab
+from emulation.prefixes import new_prefix
 from emulation.softswitch.p4runtime_service import serve
 from emulation.softswitch.port_stats import PortCounters, port_counters
+from emulation.softswitch.switch import READY_PATTERN
+from tests.helpers import CASSINI
 from tests.helpers.client_envs import FINSY, ROOT, run_client
-from topologies.chip_mapping import ChipMap
+from tests.helpers.leftovers import leftovers
+from topologies.chip_mapping import ChipMap, map_to_chip
+from topologies.library import load_topology
 from topologies.model import Topology
 from topologies.port_names import interface_names
 
@@ -74,6 +85,21 @@ def _program(address: str) -> dict[str, object]:
     return summary
 
 
+def _serve(lab: NetnsLab, argv: list[str]) -> tuple[subprocess.Popen[str], str]:
+    """`cassini switch serve ARGV` until its ready line: the process and its address."""
+    process = lab.popen(
+        None, [CASSINI, "switch", "serve", *argv], stderr=subprocess.PIPE, text=True
+    )
+    assert process.stderr is not None
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        ready = READY_PATTERN.search(line)
+        if ready:
+            return process, ready.group(1)
+    raise AssertionError("the switch did not start:\n" + "".join(lines))
+
+
 def test_finsy_switch_becomes_ready_and_reads_what_was_programmed(
     tmp_path: Path, testbed: tuple[Topology, ChipMap], index: P4InfoIndex
 ) -> None:
@@ -112,3 +138,59 @@ def test_finsy_switch_becomes_ready_and_reads_what_was_programmed(
         while running.device.primary_election_id() is not None and time.monotonic() < deadline:
             time.sleep(0.02)
         assert running.device.primary_election_id() is None
+
+
+@pytest.mark.root
+def test_finsy_switch_reads_a_switch_process_that_forwarded(tmp_path: Path) -> None:
+    """`cassini switch serve --topology cassini-testbed` on servers s01 and s02's ports
+    (tor1-eth1 and tor1-eth2) and the testbed's loopback cables, programmed by `cassini
+    program`; frames s01 -> s02 cross it; finsy sees the ports by their names and
+    reads the entries and the counts of what crossed."""
+    topo = load_topology("cassini-testbed")
+    chip = map_to_chip(topo)
+    s01, s02 = topo.servers[0], topo.servers[1]
+    assert (chip.server_port[s01.name], chip.server_port[s02.name]) == (1, 2)
+    tm_file = tmp_path / "tm.json"
+    cables = [{"port_a": a, "port_b": b} for a, b in chip.loopback_pairs]
+    tm_file.write_text(json.dumps({"loopback_cables": cables}))
+    lab = NetnsLab(new_prefix())
+    process = None
+    try:
+        hosts = []
+        for i, server in ((1, s01), (2, s02)):
+            ns = lab.namespace(f"h{i}")
+            host_if, switch_if = lab.veth(f"h{i}", f"s{i}", ns_a=ns, mac_a=server.mac)
+            hosts.append((lab.packet_socket(ns, host_if), switch_if))
+        process, address = _serve(
+            lab,
+            [
+                *("-i", f"1@{hosts[0][1]}", "-i", f"2@{hosts[1][1]}"),
+                *("--tm-config", str(tm_file), "--topology", "cassini-testbed"),
+                *("--grpc-server-addr", "127.0.0.1:0"),
+            ],
+        )
+        assert _program(address)["desired"] == 1728
+        frame = bytes(
+            Ether(dst=s02.mac, src=s01.mac) / IP(src=s01.ip, dst=s02.ip) / UDP() / bytes(100)
+        )
+        for _ in range(20):
+            hosts[0][0].send(frame)
+        result = run_client(FINSY, FINSY_SCRIPT, address, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        out = json.loads(result.stdout.strip().splitlines()[-1])
+        names = interface_names(chip)
+        attached = {1, 2} | {p for pair in chip.loopback_pairs for p in pair}
+        assert sorted((p[0], p[1]) for p in out["ports"]) == sorted((p, names[p]) for p in attached)
+        assert {p[1] for p in out["ports"] if p[0] in (1, 2)} == {"tor1-eth1", "tor1-eth2"}
+        assert {p[2] for p in out["ports"]} == {"UP"}
+        assert sum(out["entries"].values()) == 1728
+        counted = {(c[0], c[1]): (c[2], c[3]) for c in out["counted"]}
+        # Every frame s01 sent left by s02's port, and nothing else did.
+        assert counted[("port_tx", 2)][0] == 20, counted
+        assert counted[("port_rx", 1)][0] >= 20, counted
+    finally:
+        if process is not None:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(10) == 0
+        lab.close()
+        assert leftovers(lab.prefix) == []
