@@ -1,0 +1,69 @@
+"""`cassini reproduce`: --list, wrong input in one line, and a quick simulator-only run end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from emulation.cli import main
+from emulation.reproduce.scenarios import scenario_names
+
+
+def test_list_names_every_scenario_with_its_source_and_columns(capsys):
+    assert main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    starts = [line.split()[0] for line in out.splitlines() if line and not line.startswith(" ")]
+    assert starts == scenario_names()
+    assert "two-vgg19       section 2 (the motivating experiment) [simulator + emulation]" in out
+    assert "precision" in out and "Figure 10 [simulator + emulation]" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["reproduce", "two-vgg", "--out", "x"],
+            "no scenario named 'two-vgg'. Did you mean 'two-vgg19'?",
+        ),
+        (
+            ["reproduce", "pairs", "--out", "x", "--columns", "simulater"],
+            "Did you mean 'simulator'?",
+        ),
+        (["reproduce", "pairs"], "--out: give a results folder"),
+        (["reproduce", "--out", "x"], "name a scenario or 'all'"),
+    ],
+)
+def test_bad_input_is_one_line(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.timeout(300)
+def test_quick_simulator_run_of_two_vgg19_end_to_end_then_resumed(tmp_path: Path, capsys):
+    out = tmp_path / "repro"
+    argv = ["reproduce", "two-vgg19", "--quick", "--out", str(out), "--columns", "simulator",
+            "--engine", "inline"]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "cells: 3 ran, 0 already done, 0 failed" in printed
+    doc = json.loads((out / "reproduction.json").read_text())
+    (sc,) = doc["scenarios"]
+    shift = sc["simulator"]["figures"]["vgg19+vgg19.shift_ms"]
+    assert shift["n"] == 3 and shift["mean"] == pytest.approx(126.5, abs=0.1)  # `cassini compat`'s
+    p90 = sc["simulator"]["figures"]["vgg19+vgg19.p90_ratio"]
+    assert p90["n"] == 3 and p90["low"] <= p90["mean"] <= p90["high"]
+    assert sc["simulator"]["checks"]["vgg19+vgg19.shift_ms"]["verdict"] == "reproduced"
+    assert sc["simulator"]["verdict"] in ("reproduced", "partly", "not reproduced")
+    assert sc["emulation"]["verdict"] == "not run"
+    md = (out / "reproduction.md").read_text()
+    assert (
+        "| Cassini's shift | 120 ms (±25%) | 126 ms [126, 126] n=3 | - | simulator: reproduced"
+        in md
+    )
+    assert main(argv) == 0
+    assert "cells: 0 ran, 3 already done, 0 failed" in capsys.readouterr().out
+    assert json.loads((out / "reproduction.json").read_text())["scenarios"] == doc["scenarios"]
