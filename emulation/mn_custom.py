@@ -1,6 +1,6 @@
 """How does Mininet's own `mn` start the testbed with the project's classes?
 
-    mn --custom emulation/mn_custom.py --topo cassini[,TOPOLOGY[,SCALE]] \\
+    .venv/bin/mn --custom emulation/mn_custom.py --topo cassini[,TOPOLOGY[,SCALE]] \\
        --switch cassini --controller none
 
 `mn` executes this file and takes `topos`, `switches` and `hosts` from it:
@@ -20,13 +20,35 @@ so where `mn` would call Mininet's global cleanup (after an exception or
 Ctrl-C: `killall`/`pkill -f` on machine-wide names, `rm /tmp/*.log`) it
 removes only this process's runs. It also runs at exit. Nothing else is
 defined here at the top level that `mn` also uses.
+
+Run by a Python that cannot import the project (Debian's `/usr/bin/mn`),
+this file stops `mn` with one line naming the project's `mn`: `mn` runs
+Mininet's global cleanup after any exception its custom file raises (our
+`cleanup` is not defined yet at that point), but not after `SystemExit`,
+which is what the failed import becomes.
 """
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
 from typing import Any
 
-from emulation.mininet_switches import SoftSwitch as _SoftSwitch
+
+def _wrong_python(err: BaseException) -> str:
+    """The one line that stops `mn` when this Python cannot import the project."""
+    here = _Path(_sys._getframe(1).f_code.co_filename).resolve()  # mn sets no __file__
+    right = here.parents[1] / ".venv" / "bin" / "mn"
+    return (
+        f"{here.name}: {_sys.executable} cannot import the project ({err}); "
+        f"run the project's mn instead: {right} --custom {here} ..."
+    )
+
+
+try:
+    from emulation.mininet_switches import SoftSwitch as _SoftSwitch
+except Exception as _err:  # noqa: BLE001 (any failure here must stop mn before its cleanup)
+    raise SystemExit(_wrong_python(_err)) from None
 
 
 class CassiniMnSwitch(_SoftSwitch):

@@ -8,6 +8,10 @@ lock files; the custom file refuses the wrong `mn` before Mininet's cleanup.
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from emulation.cli import main
@@ -26,3 +30,39 @@ def test_program_dry_run_counts_the_entries_it_does_not_show(
     assert len(shown) == 3
     # 1,656 forwarding and 72 WRED entries are inserted; 3 are shown.
     assert "  + ... and 1,725 more" in out, out
+
+
+DEBIAN_MN = Path("/usr/bin/mn")
+DEBIAN_PYTHON = Path("/usr/bin/python3")
+MN_CUSTOM = Path(__file__).resolve().parents[2] / "emulation" / "mn_custom.py"
+# Debian's mn, run as `mn --custom` runs it, with Mininet's global cleanup replaced by a
+# marker: the real one kills every Mininet process on the machine.
+_DEBIAN_MN_DRIVER = """
+import runpy, sys
+import mininet.clean
+mininet.clean.cleanup = lambda: print("MININET-GLOBAL-CLEANUP", flush=True)
+sys.argv = ["mn", "--custom", sys.argv[1], "--topo", "cassini", "--switch", "cassini",
+            "--controller", "none", "--test", "none"]
+runpy.run_path("/usr/bin/mn", run_name="__main__")
+"""
+
+
+@pytest.mark.root
+@pytest.mark.skipif(
+    not DEBIAN_MN.exists() or not DEBIAN_PYTHON.exists(), reason="needs Debian's mininet (mn)"
+)
+def test_debian_mn_with_the_custom_file_stops_before_mininets_cleanup(tmp_path: Path) -> None:
+    driver = tmp_path / "debian_mn.py"
+    driver.write_text(_DEBIAN_MN_DRIVER)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [str(DEBIAN_PYTHON), str(driver), str(MN_CUSTOM)],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    shown = result.stdout + result.stderr
+    assert "MININET-GLOBAL-CLEANUP" not in shown, shown
+    assert result.returncode == 1, shown
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, shown
+    assert "cannot import the project" in lines[0]
+    assert f"{MN_CUSTOM.parents[1] / '.venv' / 'bin' / 'mn'} --custom" in lines[0]
