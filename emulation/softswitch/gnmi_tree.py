@@ -107,10 +107,11 @@ def interfaces_tree(ports: Sequence[PortCounters]) -> dict[str, Any]:
     """The served data of `ports`, as nested containers.
 
     >>> from emulation.softswitch.port_stats import port_counters
-    >>> tree = interfaces_tree(port_counters({"rx_packets": {1: 7}}, {1: "veth1"}, [1]))
-    >>> tree["interfaces"]["interface"].entries["veth1"]["state"]["counters"]["in-unicast-pkts"]
-    7
-    >>> tree["interfaces"]["interface"].entries["veth1"]["state"]["oper-status"]
+    >>> tree = interfaces_tree(port_counters({"rx_packets": {1: 7}}, {1: "tor1-eth1"}, [1]))
+    >>> entry = tree["interfaces"]["interface"].entries["tor1-eth1"]
+    >>> entry["state"]["counters"]["in-unicast-pkts"], entry["state"]["ifindex"]
+    (7, 1)
+    >>> entry["state"]["oper-status"]
     'UP'
     """
     entries = {}

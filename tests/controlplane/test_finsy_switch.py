@@ -114,6 +114,7 @@ def test_finsy_switch_becomes_ready_and_reads_what_was_programmed(
         installed = summary["desired"]
         assert installed == 1728 and summary["installed_before"] == 0
         # The pipeline push zeroed the counters: one cell counts now.
+        assert running.state is not None  # the tables live in this process
         running.state.counter(PORT_RX)[3] += (12, 9000)
         started = time.monotonic()
         result = run_client(FINSY, FINSY_SCRIPT, running.address, cwd=tmp_path)
