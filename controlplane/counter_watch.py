@@ -25,6 +25,16 @@ from .session import P4RuntimeSession
 from .telemetry import Interval, Snapshot, TelemetryLog, snapshot, watch
 from .tls import TlsSettings
 
+# (our choice) How often the emulation's runs poll the P4 counters and the gNMI
+# interface counters: twice a second, the fastest at which the polls stay under a
+# tenth of a core of the switch's service. Measured with the compiled protobuf on
+# a 20 s `cassini emulate` of the default testbed (72 interfaces, four-jobs,
+# themis; 2-core machine, busy): the service process (not its packet loop) ran at
+# a median 0.08 cores polling both every 0.5 s, 0.04 every 1 s, 0.02 with P4
+# counters alone every 1 s. On the idle fabric, over idle: 0.054 cores at 0.5 s,
+# 0.100 at 0.25 s, 0.249 at 0.1 s.
+DEFAULT_POLL_INTERVAL_S = 0.5
+
 
 @dataclass(frozen=True)
 class CounterSource:

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import signal
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +30,29 @@ from .common import (
     positive_float,
     positive_int_up_to,
 )
+from .poll_flags import (
+    Deferred,
+    StoreWithDeferredHelp,
+    add_poll_interval_argument,
+    poll_interval_or_default,
+)
 
 if TYPE_CHECKING:
     from emulation.emulate.report import Report
     from emulation.emulate.runner import EmulateSettings, Live
 
 DEFAULT_SCHEDULERS = "themis,th+cassini"
+# Without a terminal (a log, a pipe, CI): a progress line this often (our choice).
+PROGRESS_EVERY_S = 5.0
+
+
+def _scheduler_names() -> str:
+    """The registry's schedulers and `given`, named when help is shown (the registry
+    imports every scheduler)."""
+    from emulation.emulate.plan import GIVEN
+    from scheduler.baselines import SCHEDULER_NAMES
+
+    return f"{', '.join(SCHEDULER_NAMES)}, or {GIVEN} (runs --schedule as it is)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,8 +90,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     emu.add_argument(
         "--schedulers",
         default=DEFAULT_SCHEDULERS,
-        help=f"comma-separated (default {DEFAULT_SCHEDULERS}; also pollux, po+cassini, random, "
-        "ideal)",
+        action=StoreWithDeferredHelp,
+        deferred={"names": Deferred(_scheduler_names)},
+        help="comma-separated: %(names)s (default %(default)s)",
     )
     emu.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
     emu.add_argument("--device-config", metavar="FILE", help="bmv2: the compiled JSON")
@@ -88,6 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     emu.add_argument("--drift", default="5%", help="agents' re-align threshold: off, 5%%, 0.1")
     emu.add_argument("--seed", type=nonnegative_int, default=0, help="seed (default 0)")
+    add_poll_interval_argument(emu)
     emu.add_argument(
         "--prefix", default=None, help="name prefix of the fabric's namespaces and interfaces"
     )
@@ -130,6 +152,7 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
         prefix=args.prefix,
         compress=args.compress,
         schedule=schedule,
+        poll_interval_s=poll_interval_or_default(args.poll_interval),
     )
     # checked before anything is built, and recorded as the runner reads them
     return dataclasses.replace(settings, schedulers=tuple(scheduler_names(settings)))
@@ -144,8 +167,9 @@ def _emulate(args: argparse.Namespace) -> int:
     # Into a fresh hidden sibling that replaces --out once the report is written (also
     # a partial one, after Ctrl-C): with --force nothing of an older run is mixed in.
     with staged_folder(out, args.force) as stage:
+        # progress goes to stderr: a bar on a terminal, else a line every few seconds
         if args.json or not sys.stderr.isatty():
-            report, stopped = emulate(settings, stage, None if args.json else _print_progress)
+            report, stopped = emulate(settings, stage, None if args.json else ProgressLines())
         else:
             report, stopped = _with_bar(settings, stage)
     if args.json:
@@ -165,18 +189,39 @@ def _emulate(args: argparse.Namespace) -> int:
     return 0 if not report.summary["partial"] else 1
 
 
-def _print_progress(live: Live) -> None:
-    p = live.progress
-    if p is not None and int(p.elapsed_s) % 10 == 0:
-        print(
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclass
+class ProgressLines:
+    """Progress without a terminal: a line when a scheduler's run (or a segment of it)
+    starts, then one every `every_s` of it, by the run's own elapsed time, so callbacks
+    that come a little late or early still print."""
+
+    every_s: float = PROGRESS_EVERY_S
+    write: Callable[[str], None] = _to_stderr
+    # scheduler -> (elapsed_s of its last callback, elapsed_s its next line is due)
+    _seen: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def __call__(self, live: Live) -> None:
+        p = live.progress
+        if p is None:
+            return
+        last, due = self._seen.get(live.scheduler, (math.inf, 0.0))
+        restarted = p.elapsed_s < last  # a new segment counts its time from 0
+        if not restarted and p.elapsed_s < due:
+            self._seen[live.scheduler] = (p.elapsed_s, due)
+            return
+        self._seen[live.scheduler] = (p.elapsed_s, p.elapsed_s + self.every_s)
+        self.write(
             f"[{live.index + 1}/{live.total}] {live.scheduler}: {p.records}/{p.expected} "
-            f"iterations, {live.marks_per_s:.0f} ECN marks/s, {p.elapsed_s:.0f} s",
-            file=sys.stderr,
-            flush=True,
+            f"iterations, {live.marks_per_s:.0f} ECN marks/s, {p.elapsed_s:.0f} s"
         )
 
 
 def _with_bar(settings: EmulateSettings, out: Path) -> tuple[Report, str | None]:
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -196,6 +241,7 @@ def _with_bar(settings: EmulateSettings, out: Path) -> tuple[Report, str | None]
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         transient=False,
+        console=Console(stderr=True),  # where the lines go without a terminal, and the check
     ) as bar:
         tasks = {name: bar.add_task(name, total=None, marks=0.0) for name in settings.schedulers}
 

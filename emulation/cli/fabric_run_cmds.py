@@ -26,6 +26,7 @@ from .common import (
     parse_duration,
     positive_int_up_to,
 )
+from .poll_flags import add_poll_interval_argument, poll_interval_or_default
 
 if TYPE_CHECKING:
     from emulation.jobs.run_result import Progress, RunResult
@@ -58,7 +59,7 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
         "--drift", default="5%", help="agents' re-align threshold: off, 5%% (default), 0.1 ..."
     )
     run.add_argument("--deadline", default=None, help="stop the jobs after this long, e.g. 5m")
-    run.add_argument("--poll-interval", default="500ms", help="counter polls (default 500ms)")
+    add_poll_interval_argument(run)
     run.add_argument("--out", required=True, metavar="DIR", help="results folder")
     add_force_argument(run)
     run.add_argument("--json", action="store_true", help="print summary.json when done")
@@ -92,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
         iterations=args.iterations,
         deadline_s=parse_duration(args.deadline, "--deadline") if args.deadline else None,
         drift_fraction=drift,
-        poll_interval_s=parse_duration(args.poll_interval, "--poll-interval"),
+        poll_interval_s=poll_interval_or_default(args.poll_interval),
         transport=args.transport,
     )
     check_output(args.out, "folder", args.force)  # refused before the fabric is built

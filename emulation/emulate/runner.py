@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from controlplane.counter_watch import DEFAULT_POLL_INTERVAL_S
 from emulation.scaling import DEFAULT_SCALE
 from topologies.errors import UserInputError
 
@@ -82,13 +83,11 @@ class EmulateSettings:
     jobs: int = 60  # for generated traces
     models: str | None = None  # YAML of models
     drift_fraction: float | None = 0.05
-    # (our choice) The switch's counters every second, P4 counters only: a read is
-    # costly for the switch's service (pure-Python protobuf: 0.5 s for gNMI of the
-    # testbed's 72 interfaces, 0.27 s for its 2048 counter cells, wall), and
-    # polling both every 0.5 s kept the switch at a full core (0.42 cores at 5 s),
-    # slowing the jobs it measured. Without gNMI the series count WRED drops only.
-    poll_interval_s: float = 1.0
-    gnmi_polls: bool = False
+    # The switch's P4 counters and, where the target serves gNMI, its interface
+    # counters (the loss-by-cause columns of ecn.csv), polled this often: the
+    # poller's default, chosen by its cost to the switch (`counter_watch`).
+    poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+    gnmi_polls: bool = True
     device_config: str | None = None  # bmv2 JSON
     prefix: str | None = None  # of the fabric's names; None: a fresh one
     compress: float = 1.0  # trace seconds per emulated second (arrivals come sooner)
@@ -183,7 +182,8 @@ def link_rates(topo: Topology, scale: float) -> dict[str, float]:
     return {f"{a}->{b}": gbps * scale for (a, b), gbps in topo.capacity_gbps().items()}
 
 
-def run_settings(settings: EmulateSettings) -> RunSettings:
+def run_settings(settings: EmulateSettings, gnmi: bool | None = None) -> RunSettings:
+    """The replicas' run settings; `gnmi` None: as `settings.gnmi_polls` says."""
     from emulation.jobs.run_settings import RunSettings
 
     return RunSettings(
@@ -191,8 +191,26 @@ def run_settings(settings: EmulateSettings) -> RunSettings:
         deadline_s=settings.duration_s,
         drift_fraction=settings.drift_fraction,
         poll_interval_s=settings.poll_interval_s,
-        gnmi=settings.gnmi_polls,
+        gnmi=settings.gnmi_polls if gnmi is None else gnmi,
     )
+
+
+def serves_gnmi(fabric: EmulatedFabric) -> bool:
+    """Does the fabric's switch serve gNMI interface counters (bmv2's does not)? Asked
+    once, so a target without gNMI runs with its P4 counters alone; any other failure
+    is left to the poller, which reports it with the run."""
+    from controlplane.gnmi import GnmiError, GnmiReader, GnmiUnsupported
+
+    if fabric.grpc_address is None:
+        return False
+    try:
+        with GnmiReader(fabric.grpc_address, timeout=fabric.timeout) as reader:
+            reader.read()
+    except GnmiUnsupported:
+        return False
+    except GnmiError:
+        pass
+    return True
 
 
 def run_one(
@@ -222,6 +240,7 @@ def run_one(
     last: dict[str, Any] = {}
     end_all = settings.duration_s if settings.duration_s is not None else math.inf
     lateness_before = read_lateness(fabric)
+    polled = run_settings(settings, gnmi=settings.gnmi_polls and serves_gnmi(fabric))
     began = time.monotonic()
     for index, part in enumerate(parts):
         elapsed = time.monotonic() - began
@@ -242,7 +261,7 @@ def run_one(
         stop_at = min(part.end_s if part.end_s is not None else math.inf, end_all)
         now = time.monotonic() - began
         run = replace(
-            run_settings(settings),
+            polled,
             iterations=max(j.iterations or 1 for j in jobs),
             deadline_s=None if math.isinf(stop_at) else max(1.0, stop_at - now),
         )

@@ -22,6 +22,7 @@ with the most slack a period allows.
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from controlplane.telemetry import GNMI_COLUMNS
 from emulation.emulate.runner import EmulateSettings, emulate, make_plan
 from scheduler.profiles import build_profile
 from scheduler.traces import TraceJob, write_trace
@@ -93,6 +95,13 @@ def _run(tmp_path: Path, name: str, shift_fraction: float, prefix: str) -> dict[
     assert set(given["shared_links"]) == SHARED
     assert given["host_ce_marks"] == sum(j["ce_marks"] for j in given["jobs"].values())
     assert 0 <= given["ecn_marks_shared_links"] <= given["ecn_marks"]
+    # gNMI is polled: every row's loss-by-cause columns are numbers (empty without gNMI)
+    with (out / "ecn.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows
+    for row in rows:
+        for column in ("lost_packets", *(c.replace("-", "_") for c in GNMI_COLUMNS)):
+            assert row[column].isdigit(), (row["port"], column, row[column])
     return given
 
 
