@@ -10,8 +10,27 @@
  * they would have been marked. Per-port counters give the control plane the
  * ECN time series of every logical link.
  *
+ * Per job: job_by_dst and job_by_src give a packet its job's class (0: no
+ * job), and job_tx / job_ecn_marked count what each egress port sent, and
+ * CE-marked, per class, at index egress_port * 16 + class. max_qdepth keeps
+ * the deepest queue each egress port saw (enq_qdepth of every packet that
+ * reached egress); its reader sets it back to 0 after each read, so each
+ * value is the maximum over the reader's interval.
+ *
+ * (our choice) A job is known by its workers' sockets: every replica listens
+ * on an address and TCP port unique in the run (emulation/jobs/launch.py:
+ * worker i listens on 47000 + i), and one server may hold replicas of two
+ * jobs, so host addresses alone cannot tell the jobs apart. The data of a
+ * ring flows toward a listening socket (its destination) and the ACKs come
+ * back from it (their source); the other end's port is an ephemeral one the
+ * control plane cannot know. So the control plane writes one entry per
+ * worker, (address, listening port) -> class, into both tables: a packet
+ * is looked up by its destination first, then by its source. 16 classes (a
+ * 4-bit class): class 0 is traffic of no job, so 15 jobs at once.
+ *
  * bmv2 reports enq_qdepth in packets, not cells: the control plane converts
- * thresholds for bmv2 (controlplane/bmv2.py). Object names match
+ * thresholds for bmv2 (controlplane/bmv2.py), and max_qdepth holds packets
+ * there (the software switch and Tofino count 80-byte cells). Object names match
  * cassini.p4info.txtpb (checked by tests/controlplane/test_p4info_sync.py).
  *
  * @name gives every table, action and counter its P4Info name; @id pins its
@@ -29,6 +48,7 @@ struct metadata_t {
     bit<24> wred_min_cells;
     bit<24> wred_max_cells;
     bit<8>  wred_max_prob;
+    bit<4>  job_class;
 }
 
 parser CassiniParser(packet_in pkt,
@@ -96,6 +116,45 @@ control CassiniEgress(inout headers_t hdr,
     counter(512, CounterType.packets_and_bytes) ecn_marked;
     @name(".CassiniEgress.wred_dropped") @id(4)
     counter(512, CounterType.packets_and_bytes) wred_dropped;
+    @name(".CassiniEgress.job_tx") @id(5)
+    counter(8192, CounterType.packets_and_bytes) job_tx;
+    @name(".CassiniEgress.job_ecn_marked") @id(6)
+    counter(8192, CounterType.packets_and_bytes) job_ecn_marked;
+    @name(".CassiniEgress.max_qdepth") @id(1)
+    register<bit<32>>(512) max_qdepth;
+
+    @name(".CassiniEgress.set_job_class") @id(4)
+    action set_job_class(bit<4> job_class) {
+        meta.job_class = job_class;
+    }
+
+    @name(".CassiniEgress.job_by_dst") @id(3)
+    table job_by_dst {
+        key = {
+            hdr.ipv4.dst_addr : exact @name("dst_addr");
+            hdr.l4.dst_port   : exact @name("dst_port");
+        }
+        actions = {
+            set_job_class;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 1024;
+    }
+
+    @name(".CassiniEgress.job_by_src") @id(4)
+    table job_by_src {
+        key = {
+            hdr.ipv4.src_addr : exact @name("src_addr");
+            hdr.l4.src_port   : exact @name("src_port");
+        }
+        actions = {
+            set_job_class;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 1024;
+    }
 
     @name(".CassiniEgress.set_wred") @id(3)
     action set_wred(bit<24> min_cells, bit<24> max_cells, bit<8> max_prob) {
@@ -123,6 +182,20 @@ control CassiniEgress(inout headers_t hdr,
         meta.wred_enabled = 0;
         wred_profile.apply();
 
+        meta.job_class = 0;
+        if (hdr.l4.isValid()) {
+            if (!job_by_dst.apply().hit) {
+                job_by_src.apply();
+            }
+        }
+        bit<32> job_index = (port_index << 4) | (bit<32>)meta.job_class;
+
+        bit<32> deepest;
+        max_qdepth.read(deepest, port_index);
+        if ((bit<32>)standard_metadata.enq_qdepth > deepest) {
+            max_qdepth.write(port_index, (bit<32>)standard_metadata.enq_qdepth);
+        }
+
         bool congested = false;
         if (meta.wred_enabled == 1) {
             bit<32> depth = (bit<32>)standard_metadata.enq_qdepth;
@@ -147,15 +220,19 @@ control CassiniEgress(inout headers_t hdr,
                 hdr.ipv4.ecn = ECN_CE;
                 ecn_marked.count(port_index);
                 port_tx.count(port_index);
+                job_ecn_marked.count(job_index);
+                job_tx.count(job_index);
             } else if (hdr.ipv4.isValid() && hdr.ipv4.ecn == ECN_CE) {
                 // Already marked upstream: nothing more to signal.
                 port_tx.count(port_index);
+                job_tx.count(job_index);
             } else {
                 wred_dropped.count(port_index);
                 mark_to_drop(standard_metadata);
             }
         } else {
             port_tx.count(port_index);
+            job_tx.count(job_index);
         }
     }
 }
@@ -185,6 +262,7 @@ control CassiniDeparser(packet_out pkt, in headers_t hdr) {
     apply {
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.l4);
     }
 }
 

@@ -16,6 +16,12 @@
  * (x * 1.28125, by shifts). Comparisons of two run-time values are written as
  * saturating subtractions tested against zero, which the gateways support.
  *
+ * Per job, as in cassini.p4 (see there for the key, our choice): job_by_dst,
+ * then job_by_src, give a packet its 4-bit job class; job_tx and
+ * job_ecn_marked count per (egress port, class) at index port ++ class
+ * (13 bits); max_qdepth keeps each egress port's deepest enq_qdepth, in
+ * cells (80 B on Tofino1), until its reader sets it back to 0.
+ *
  * PFC, buffer and queue settings of the traffic manager are not reachable
  * from P4; controlplane/tofino.py writes the BfRt script for them.
  *
@@ -36,6 +42,8 @@ struct egress_metadata_t {
     bit<24> wred_min_cells;
     bit<24> wred_max_cells;
     bit<8>  wred_max_prob;
+    bit<4>  job_class;
+    bit<32> qdepth;
 }
 
 // ---------------------------------------------------------------------------
@@ -113,6 +121,7 @@ control CassiniIngressDeparser(packet_out pkt,
     apply {
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.l4);
     }
 }
 
@@ -145,6 +154,52 @@ control CassiniEgress(inout headers_t hdr,
     Counter<bit<64>, bit<9>>(512, CounterType_t.PACKETS_AND_BYTES) ecn_marked;
     @name(".CassiniEgress.wred_dropped") @id(4)
     Counter<bit<64>, bit<9>>(512, CounterType_t.PACKETS_AND_BYTES) wred_dropped;
+    @name(".CassiniEgress.job_tx") @id(5)
+    Counter<bit<64>, bit<13>>(8192, CounterType_t.PACKETS_AND_BYTES) job_tx;
+    @name(".CassiniEgress.job_ecn_marked") @id(6)
+    Counter<bit<64>, bit<13>>(8192, CounterType_t.PACKETS_AND_BYTES) job_ecn_marked;
+    @name(".CassiniEgress.max_qdepth") @id(1)
+    Register<bit<32>, bit<9>>(512, 0) max_qdepth;
+    RegisterAction<bit<32>, bit<9>, bit<32>>(max_qdepth) keep_deepest = {
+        void apply(inout bit<32> deepest) {
+            if (eg_md.qdepth > deepest) {
+                deepest = eg_md.qdepth;
+            }
+        }
+    };
+
+    @name(".CassiniEgress.set_job_class") @id(4)
+    action set_job_class(bit<4> job_class) {
+        eg_md.job_class = job_class;
+    }
+
+    @name(".CassiniEgress.job_by_dst") @id(3)
+    table job_by_dst {
+        key = {
+            hdr.ipv4.dst_addr : exact @name("dst_addr");
+            hdr.l4.dst_port   : exact @name("dst_port");
+        }
+        actions = {
+            set_job_class;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 1024;
+    }
+
+    @name(".CassiniEgress.job_by_src") @id(4)
+    table job_by_src {
+        key = {
+            hdr.ipv4.src_addr : exact @name("src_addr");
+            hdr.l4.src_port   : exact @name("src_port");
+        }
+        actions = {
+            set_job_class;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 1024;
+    }
 
     Random<bit<8>>() coin;
 
@@ -172,6 +227,16 @@ control CassiniEgress(inout headers_t hdr,
     apply {
         eg_md.wred_enabled = 1w0;
         wred_profile.apply();
+
+        eg_md.job_class = 4w0;
+        if (hdr.l4.isValid()) {
+            if (!job_by_dst.apply().hit) {
+                job_by_src.apply();
+            }
+        }
+        bit<13> job_index = eg_intr_md.egress_port ++ eg_md.job_class;
+        eg_md.qdepth = (bit<32>)eg_intr_md.enq_qdepth;
+        keep_deepest.execute(eg_intr_md.egress_port);
 
         bool congested = false;
         if (eg_md.wred_enabled == 1w1) {
@@ -212,14 +277,18 @@ control CassiniEgress(inout headers_t hdr,
                 hdr.ipv4.ecn = ECN_CE;
                 ecn_marked.count(eg_intr_md.egress_port);
                 port_tx.count(eg_intr_md.egress_port);
+                job_ecn_marked.count(job_index);
+                job_tx.count(job_index);
             } else if (hdr.ipv4.isValid() && hdr.ipv4.ecn == ECN_CE) {
                 port_tx.count(eg_intr_md.egress_port);
+                job_tx.count(job_index);
             } else {
                 wred_dropped.count(eg_intr_md.egress_port);
                 eg_dprsr_md.drop_ctl = 3w1;
             }
         } else {
             port_tx.count(eg_intr_md.egress_port);
+            job_tx.count(job_index);
         }
     }
 }
@@ -247,6 +316,7 @@ control CassiniEgressDeparser(packet_out pkt,
             hdr.ipv4.dst_addr});
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.l4);
     }
 }
 

@@ -1,6 +1,6 @@
 """What does an installed (or deleted) table entry do to the packet path?
 
-The packet path implements the two Cassini tables (`controlplane.p4names`);
+The packet path implements the Cassini tables (`controlplane.p4names`);
 an entry of any other table is stored but changes nothing there.
 """
 
@@ -9,10 +9,24 @@ from __future__ import annotations
 from typing import Any
 
 from controlplane.p4info import P4InfoIndex
-from controlplane.p4names import FORWARD_ACTION, FORWARD_TABLE, WRED_ACTION, WRED_TABLE
-from emulation.softswitch.state import ForwardChange, WredChange, WredProfile
+from controlplane.p4names import (
+    FORWARD_ACTION,
+    FORWARD_TABLE,
+    JOB_BY_DST_TABLE,
+    JOB_BY_SRC_TABLE,
+    JOB_CLASS_ACTION,
+    WRED_ACTION,
+    WRED_TABLE,
+)
+from emulation.softswitch.state import (
+    ForwardChange,
+    JobClassChange,
+    WredChange,
+    WredProfile,
+    socket_key,
+)
 
-DataplaneEffect = ForwardChange | WredChange
+DataplaneEffect = ForwardChange | WredChange | JobClassChange
 
 
 def dataplane_effect(index: P4InfoIndex, entry: Any, *, deleted: bool) -> DataplaneEffect | None:
@@ -34,6 +48,14 @@ def dataplane_effect(index: P4InfoIndex, entry: Any, *, deleted: bool) -> Datapl
                 max_prob_percent=_param_value(index, entry, WRED_ACTION, "max_prob") or 0,
             )
         return WredChange(egress, profile)
+    if table.name in (JOB_BY_DST_TABLE, JOB_BY_SRC_TABLE):
+        side = "src" if table.name == JOB_BY_SRC_TABLE else "dst"
+        key = socket_key(
+            int.from_bytes(values[f"{side}_addr"].exact.value, "big"),
+            int.from_bytes(values[f"{side}_port"].exact.value, "big"),
+        )
+        job = None if deleted else _param_value(index, entry, JOB_CLASS_ACTION, "job_class")
+        return JobClassChange(side == "src", key, job)
     return None
 
 

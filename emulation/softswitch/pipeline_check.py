@@ -13,7 +13,7 @@ from typing import Any
 from controlplane.p4info import P4InfoIndex, index_p4info
 from controlplane.proto.p4.config.v1 import p4info_pb2
 from emulation.softswitch.errors import invalid, known_object
-from emulation.softswitch.state import COUNTER_CELLS
+from emulation.softswitch.state import counter_cells
 from topologies.errors import did_you_mean
 
 # Object kinds of a P4Info this target has no implementation for.
@@ -23,11 +23,9 @@ _UNSUPPORTED_KINDS = (
     "meters",
     "direct_meters",
     "value_sets",
-    "registers",
     "digests",
     "externs",
 )
-
 
 
 def check_pipeline(p4info: Any, reference: P4InfoIndex | None) -> P4InfoIndex:
@@ -47,6 +45,20 @@ def check_pipeline(p4info: Any, reference: P4InfoIndex | None) -> P4InfoIndex:
             raise invalid(
                 f"P4Info has {kind} ({names}), which this software target does not support"
             )
+    # Registers: with the reference, exactly the Cassini pipeline's (max_qdepth, which the
+    # traffic manager's own figure realizes); without one, any (unchecked, like tables).
+    registers = sorted(r.preamble.name for r in p4info.registers)
+    expected = (
+        registers
+        if reference is None
+        else sorted(r.preamble.name for r in reference.p4info.registers)
+    )
+    if registers != expected:
+        names = ", ".join(name for name in registers if name not in expected) or "none"
+        raise invalid(
+            f"P4Info has registers {names}; this software target realizes only the Cassini "
+            f"pipeline's ({', '.join(expected) or 'none'})"
+        )
     if reference is not None and len(p4info.controller_packet_metadata):
         names = ", ".join(o.preamble.name for o in p4info.controller_packet_metadata)
         raise invalid(
@@ -63,9 +75,10 @@ def check_pipeline(p4info: Any, reference: P4InfoIndex | None) -> P4InfoIndex:
                 "is not one of its actions"
             )
     for counter in index.counters:
-        if counter.size > COUNTER_CELLS:
+        if counter.size > counter_cells(counter.name):
             raise invalid(
-                f"counter {counter.name} has {counter.size} cells; this target has {COUNTER_CELLS}"
+                f"counter {counter.name} has {counter.size} cells; "
+                f"this target has {counter_cells(counter.name)}"
             )
     for raw_table in p4info.tables:
         name = raw_table.preamble.name

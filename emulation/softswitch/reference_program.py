@@ -1,8 +1,9 @@
 """What does the switch program do to a frame, in plain Python?
 
 `ReferenceSwitchProgram` is the P4 program's ingress and egress: count, look
-up (ingress_port, dst_mac) in `logical_forward`, hand to the traffic manager,
-count on transmit. It is the reference: `fast_pipeline.FastSwitchProgram`
+up (ingress_port, dst_mac) in `logical_forward`, find the frame's job class
+(`job_class`: job_by_dst, then job_by_src), hand to the traffic manager,
+count on transmit per port and per (port, job class). It is the reference: `fast_pipeline.FastSwitchProgram`
 must give the same frames out at the same times with the same counters
 (tests/softswitch/test_fast_pipeline.py). Its counters are Python ints, one
 list per statistic, added to the shared P4 counter arrays only when the loop
@@ -18,12 +19,39 @@ import numpy as np
 from .packet import parse_mac_control
 from .port_stats import LATENESS_BUCKETS, P4_COUNTED_STATS, STAT_NAMES, lateness_bucket
 from .shared_counters import SharedCounters, checked_counter_names
-from .state import COUNTER_CELLS, DataplaneState
+from .state import COUNTER_CELLS, JOB_CLASSES, DataplaneState
 from .switch_program import program_ports
 from .tm_config import TmConfig
 from .traffic_manager import TrafficManager
 
 BROADCAST_MAC = b"\xff" * 6
+_TCP, _UDP = 6, 17
+
+
+def job_class(frame: bytes, by_dst: Mapping[int, int], by_src: Mapping[int, int]) -> int:
+    """The class of a frame's job (0: none), as the P4 program finds it: for option-less
+    IPv4 (first byte 0x45) carrying TCP or UDP at fragment offset 0, its (destination
+    address, port) in job_by_dst, else its (source address, port) in job_by_src.
+
+    >>> head = bytes(12) + bytes.fromhex("0800 4500 0000 0000 0000 0006 0000 0a000002 0a000001")
+    >>> frame = head + (40000).to_bytes(2, "big") + (47000).to_bytes(2, "big")  # TCP, to :47000
+    >>> job_class(frame, {0x0A000001 << 16 | 47000: 3}, {}), job_class(frame, {}, {})
+    (3, 0)
+    """
+    if (
+        len(frame) < 38
+        or frame[12] != 8
+        or frame[13] != 0
+        or frame[14] != 0x45
+        or frame[23] not in (_TCP, _UDP)
+        or frame[20] & 0x1F
+        or frame[21]
+    ):
+        return 0
+    found = by_dst.get(int.from_bytes(frame[30:34], "big") << 16 | frame[36] << 8 | frame[37])
+    if found is None:
+        found = by_src.get(int.from_bytes(frame[26:30], "big") << 16 | frame[34] << 8 | frame[35])
+    return found or 0
 
 
 class ReferenceSwitchProgram:
@@ -72,6 +100,14 @@ class ReferenceSwitchProgram:
             (state.counter(names[3]), tm.wred_dropped_packets, tm.wred_dropped_bytes),
         ]
         self._flushed = [([0] * n, [0] * n) for _ in self._counter_sources]
+        # The job counters, per (port, class) cell of the program's ports.
+        self._job_sources = [
+            (state.counter(names[4]), tm.job_tx_packets, tm.job_tx_bytes),
+            (state.counter(names[5]), tm.job_marked_packets, tm.job_marked_bytes),
+        ]
+        self.job_cells = [p * JOB_CLASSES + c for p in self.ports for c in range(JOB_CLASSES)]
+        cells = len(tm.job_tx_packets)
+        self._job_flushed = [([0] * cells, [0] * cells) for _ in self._job_sources]
         # The lists behind every statistic, in STAT_NAMES order (they are updated in
         # place, never replaced, so the map is built once).
         self._stat_lists: dict[str, list[int]] = {
@@ -148,7 +184,10 @@ class ReferenceSwitchProgram:
         if out_port not in self.valid_ports:
             self.to_unknown_port[port] += 1
             return
-        self.tm.enqueue(frame, port, out_port, now)
+        state = self.state
+        self.tm.enqueue(
+            frame, port, out_port, now, job_class(frame, state.job_by_dst, state.job_by_src)
+        )
 
     def _mac_control(self, port: int, frame: bytes, now: float) -> None:
         # The MAC consumes PAUSE/PFC frames before the pipeline sees them (so
@@ -175,16 +214,20 @@ class ReferenceSwitchProgram:
         shared = self.shared
         if shared is not None:
             shared.begin()
-        for (array, packets, byte_counts), (seen_packets, seen_bytes) in zip(
-            self._counter_sources, self._flushed, strict=True
+        for sources, flushed, cells in (
+            (self._counter_sources, self._flushed, ports),
+            (self._job_sources, self._job_flushed, self.job_cells),
         ):
-            for port in ports:
-                delta = packets[port] - seen_packets[port]
-                if delta:
-                    array[port, 0] += delta
-                    seen_packets[port] = packets[port]
-                    array[port, 1] += byte_counts[port] - seen_bytes[port]
-                    seen_bytes[port] = byte_counts[port]
+            for (array, packets, byte_counts), (seen_packets, seen_bytes) in zip(
+                sources, flushed, strict=True
+            ):
+                for cell in cells:
+                    delta = packets[cell] - seen_packets[cell]
+                    if delta:
+                        array[cell, 0] += delta
+                        seen_packets[cell] = packets[cell]
+                        array[cell, 1] += byte_counts[cell] - seen_bytes[cell]
+                        seen_bytes[cell] = byte_counts[cell]
         if shared is not None:
             shared.end()
 

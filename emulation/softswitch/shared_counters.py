@@ -32,7 +32,7 @@ from .port_stats import (
     Lateness,
     lateness_summary,
 )
-from .state import COUNTER_CELLS
+from .state import COUNTER_CELLS, counter_cells
 
 # Header words of the shared block: the sequence lock, then room for figures of the loop.
 _SEQUENCE, _HEADER_WORDS = 0, 8
@@ -46,7 +46,8 @@ def checked_counter_names() -> tuple[str, ...]:
 
 
 class SharedCounters:
-    """The shared block: header, P4 counters [n, COUNTER_CELLS, 2], statistics [m, COUNTER_CELLS].
+    """The shared block: header, P4 counters (each [counter_cells(name), 2]), statistics
+    [m, COUNTER_CELLS].
 
     One writer (the loop) brackets every change with `begin()`/`end()`, which
     make the sequence word odd, then even again; a reader copies and retries
@@ -57,7 +58,8 @@ class SharedCounters:
         self.fd = fd
         self.counter_names = tuple(counter_names)
         header = _HEADER_WORDS * 8
-        counters = len(self.counter_names) * COUNTER_CELLS * 2 * 8
+        cells = [counter_cells(name) for name in self.counter_names]
+        counters = sum(cells) * 2 * 8
         stats = len(STAT_NAMES) * COUNTER_CELLS * 8
         fidelity = len(FIDELITY_NAMES) * (LATENESS_BUCKETS + 1) * 8
         size = header + counters + stats + fidelity
@@ -66,9 +68,12 @@ class SharedCounters:
         self._memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         buffer = memoryview(self._memory)
         self.header = np.frombuffer(buffer, np.int64, _HEADER_WORDS, 0)
-        self.counters = np.frombuffer(buffer, np.int64, counters // 8, header).reshape(
-            len(self.counter_names), COUNTER_CELLS, 2
-        )
+        self.counter_block = np.frombuffer(buffer, np.int64, counters // 8, header)
+        self.counters: list[np.ndarray] = []
+        at = 0
+        for n in cells:
+            self.counters.append(self.counter_block[at : at + 2 * n].reshape(n, 2))
+            at += 2 * n
         self.stats = np.frombuffer(buffer, np.int64, stats // 8, header + counters).reshape(
             len(STAT_NAMES), COUNTER_CELLS
         )
@@ -134,10 +139,10 @@ class SharedCounters:
         wanted = list(names)
         known = [n for n in wanted if n in self.counter_names]
         rows = [self.counter_names.index(n) for n in known]
-        taken = self._consistent(lambda: self.counters[rows].copy())
+        taken = self._consistent(lambda: [self.counters[row].copy() for row in rows])
         out = dict(zip(known, taken, strict=True))
         for name in wanted:  # a P4Info counter this target does not count: zeros
-            out.setdefault(name, np.zeros((COUNTER_CELLS, 2), dtype=np.int64))
+            out.setdefault(name, np.zeros((counter_cells(name), 2), dtype=np.int64))
         return out
 
     def read_stats(self) -> dict[str, dict[int, int]]:
@@ -151,7 +156,14 @@ class SharedCounters:
 
     def close(self) -> None:
         # Views into the mapping must go before it can close.
-        del self.header, self.counters, self.stats, self.lateness, self.lateness_max
+        del (
+            self.header,
+            self.counter_block,
+            self.counters,
+            self.stats,
+            self.lateness,
+            self.lateness_max,
+        )
         with contextlib.suppress(BufferError):
             self._memory.close()
         with contextlib.suppress(OSError):

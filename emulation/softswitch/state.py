@@ -19,8 +19,27 @@ from typing import Protocol
 
 import numpy as np
 
+from controlplane.job_classes import JOB_CLASSES
+from controlplane.p4names import JOB_COUNTERS
+
 # One counter cell per port; P4Info declares 512 (bit<9> ports).
 COUNTER_CELLS = 512
+# The job counters have a cell per (port, job class), at port * JOB_CLASSES + class.
+JOB_COUNTER_CELLS = COUNTER_CELLS * JOB_CLASSES
+
+
+def counter_cells(name: str) -> int:
+    """How many cells this target keeps for a counter (the P4Info's size, checked at push)."""
+    return JOB_COUNTER_CELLS if name in JOB_COUNTERS else COUNTER_CELLS
+
+
+def socket_key(address: int, port: int) -> int:
+    """The key of a worker's socket in the job-class tables: IPv4 address << 16 | L4 port.
+
+    >>> hex(socket_key(0x0A000001, 47000))
+    '0xa000001b798'
+    """
+    return address << 16 | port
 
 
 @dataclass(frozen=True)
@@ -40,7 +59,11 @@ class DataplaneState:
     forward: dict[tuple[int, bytes], int] = field(default_factory=dict)
     # egress_port -> WRED profile. Missing key: no marking.
     wred: dict[int, WredProfile] = field(default_factory=dict)
-    # counter name from the P4Info -> int64 array [COUNTER_CELLS, 2] of (packets, bytes).
+    # socket_key(address, port) -> job class, looked up by a packet's destination, then
+    # by its source (job_by_dst, job_by_src). Missing in both: class 0.
+    job_by_dst: dict[int, int] = field(default_factory=dict)
+    job_by_src: dict[int, int] = field(default_factory=dict)
+    # counter name from the P4Info -> int64 array [counter_cells(name), 2] of (packets, bytes).
     counters: dict[str, np.ndarray] = field(default_factory=dict)
     # Held by writers that change several entries at once (a batched Write).
     write_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -49,7 +72,7 @@ class DataplaneState:
         """The array of a counter, created on first use."""
         arr = self.counters.get(name)
         if arr is None:
-            arr = np.zeros((COUNTER_CELLS, 2), dtype=np.int64)
+            arr = np.zeros((counter_cells(name), 2), dtype=np.int64)
             self.counters[name] = arr
         return arr
 
@@ -72,6 +95,15 @@ class WredChange:
 
 
 @dataclass(frozen=True)
+class JobClassChange:
+    """job_by_src (by_source) or job_by_dst [socket key] = job_class, or removed when None."""
+
+    by_source: bool
+    key: int
+    job_class: int | None
+
+
+@dataclass(frozen=True)
 class CounterChange:
     """Set cell `index` of a counter (every cell below `size` when index is None)."""
 
@@ -84,12 +116,12 @@ class CounterChange:
 
 @dataclass(frozen=True)
 class ClearTables:
-    """Empty both tables (a new pipeline); zero every counter too when asked."""
+    """Empty every table (a new pipeline); zero every counter too when asked."""
 
     zero_counters: bool
 
 
-Change = ForwardChange | WredChange | CounterChange | ClearTables
+Change = ForwardChange | WredChange | JobClassChange | CounterChange | ClearTables
 
 
 @dataclass
@@ -101,12 +133,15 @@ class ChangeBatch:
     Applying it equals applying the changes in order.
     """
 
-    clear: bool = False  # empty both tables first
+    clear: bool = False  # empty every table first
     zero_counters: bool = False  # ... and zero every counter
     forward_set: dict[tuple[int, bytes], int] = field(default_factory=dict)
     forward_delete: set[tuple[int, bytes]] = field(default_factory=set)
     wred_set: dict[int, WredProfile] = field(default_factory=dict)
     wred_delete: set[int] = field(default_factory=set)
+    # (job_by_dst, job_by_src): keys set and keys removed
+    job_set: tuple[dict[int, int], dict[int, int]] = field(default_factory=lambda: ({}, {}))
+    job_delete: tuple[set[int], set[int]] = field(default_factory=lambda: (set(), set()))
     counters: list[CounterChange] = field(default_factory=list)  # in order
 
 
@@ -129,6 +164,15 @@ def reduce_changes(changes: Iterable[Change]) -> ChangeBatch:
             else:
                 batch.wred_delete.discard(change.egress_port)
                 batch.wred_set[change.egress_port] = change.profile
+        elif isinstance(change, JobClassChange):
+            job_set = batch.job_set[change.by_source]
+            job_delete = batch.job_delete[change.by_source]
+            if change.job_class is None:
+                job_set.pop(change.key, None)
+                job_delete.add(change.key)
+            else:
+                job_delete.discard(change.key)
+                job_set[change.key] = change.job_class
         elif isinstance(change, CounterChange):
             batch.counters.append(change)
         else:  # the tables' changes before a clear are moot; counters' only if it zeroes
@@ -143,6 +187,8 @@ def apply_batch(state: DataplaneState, batch: ChangeBatch) -> None:
     if batch.clear:
         state.forward.clear()
         state.wred.clear()
+        state.job_by_dst.clear()
+        state.job_by_src.clear()
         if batch.zero_counters:
             for cells in state.counters.values():
                 cells[:] = 0
@@ -154,6 +200,12 @@ def apply_batch(state: DataplaneState, batch: ChangeBatch) -> None:
     for port in batch.wred_delete:
         wred.pop(port, None)
     wred.update(batch.wred_set)
+    for table, keys_set, keys_deleted in zip(
+        (state.job_by_dst, state.job_by_src), batch.job_set, batch.job_delete, strict=True
+    ):
+        for key in keys_deleted:
+            table.pop(key, None)
+        table.update(keys_set)
     for change in batch.counters:
         cells = state.counter(change.counter)
         value = (change.packets, change.byte_count)
@@ -175,7 +227,7 @@ class Dataplane(Protocol):
         """Apply a batch as one step; return when the packet path sees it."""
 
     def counters(self, names: Iterable[str]) -> dict[str, np.ndarray]:
-        """Copies of counter arrays [COUNTER_CELLS, 2], all taken at one instant."""
+        """Copies of counter arrays [counter_cells(name), 2], all taken at one instant."""
 
 
 class LocalDataplane:

@@ -12,6 +12,12 @@ A frame WRED marks on enqueue is counted as marked only when it leaves:
 a marked frame the queue limit then drops is a tail drop and nothing else,
 so `marked_packets` never exceeds `tx_packets` and equals the CE frames
 the port sent (the ecn_marked counter: "frames that left CE-marked").
+The same counts are kept per (port, job class) (`job_tx_*`, `job_marked_*`,
+at port * JOB_CLASSES + class: the job_tx and job_ecn_marked counters), the
+class given with each frame at enqueue; and `max_depth_cells` keeps the
+deepest queue each port's arriving frames found (the cells WRED sees, the P4
+program's enq_qdepth) until its reader sets it back to 0 (the max_qdepth
+register).
 
 Everything happens on one event heap in virtual time, in time order: a frame
 finishing its reception at a port (from a host, or from a cable at departure
@@ -41,7 +47,7 @@ from enum import IntEnum
 from heapq import heappop, heappush
 
 from .packet import ECN_CE, build_pfc_frame, ipv4_offset, set_ce
-from .state import COUNTER_CELLS, WredProfile
+from .state import COUNTER_CELLS, JOB_CLASSES, JOB_COUNTER_CELLS, WredProfile
 from .tm_config import TmConfig
 
 # Virtual times are sums of float serialisation times; an event this close to
@@ -88,10 +94,12 @@ class TrafficManager:
         # completes (the pipeline's ingress); None leaves them in `arrived`.
         self.on_arrival = on_arrival
         n = COUNTER_CELLS
-        # Queued (frame, ingress port, cells, CE-marked by this port's WRED).
-        self.queues: list[deque[tuple[bytes, int, int, bool]]] = [deque() for _ in range(n)]
+        # Queued (frame, ingress port, cells, CE-marked by this port's WRED, job class).
+        self.queues: list[deque[tuple[bytes, int, int, bool, int]]] = [deque() for _ in range(n)]
         self.queue_cells = [0] * n
         self.peak_queue_cells = [0] * n  # deepest queue an arriving frame joined
+        # Deepest queue an arriving frame found since the reader last zeroed it.
+        self.max_depth_cells = [0] * n
         self.queue_limit = [config.queue_cells(p) for p in range(n)]
         self.seconds_per_byte = [8.0 / (config.rate_gbps(p) * 1e9) for p in range(n)]
         self.tx_free_at = [0.0] * n  # virtual time the port's transmitter is free
@@ -115,6 +123,11 @@ class TrafficManager:
         self.wred_dropped_bytes = [0] * n
         self.tail_dropped_packets = [0] * n
         self.tail_dropped_bytes = [0] * n
+        # ... and per (port, job class), at port * JOB_CLASSES + class.
+        self.job_tx_packets = [0] * JOB_COUNTER_CELLS
+        self.job_tx_bytes = [0] * JOB_COUNTER_CELLS
+        self.job_marked_packets = [0] * JOB_COUNTER_CELLS
+        self.job_marked_bytes = [0] * JOB_COUNTER_CELLS
 
         self.cable_peer = [-1] * n
         self.cable_delay = [0.0] * n
@@ -183,8 +196,11 @@ class TrafficManager:
 
     # --- enqueue ------------------------------------------------------------
 
-    def enqueue(self, frame: bytes, in_port: int, out_port: int, now: float) -> int:
-        """Admit a frame to out_port's queue (maybe CE-marked) or drop it; returns a Verdict."""
+    def enqueue(
+        self, frame: bytes, in_port: int, out_port: int, now: float, job_class: int = 0
+    ) -> int:
+        """Admit a frame of `job_class` to out_port's queue (maybe CE-marked) or drop it;
+        returns a Verdict."""
         events = self.events
         if events and events[0][0] < now:
             self.advance(now)  # the queue this frame joins is the queue at `now`
@@ -202,6 +218,9 @@ class TrafficManager:
             self.tx_free_at[out_port] = end
             self.tx_packets[out_port] += 1
             self.tx_bytes[out_port] += length
+            cell = out_port * JOB_CLASSES + job_class
+            self.job_tx_packets[cell] += 1
+            self.job_tx_bytes[cell] += length
             peer = self.cable_peer[out_port]
             if peer >= 0:
                 when = end + self.cable_delay[out_port]
@@ -212,6 +231,11 @@ class TrafficManager:
             else:
                 heappush(events, (end, next(self._sequence), _DELIVER, out_port, frame))
             return Verdict.QUEUED
+        if depth > self.max_depth_cells[out_port]:
+            # (our choice) Every frame that reaches the queue counts, a dropped one too:
+            # it found the queue that deep. (On a chip a tail-dropped packet never
+            # reaches egress, where the register is; it found the queue near its limit.)
+            self.max_depth_cells[out_port] = depth
         cell_bytes = self.config.cell_bytes
         cells = (len(frame) + cell_bytes - 1) // cell_bytes
         verdict = Verdict.QUEUED
@@ -253,7 +277,7 @@ class TrafficManager:
 
         if depth == 0 and self.tx_free_at[out_port] < now:
             self.tx_free_at[out_port] = now  # the port was idle: no credit for idle time
-        self.queues[out_port].append((frame, in_port, cells, marked_here))
+        self.queues[out_port].append((frame, in_port, cells, marked_here, job_class))
         depth += cells
         self.queue_cells[out_port] = depth
         if depth > self.peak_queue_cells[out_port]:
@@ -336,18 +360,20 @@ class TrafficManager:
         if self.tx_free_at[port] > now + TIME_EPSILON_S or self.paused_until[port] > now:
             self._schedule_start(port, now)
             return
-        frame, in_port, cells, marked = queue.popleft()
+        frame, in_port, cells, marked, job_class = queue.popleft()
         self.queue_cells[port] -= cells
         self.buffered_cells -= cells
         held = self.ingress_cells[in_port] - cells
         self.ingress_cells[in_port] = held
-        self._start(port, frame, now, marked)
+        self._start(port, frame, now, marked, job_class)
         if self.ingress_paused[in_port] and held <= self.xon_cells:
             self._resume_upstream(in_port, now)
         if queue:
             self._schedule_start(port, now)
 
-    def _start(self, port: int, frame: bytes, now: float, marked: bool = False) -> None:
+    def _start(
+        self, port: int, frame: bytes, now: float, marked: bool = False, job_class: int = 0
+    ) -> None:
         """The frame goes on the wire at `now` and is fully sent one serialisation later.
 
         `marked`: this port's WRED set CE on it, so it counts as marked now that
@@ -358,9 +384,14 @@ class TrafficManager:
         self.tx_free_at[port] = end
         self.tx_packets[port] += 1
         self.tx_bytes[port] += length
+        cell = port * JOB_CLASSES + job_class
+        self.job_tx_packets[cell] += 1
+        self.job_tx_bytes[cell] += length
         if marked:
             self.marked_packets[port] += 1
             self.marked_bytes[port] += length
+            self.job_marked_packets[cell] += 1
+            self.job_marked_bytes[cell] += length
         peer = self.cable_peer[port]
         if peer >= 0:
             # Store-and-forward: the peer has the frame when its last bit has

@@ -7,7 +7,8 @@
  * Our choice: only option-less IPv4 (version 4, IHL 5: first byte 0x45) is
  * parsed as IPv4. The checksum update after CE marking then covers exactly the
  * parsed header; IPv4 with options is forwarded untouched and treated as
- * not ECN-capable by WRED.
+ * not ECN-capable by WRED. Behind it, the ports of TCP and UDP are parsed
+ * when the packet is not a fragment or the first one (fragment offset 0).
  */
 #ifndef CASSINI_PARSER_P4_
 #define CASSINI_PARSER_P4_
@@ -32,6 +33,15 @@ parser EthernetIpv4Parser(packet_in pkt, out headers_t hdr) {
 
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (13w0, IP_PROTO_TCP): parse_l4_ports;
+            (13w0, IP_PROTO_UDP): parse_l4_ports;
+            default: accept;
+        }
+    }
+
+    state parse_l4_ports {
+        pkt.extract(hdr.l4);
         transition accept;
     }
 }

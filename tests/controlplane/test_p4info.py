@@ -41,7 +41,15 @@ def test_tables_actions_counters_by_name_alias_and_id(index):
         "CassiniEgress.port_tx",
         "CassiniEgress.ecn_marked",
         "CassiniEgress.wred_dropped",
+        "CassiniEgress.job_tx",
+        "CassiniEgress.job_ecn_marked",
     }
+    job = index.table("job_by_dst")
+    assert [(m.name, m.bitwidth) for m in job.match_fields] == [("dst_addr", 32), ("dst_port", 16)]
+    assert [(p.name, p.bitwidth) for p in index.action("set_job_class").params] == [
+        ("job_class", 4)
+    ]
+    assert index.counter("job_tx").size == 512 * 16
 
 
 def test_unknown_names_suggest_the_closest(index):
@@ -119,6 +127,7 @@ def test_p4_names_are_the_p4infos(index):
     p4names.check_p4_names(index)
     assert set(p4names.COUNTERS) == {c.name for c in index.counters}
     assert set(p4names.TABLES) == {t.name for t in index.tables}
+    assert [r.preamble.name for r in index.p4info.registers] == [p4names.MAX_QDEPTH]
 
 
 def test_p4_name_check_answers_a_rename(index):

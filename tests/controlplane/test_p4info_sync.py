@@ -19,7 +19,7 @@ from controlplane.p4info import P4_DIR, P4InfoIndex
 P4SRC = P4_DIR  # the P4 sources shipped with the package, next to their P4Info
 PROGRAMS = ("cassini.p4", "cassini_tna.p4")
 # P4Runtime id prefixes (P4Runtime spec 6.3): id = prefix << 24 | @id.
-ID_PREFIX = {"table": 0x02, "action": 0x01, "counter": 0x12}
+ID_PREFIX = {"table": 0x02, "action": 0x01, "counter": 0x12, "register": 0x10}
 
 # Intrinsic metadata widths from the architectures' includes (v1model.p4, tna.p4).
 ARCH_FIELD_WIDTHS = {
@@ -45,6 +45,7 @@ class P4Objects:
     tables: dict[str, dict] = field(default_factory=dict)
     actions: dict[str, dict] = field(default_factory=dict)
     counters: dict[str, dict] = field(default_factory=dict)
+    registers: dict[str, dict] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
 
@@ -123,6 +124,22 @@ def parse_program(text: str, field_widths: dict[str, int]) -> P4Objects:
     n_counters = len(re.findall(r"\b(?:counter|Counter<[^;]*?>)\s*\(", text))
     if n_counters != len(objs.counters):
         objs.problems.append(f"{n_counters - len(objs.counters)} counter(s) without @name")
+
+    # Registers: register<bit<W>>(SIZE) local;  /  Register<bit<W>, bit<I>>(SIZE[, INIT]) local;
+    for m in re.finditer(
+        annotated
+        + r"(?:register<bit<(\d+)>>|Register<bit<(\d+)>\s*,\s*bit<\d+>>)"
+        + r"\s*\(\s*(\d+)\s*(?:,\s*\w+\s*)?\)\s*(\w+)\s*;",
+        text,
+    ):
+        objs.registers[m[1]] = {
+            "id": m[2] and int(m[2]),
+            "bitwidth": int(m[3] or m[4]),
+            "size": int(m[5]),
+        }
+    n_registers = len(re.findall(r"\b(?:register|Register)<[^;]*?>\s*\(", text))
+    if n_registers != len(objs.registers):
+        objs.problems.append(f"{n_registers - len(objs.registers)} register(s) without @name")
 
     # Tables.
     for m in re.finditer(annotated + r"table\s+(\w+)\s*\{", text):
@@ -227,6 +244,23 @@ def compare(objs: P4Objects, index: P4InfoIndex, program: str) -> list[str]:
             out.append(
                 f"{program}: counter {name}: @id {c['id']} does not give P4Info id {info.id}"
             )
+    p4info_registers = {r.preamble.name: r for r in index.p4info.registers}
+    for name in sorted(set(objs.registers) ^ set(p4info_registers)):
+        where = "program only" if name in objs.registers else "P4Info only"
+        out.append(f"{program}: register {name}: {where}")
+    for name, r in objs.registers.items():
+        raw = p4info_registers.get(name)
+        if raw is None:
+            continue
+        theirs = (raw.type_spec.bitstring.bit.bitwidth, raw.size)
+        if (r["bitwidth"], r["size"]) != theirs:
+            out.append(
+                f"{program}: register {name}: bit<{r['bitwidth']}> x {r['size']} != P4Info {theirs}"
+            )
+        if r["id"] is not None and (ID_PREFIX["register"] << 24 | r["id"]) != raw.preamble.id:
+            out.append(
+                f"{program}: register {name}: @id {r['id']} does not give P4Info id {raw.preamble.id}"
+            )
     return out
 
 
@@ -242,7 +276,8 @@ def widths() -> dict[str, int]:
 def test_program_matches_p4info(program, index, widths):
     objs = parse_program((P4SRC / program).read_text(), widths)
     # The tokenizer found what is there (guards against a parser that finds nothing).
-    assert len(objs.tables) == 2 and len(objs.actions) == 3 and len(objs.counters) == 4
+    assert len(objs.tables) == 4 and len(objs.actions) == 4 and len(objs.counters) == 6
+    assert len(objs.registers) == 1
     assert compare(objs, index, program) == []
 
 
@@ -277,6 +312,14 @@ def test_header_widths_come_from_the_shared_include(widths):
             'exact @name("egress_port")',
             'ternary @name("egress_port")',
             "table CassiniEgress.wred_profile: keys",
+        ),
+        ("bit<4> job_class)", "bit<8> job_class)", "action CassiniEgress.set_job_class: params"),
+        ("(8192,", "(4096,", "counter CassiniEgress.job_tx: 4096 BOTH != P4Info 8192 BOTH"),
+        ("egister<bit<32>", "egister<bit<16>", "register CassiniEgress.max_qdepth: bit<16> x 512"),
+        (
+            '@name(".CassiniEgress.max_qdepth") @id(1)',
+            '@name(".CassiniEgress.deepest") @id(1)',
+            "register CassiniEgress.deepest: program only",
         ),
     ],
 )

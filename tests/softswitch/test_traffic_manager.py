@@ -708,3 +708,27 @@ def test_frames_the_kernel_shows_after_their_time_keep_their_spacing(compiled: b
     assert max(gaps) == pytest.approx(per_frame, rel=1e-6)
     # the first one was received at 31 ms, when it was seen, and left one serialisation later
     assert due[0] == pytest.approx(0.031 + per_frame, rel=1e-6)
+
+
+# --- per job and the deepest queue ---------------------------------------------------
+
+
+def test_max_depth_is_the_deepest_queue_a_frame_found_until_reset() -> None:
+    """Hand-computed: 200-byte frames are 3 cells of 80 B; the first goes on the wire at
+    once, the next four find 0, 3, 6 and 9 cells queued; a tail-dropped one found 12."""
+    config = TmConfig(default_rate_gbps=0.001, default_queue_cells=14, pfc=PfcConfig(enabled=False))
+    tm = TrafficManager(config, [1, 2], {}, seed=1)
+    frame = udp_frame(200)
+    assert tm.enqueue(frame, 1, 2, 0.0, job_class=3) == Verdict.QUEUED  # on the wire
+    assert tm.max_depth_cells[2] == 0
+    for _ in range(4):
+        assert tm.enqueue(frame, 1, 2, 0.0, job_class=3) == Verdict.QUEUED
+    assert tm.queue_cells[2] == 12 and tm.max_depth_cells[2] == 9
+    assert tm.enqueue(frame, 1, 2, 0.0) == Verdict.TAIL_DROPPED  # 12 + 3 > 14
+    assert tm.max_depth_cells[2] == 12
+    tm.max_depth_cells[2] = 0  # the reader's reset
+    tm.advance(10.0)  # everything leaves
+    assert tm.max_depth_cells[2] == 0 and tm.queue_cells[2] == 0
+    # Five frames of class 3 left port 2, counted in cell 2 * 16 + 3.
+    assert tm.job_tx_packets[2 * 16 + 3] == 5 and tm.job_tx_bytes[2 * 16 + 3] == 1000
+    assert sum(tm.job_tx_packets) == tm.tx_packets[2] == 5
