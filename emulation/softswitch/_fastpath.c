@@ -27,6 +27,10 @@
 #define TIME_EPSILON_S 1e-9
 #define PAUSE_QUANTUM_BITS 512
 #define NEVER INFINITY
+#define JOB_CLASSES 16 /* state.JOB_CLASSES: a 4-bit job class */
+
+/* Rows of the job counter array [J_ROWS, n * JOB_CLASSES] (traffic_manager.job_*). */
+enum { J_TX_PACKETS, J_TX_BYTES, J_MARKED_PACKETS, J_MARKED_BYTES, J_ROWS };
 
 enum { ARRIVE = 0, DELIVER = 1, START = 2, REFRESH = 3 };
 
@@ -60,6 +64,7 @@ typedef struct {
     int in_port;
     long cells;
     int marked;
+    int job_class;
 } Queued;
 
 typedef struct {
@@ -78,6 +83,7 @@ typedef struct {
     long wire_overhead, cell_bytes, buffer_cells, xoff_cells, xon_cells;
     int pfc_enabled;
     PyObject *forward, *wred, *random;
+    PyObject *job_by_dst, *job_by_src; /* socket key -> job class (state.socket_key) */
     PyObject **pause_frame, **resume_frame;
     /* the WRED profile last read per port (owned; frozen, so its fields stay valid) */
     PyObject **wred_obj;
@@ -96,6 +102,11 @@ typedef struct {
     PyObject *counts_obj;
     Py_buffer counts_view;
     int64_t *counts;
+    /* job counters: int64 [J_ROWS, n * JOB_CLASSES]; deepest queue found per port, int64 [n]
+     * (zeroed by its reader); both owned by the caller's numpy arrays (or ours) */
+    PyObject *job_obj, *depth_obj;
+    Py_buffer job_view, depth_view;
+    int64_t *job_counts, *max_depth;
     /* departure lateness histogram: int64 [buckets], plus the largest lateness */
     PyObject *late_obj;
     Py_buffer late_view;
@@ -121,6 +132,7 @@ typedef struct {
 } Pipeline;
 
 #define COUNT(p, row, port) ((p)->counts[(Py_ssize_t)(row) * (p)->n + (port)])
+#define JOB_COUNT(p, row, cell) ((p)->job_counts[(Py_ssize_t)(row) * (p)->n * JOB_CLASSES + (cell)])
 
 /* --- the heap (same order as heapq over (time, sequence, ...) tuples) ------------- */
 
@@ -171,7 +183,8 @@ static Event heap_pop(Pipeline *p) {
 
 /* --- queues -------------------------------------------------------------------- */
 
-static int queue_append(Queue *q, PyObject *frame, int in_port, long cells, int marked) {
+static int queue_append(Queue *q, PyObject *frame, int in_port, long cells, int marked,
+                        int job_class) {
     if (q->len == q->cap) {
         Py_ssize_t cap = q->cap ? 2 * q->cap : 64;
         Queued *items = PyMem_Malloc(cap * sizeof(Queued));
@@ -191,6 +204,7 @@ static int queue_append(Queue *q, PyObject *frame, int in_port, long cells, int 
     slot->in_port = in_port;
     slot->cells = cells;
     slot->marked = marked;
+    slot->job_class = job_class;
     q->len++;
     return 0;
 }
@@ -309,15 +323,21 @@ static int resume_upstream(Pipeline *p, int in_port, double now) {
 }
 
 /* TrafficManager._start (steals nothing: `frame` stays the caller's). */
-static int tm_start(Pipeline *p, int port, PyObject *frame, double now, int marked) {
+static int tm_start(Pipeline *p, int port, PyObject *frame, double now, int marked,
+                    int job_class) {
     Py_ssize_t length = PyBytes_GET_SIZE(frame);
     double end = now + (double)(length + p->wire_overhead) * p->seconds_per_byte[port];
     p->tx_free_at[port] = end;
     COUNT(p, R_TX_PACKETS, port)++;
     COUNT(p, R_TX_BYTES, port) += length;
+    Py_ssize_t cell = (Py_ssize_t)port * JOB_CLASSES + job_class;
+    JOB_COUNT(p, J_TX_PACKETS, cell)++;
+    JOB_COUNT(p, J_TX_BYTES, cell) += length;
     if (marked) {
         COUNT(p, R_ECN_MARKED, port)++;
         COUNT(p, R_ECN_MARKED_BYTES, port) += length;
+        JOB_COUNT(p, J_MARKED_PACKETS, cell)++;
+        JOB_COUNT(p, J_MARKED_BYTES, cell) += length;
     }
     int peer = p->cable_peer[port];
     if (peer >= 0) return heap_push(p, end + p->cable_delay[port], ARRIVE, peer, frame);
@@ -336,7 +356,7 @@ static int tm_serve(Pipeline *p, int port, double now) {
     p->buffered_cells -= item.cells;
     long held = p->ingress_cells[item.in_port] - item.cells;
     p->ingress_cells[item.in_port] = held;
-    int rc = tm_start(p, port, item.frame, now, item.marked);
+    int rc = tm_start(p, port, item.frame, now, item.marked, item.job_class);
     Py_DECREF(item.frame);
     if (rc < 0) return -1;
     if (p->ingress_paused[item.in_port] && held <= p->xon_cells) {
@@ -355,7 +375,8 @@ static int wred_field(PyObject *profile, const char *name, double *out) {
 }
 
 /* TrafficManager.enqueue */
-static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, double now) {
+static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, double now,
+                      int job_class) {
     if (p->heap_len && p->heap[0].when < now) {
         if (tm_advance(p, now) < 0) return -1;
     }
@@ -367,6 +388,9 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
         p->tx_free_at[out_port] = end;
         COUNT(p, R_TX_PACKETS, out_port)++;
         COUNT(p, R_TX_BYTES, out_port) += length;
+        Py_ssize_t cell = (Py_ssize_t)out_port * JOB_CLASSES + job_class;
+        JOB_COUNT(p, J_TX_PACKETS, cell)++;
+        JOB_COUNT(p, J_TX_BYTES, cell) += length;
         int peer = p->cable_peer[out_port];
         if (peer >= 0)
             return heap_push(p, end + p->cable_delay[out_port], ARRIVE, peer, frame);
@@ -374,6 +398,7 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
             return append_transmitted(p, out_port, frame, end);
         return heap_push(p, end, DELIVER, out_port, frame);
     }
+    if (depth > p->max_depth[out_port]) p->max_depth[out_port] = depth; /* a dropped one too */
     long cells = (long)((length + p->cell_bytes - 1) / p->cell_bytes);
     int marked_here = 0;
     PyObject *owned = NULL; /* a CE-marked copy */
@@ -427,7 +452,7 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
         return 0;
     }
     if (depth == 0 && p->tx_free_at[out_port] < now) p->tx_free_at[out_port] = now;
-    int rc = queue_append(&p->queues[out_port], frame, in_port, cells, marked_here);
+    int rc = queue_append(&p->queues[out_port], frame, in_port, cells, marked_here, job_class);
     Py_XDECREF(owned);
     if (rc < 0) return -1;
     depth += cells;
@@ -452,6 +477,39 @@ static int tm_receive_pause(Pipeline *p, int port, int enable, const long *quant
     p->paused_until[port] = now + seconds;
     p->start_at[port] = NEVER;
     return schedule_start(p, port, now);
+}
+
+/* One job-class table: the class of socket key (address << 16 | port), -1 on a miss,
+ * -2 on an error. */
+static int job_lookup(PyObject *table, uint64_t key_value) {
+    if (table == NULL || PyDict_GET_SIZE(table) == 0) return -1;
+    PyObject *key = PyLong_FromUnsignedLongLong(key_value);
+    if (key == NULL) return -2;
+    PyObject *found = PyDict_GetItemWithError(table, key);
+    Py_DECREF(key);
+    if (found == NULL) return PyErr_Occurred() ? -2 : -1;
+    long job_class = PyLong_AsLong(found);
+    if (job_class == -1 && PyErr_Occurred()) return -2;
+    return (int)(job_class & (JOB_CLASSES - 1));
+}
+
+/* reference_program.job_class: job_by_dst, then job_by_src, for option-less IPv4 with
+ * TCP or UDP at fragment offset 0; 0 for no job, -1 on an error. */
+static int find_job_class(Pipeline *p, const unsigned char *f, Py_ssize_t n) {
+    if (n < 38 || f[12] != 8 || f[13] != 0 || f[14] != 0x45 || (f[23] != 6 && f[23] != 17) ||
+        (f[20] & 0x1F) || f[21])
+        return 0;
+    uint64_t dst = ((uint64_t)f[30] << 40) | ((uint64_t)f[31] << 32) | ((uint64_t)f[32] << 24) |
+                   ((uint64_t)f[33] << 16) | ((uint64_t)f[36] << 8) | f[37];
+    int found = job_lookup(p->job_by_dst, dst);
+    if (found == -1) {
+        uint64_t src = ((uint64_t)f[26] << 40) | ((uint64_t)f[27] << 32) |
+                       ((uint64_t)f[28] << 24) | ((uint64_t)f[29] << 16) |
+                       ((uint64_t)f[34] << 8) | f[35];
+        found = job_lookup(p->job_by_src, src);
+    }
+    if (found == -2) return -1;
+    return found < 0 ? 0 : found;
 }
 
 /* ReferenceSwitchProgram.ingress */
@@ -508,7 +566,9 @@ static int ingress(Pipeline *p, int port, PyObject *frame, double now) {
         COUNT(p, R_TO_UNKNOWN_PORT, port)++;
         return 0;
     }
-    return tm_enqueue(p, frame, port, (int)out_port, now);
+    int job_class = find_job_class(p, f, n);
+    if (job_class < 0) return -1;
+    return tm_enqueue(p, frame, port, (int)out_port, now, job_class);
 }
 
 /* A frame the kernel showed late (virtual time already passed its reception) keeps its
@@ -598,6 +658,12 @@ static void pipeline_dealloc(Pipeline *p) {
     if (p->wakeup_obj != NULL) PyBuffer_Release(&p->wakeup_view);
     Py_XDECREF(p->wakeup_obj);
     if (p->counts_obj != NULL) PyBuffer_Release(&p->counts_view);
+    if (p->job_obj != NULL) PyBuffer_Release(&p->job_view);
+    if (p->depth_obj != NULL) PyBuffer_Release(&p->depth_view);
+    Py_XDECREF(p->job_obj);
+    Py_XDECREF(p->depth_obj);
+    Py_XDECREF(p->job_by_dst);
+    Py_XDECREF(p->job_by_src);
     if (p->late_obj != NULL) PyBuffer_Release(&p->late_view);
     Py_XDECREF(p->counts_obj);
     Py_XDECREF(p->late_obj);
@@ -670,22 +736,25 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     int n, pfc_enabled;
     PyObject *spb, *qlimit, *peer, *delay, *pause_s, *valid, *pause_frames, *resume_frames;
     PyObject *forward, *wred, *random, *counts, *lateness, *wakeup = NULL;
+    PyObject *job_by_dst = NULL, *job_by_src = NULL, *job_counts = NULL, *max_depth = NULL;
     long wire_overhead, cell_bytes, buffer_cells, xoff, xon;
     static char *kwlist[] = {"n", "seconds_per_byte", "queue_limit", "cable_peer",
                              "cable_delay", "pause_seconds", "valid_ports", "pause_frames",
                              "resume_frames", "wire_overhead", "cell_bytes", "buffer_cells",
                              "pfc_enabled", "xoff_cells", "xon_cells", "forward", "wred",
-                             "random", "counts", "lateness", "wakeup", NULL};
+                             "random", "counts", "lateness", "wakeup", "job_by_dst",
+                             "job_by_src", "job_counts", "max_depth", NULL};
     if (p->queues != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Pipeline is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOOOOOOOlllpllO!O!OOO|O", kwlist, &n, &spb,
-                                     &qlimit, &peer, &delay, &pause_s, &valid, &pause_frames,
-                                     &resume_frames, &wire_overhead, &cell_bytes, &buffer_cells,
-                                     &pfc_enabled, &xoff, &xon, &PyDict_Type, &forward,
-                                     &PyDict_Type, &wred, &random, &counts, &lateness,
-                                     &wakeup))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOOOOOOOlllpllO!O!OOO|OO!O!OO", kwlist, &n,
+                                     &spb, &qlimit, &peer, &delay, &pause_s, &valid,
+                                     &pause_frames, &resume_frames, &wire_overhead, &cell_bytes,
+                                     &buffer_cells, &pfc_enabled, &xoff, &xon, &PyDict_Type,
+                                     &forward, &PyDict_Type, &wred, &random, &counts, &lateness,
+                                     &wakeup, &PyDict_Type, &job_by_dst, &PyDict_Type,
+                                     &job_by_src, &job_counts, &max_depth))
         return -1;
     if (n <= 0 || cell_bytes <= 0) {
         PyErr_SetString(PyExc_ValueError, "n and cell_bytes must be positive");
@@ -806,6 +875,36 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     Py_INCREF(counts);
     p->counts_obj = counts;
     p->counts = p->counts_view.buf;
+    Py_XINCREF(job_by_dst);
+    p->job_by_dst = job_by_dst;
+    Py_XINCREF(job_by_src);
+    p->job_by_src = job_by_src;
+    /* Without arrays of the caller's, counts of our own (nobody reads them). */
+    PyObject *own[2] = {job_counts, max_depth};
+    Py_ssize_t items[2] = {(Py_ssize_t)J_ROWS * n * JOB_CLASSES, n};
+    for (int i = 0; i < 2; i++) {
+        if (own[i] != NULL && own[i] != Py_None) {
+            Py_INCREF(own[i]);
+        } else {
+            own[i] = PyByteArray_FromStringAndSize(NULL, items[i] * 8);
+            if (own[i] == NULL) return -1;
+            memset(PyByteArray_AS_STRING(own[i]), 0, items[i] * 8);
+        }
+    }
+    p->job_obj = own[0];
+    p->depth_obj = own[1];
+    if (PyObject_GetBuffer(own[0], &p->job_view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0 ||
+        p->job_view.len != items[0] * 8) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "job_counts: wrong size");
+        return -1;
+    }
+    if (PyObject_GetBuffer(own[1], &p->depth_view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0 ||
+        p->depth_view.len != items[1] * 8) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "max_depth: wrong size");
+        return -1;
+    }
+    p->job_counts = p->job_view.buf;
+    p->max_depth = p->depth_view.buf;
     if (PyObject_GetBuffer(lateness, &p->late_view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
         return -1;
     if (p->late_view.itemsize != 8 || p->late_view.len < 8) {

@@ -37,6 +37,10 @@ class Pipeline:
         counts: Any,
         lateness: Any,
         wakeup: Any = None,
+        job_by_dst: dict[int, int] | None = None,
+        job_by_src: dict[int, int] | None = None,
+        job_counts: Any = None,
+        max_depth: Any = None,
     ) -> None: ...
     def receive(self, port: int, frame: bytes, stamp: float) -> None: ...
     def ingress(self, port: int, frame: bytes, now: float) -> None: ...

@@ -32,7 +32,7 @@ import numpy as np
 
 from .port_stats import LATENESS_BUCKETS, P4_COUNTED_STATS, STAT_NAMES, lateness_bucket
 from .shared_counters import SharedCounters, checked_counter_names
-from .state import COUNTER_CELLS, DataplaneState
+from .state import COUNTER_CELLS, JOB_CLASSES, JOB_COUNTER_CELLS, DataplaneState
 from .switch_program import program_ports
 from .tm_config import TmConfig
 from .traffic_manager import TrafficManager
@@ -75,6 +75,11 @@ class FastSwitchProgram:
         self.departure_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)
         self.wakeup_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)
         self.wakeup_max = 0.0
+        # Per (port, job class): tx packets, tx bytes, marked packets, marked bytes
+        # (traffic_manager.TrafficManager.job_*), and the deepest queue each port's
+        # frames found since its reader zeroed it (TrafficManager.max_depth_cells).
+        self.job_counts = np.zeros((4, JOB_COUNTER_CELLS), dtype=np.int64)
+        self.max_depth_cells = np.zeros(COUNTER_CELLS, dtype=np.int64)
         self.tm = _fastpath.Pipeline(
             COUNTER_CELLS,
             reference.seconds_per_byte,
@@ -97,6 +102,10 @@ class FastSwitchProgram:
             self.counts,
             self.departure_lateness,
             self.wakeup_lateness,
+            state.job_by_dst,
+            state.job_by_src,
+            self.job_counts,
+            self.max_depth_cells,
         )
         # The rows the packet loop adds to (numpy rows: `row[port] += n` works).
         self.rx_overruns = self.counts[self.rows["rx_overruns"]]
@@ -111,6 +120,14 @@ class FastSwitchProgram:
             (state.counter(names[3]), row["wred_dropped"], row["wred_dropped_bytes"]),
         ]
         self._flushed = self.counts.copy()
+        self._job_counters = [
+            (state.counter(names[4]), 0, 1),
+            (state.counter(names[5]), 2, 3),
+        ]
+        self._job_flushed = self.job_counts.copy()
+        self.job_cells = np.array(
+            [p * JOB_CLASSES + c for p in self.ports for c in range(JOB_CLASSES)], dtype=np.intp
+        )
         self._stat_rows = [row[name] for name in STAT_NAMES]
 
     # --- the pipeline (the reference's names) ----------------------------------------
@@ -149,6 +166,11 @@ class FastSwitchProgram:
             array[:, 0] += counts[packets] - flushed[packets]
             array[:, 1] += counts[byte_counts] - flushed[byte_counts]
         flushed[:] = counts
+        jobs, job_flushed, cells = self.job_counts, self._job_flushed, self.job_cells
+        for array, packets, byte_counts in self._job_counters:
+            array[cells, 0] += jobs[packets, cells] - job_flushed[packets, cells]
+            array[cells, 1] += jobs[byte_counts, cells] - job_flushed[byte_counts, cells]
+        job_flushed[:, cells] = jobs[:, cells]
         if shared is not None:
             shared.end()
 

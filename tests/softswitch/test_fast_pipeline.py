@@ -7,7 +7,8 @@ statistic must agree. The traffic is chosen to reach every rule: three-hop
 paths over two loopback cables, two senders into one slow port (queues,
 WRED marks, non-ECT WRED drops, tail drops, PFC toward hosts and across a
 cable), pauses from hosts, VLAN tags, malformed frames, misses and entries
-naming a port the switch lacks.
+naming a port the switch lacks, frames of two jobs (found by destination and
+by source socket) and of none, and IPv4 fragments.
 """
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
+from controlplane.p4names import COUNTERS, ECN_MARKED, JOB_ECN_MARKED, JOB_TX, PORT_TX
 from emulation.netns import NetnsLab
 from emulation.softswitch.fast_pipeline import FastSwitchProgram, available
 from emulation.softswitch.packet import build_pfc_frame
 from emulation.softswitch.port_stats import STAT_NAMES
-from emulation.softswitch.reference_program import ReferenceSwitchProgram
-from emulation.softswitch.state import DataplaneState, WredProfile
+from emulation.softswitch.reference_program import ReferenceSwitchProgram, job_class
+from emulation.softswitch.state import (
+    JOB_CLASSES,
+    DataplaneState,
+    WredProfile,
+    socket_key,
+)
 from emulation.softswitch.switch import SoftwareSwitch
 from emulation.softswitch.switch_program import SwitchProgram
 from emulation.softswitch.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
@@ -62,6 +69,9 @@ def state() -> DataplaneState:
         }
     )
     s.wred.update({10: WredProfile(8, 40, 60), 2: WredProfile(4, 20, 100)})
+    s.job_by_dst[socket_key(0x0A000002, 2)] = 3  # to 10.0.0.2:2
+    s.job_by_src[socket_key(0x0A000001, 5)] = 7  # from 10.0.0.1:5 (unless to 10.0.0.2:2)
+    s.job_by_src[socket_key(0x0A000001, 1)] = 9  # shadowed by the destination's entry
     return s
 
 
@@ -80,15 +90,20 @@ def frame(rng: random.Random) -> bytes:
     dst = rng.choice((A, A, A, B, B, C, D + bytes(5)))
     tos = rng.choice((0, 1, 2, 2, 3))
     size = rng.choice((60, 200, 800, 1500))
-    return udp_frame(dst, tos, size, rng.random() < 0.15)
+    ports = rng.choice(((1, 2), (5, 9), (1, 9), (5, 2)))
+    return udp_frame(dst, tos, size, rng.random() < 0.15, ports, rng.random() < 0.05)
 
 
 @functools.cache
-def udp_frame(dst: bytes, tos: int, size: int, tagged: bool) -> bytes:
+def udp_frame(
+    dst: bytes, tos: int, size: int, tagged: bool, ports: tuple[int, int] = (1, 2),
+    fragment: bool = False,
+) -> bytes:  # fmt: skip
     head = Ether(dst=MAC_TEXT.get(dst, "0d:00:00:00:00:00"), src="02:00:00:00:00:01")
     if tagged:
         head = head / Dot1Q(vlan=7, prio=3)
-    packet = head / IP(src="10.0.0.1", dst="10.0.0.2", tos=tos) / UDP(sport=1, dport=2)
+    ip = IP(src="10.0.0.1", dst="10.0.0.2", tos=tos, frag=100 if fragment else 0)
+    packet = head / ip / UDP(sport=ports[0], dport=ports[1])
     return bytes(packet / bytes(max(0, size - len(packet))))
 
 
@@ -148,9 +163,47 @@ def test_fast_pipeline_matches_the_reference(seed: int, pfc: bool) -> None:
     assert {(p, f) for p, f, _ in got[0]} and {p for p, _, _ in got[0]} == {1, 2}
     reference.flush_counters()
     fast.flush_counters()
+    assert set(fast_state.counters) == set(reference_state.counters) == set(COUNTERS)
     for name, array in reference_state.counters.items():
         np.testing.assert_array_equal(fast_state.counters[name], array, err_msg=name)
     assert set(fast.port_stats()) == set(STAT_NAMES)
+    # Per job: each port's classes add up to the port, the two jobs and no job all sent,
+    # and marks were counted per job too.
+    job_tx = reference_state.counters[JOB_TX].reshape(-1, JOB_CLASSES, 2)
+    np.testing.assert_array_equal(job_tx.sum(axis=1), reference_state.counters[PORT_TX])
+    job_marked = reference_state.counters[JOB_ECN_MARKED].reshape(-1, JOB_CLASSES, 2)
+    np.testing.assert_array_equal(job_marked.sum(axis=1), reference_state.counters[ECN_MARKED])
+    sent_by_class = job_tx[:, :, 0].sum(axis=0)
+    assert sent_by_class[0] and sent_by_class[3] and sent_by_class[7]
+    assert set(np.flatnonzero(sent_by_class)) == {0, 3, 7, 9}
+    assert job_marked[:, 3, 0].sum() and job_marked[:, 7, 0].sum()
+    # The deepest queue each port's frames found, as the traffic manager saw it.
+    deepest = [reference.tm.max_depth_cells[p] for p in range(512)]
+    assert fast.max_depth_cells.tolist() == deepest
+    assert deepest[10] > 40 and deepest[2] > 20 and deepest[10] <= 120
+
+
+@pytest.mark.parametrize(
+    ("ports", "fragment", "tagged", "expected"),
+    [
+        ((1, 2), False, False, 3),  # the destination's entry first (shadows the source's 9)
+        ((5, 9), False, False, 7),  # else the source's
+        ((1, 9), False, False, 9),
+        ((6, 9), False, False, 0),  # neither: no job
+        ((1, 2), True, False, 0),  # a later fragment has no ports
+        ((1, 2), False, True, 0),  # the parser reads no IPv4 behind a VLAN tag
+    ],
+)
+def test_job_class_of_a_frame(ports, fragment, tagged, expected) -> None:
+    s = state()
+    frame = udp_frame(A, 2, 200, tagged, ports, fragment)
+    assert job_class(frame, s.job_by_dst, s.job_by_src) == expected
+    # The compiled program counts it in the same class.
+    fast = FastSwitchProgram(s, config(False), [1, 2, 3])
+    fast.ingress(1, frame, 0.0)
+    fast.flush_counters()
+    sent = s.counters[JOB_TX].reshape(-1, JOB_CLASSES, 2)[10]
+    assert sent[:, 0].tolist() == [int(c == expected) for c in range(JOB_CLASSES)]
 
 
 def test_counters_flush_only_what_changed() -> None:
