@@ -11,8 +11,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .common import positive_int_up_to
+
+if TYPE_CHECKING:
+    from emulation.reproduce.grid import CellTask
 
 MAX_SEEDS = 1000
 
@@ -103,7 +107,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     )
     engine = make_engine(args.engine, args.address, args.workers)
 
-    def shown(task, error):  # type: ignore[no-untyped-def]
+    def shown(task: CellTask, error: BaseException | None) -> None:
         if error is not None and not args.json:
             print(f"failed: {task.scenario} {task.column} {task.index}: {error}", file=sys.stderr)
 

@@ -70,7 +70,7 @@ def column(
     figures = {k: interval(v) for k, v in values.items()}
     outcomes = judge_all(scenario.checks, figures)
     flags = tuple(f for r in records if r.get("trustworthy") is False for f in r.get("flags", ()))
-    transports = {r.get("transport") for r in records if r.get("transport")}
+    transports = {str(r["transport"]) for r in records if r.get("transport")}
     return Column(
         column=name, planned=planned, used=len(kept), failed=failed, left_out=left_out,
         unknown=unknown, figures=figures, outcomes=outcomes,

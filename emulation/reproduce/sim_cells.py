@@ -107,7 +107,8 @@ def _scheduler_pairs(workload: PairWorkload, seed: int) -> dict[str, float]:
     router = JobRouter(topo)
     book = ProfileBook(nic_gbps=topo.nic_gbps())
     out: dict[str, float] = {}
-    low, high = [], []
+    low: list[float] = []
+    high: list[float] = []
     adjustments, job_minutes = 0, 0.0
     for models in workload.pairs:
         plan = pair_plan(models, topo.nic_gbps())

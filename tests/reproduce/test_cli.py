@@ -11,7 +11,9 @@ from emulation.cli import main
 from emulation.reproduce.scenarios import scenario_names
 
 
-def test_list_names_every_scenario_with_its_source_and_columns(capsys):
+def test_list_names_every_scenario_with_its_source_and_columns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["reproduce", "--list"]) == 0
     out = capsys.readouterr().out
     starts = [line.split()[0] for line in out.splitlines() if line and not line.startswith(" ")]
@@ -35,7 +37,13 @@ def test_list_names_every_scenario_with_its_source_and_columns(capsys):
         (["reproduce", "--out", "x"], "name a scenario or 'all'"),
     ],
 )
-def test_bad_input_is_one_line(argv, message, capsys, tmp_path, monkeypatch):
+def test_bad_input_is_one_line(
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -43,7 +51,9 @@ def test_bad_input_is_one_line(argv, message, capsys, tmp_path, monkeypatch):
 
 
 @pytest.mark.timeout(300)
-def test_quick_simulator_run_of_two_vgg19_end_to_end_then_resumed(tmp_path: Path, capsys):
+def test_quick_simulator_run_of_two_vgg19_end_to_end_then_resumed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "repro"
     argv = ["reproduce", "two-vgg19", "--quick", "--out", str(out), "--columns", "simulator",
             "--engine", "inline"]  # fmt: skip

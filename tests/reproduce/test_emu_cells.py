@@ -17,13 +17,13 @@ other,a,vgg19,0,1,0,999,1,1,0,False,9,,
 """
 
 
-def test_iterations_mean_their_workers_sum_their_marks_and_drop_the_warm_up(tmp_path: Path):
+def test_iterations_mean_their_workers_sum_their_marks_and_drop_the_warm_up(tmp_path: Path) -> None:
     path = tmp_path / "iterations.csv"
     path.write_text(CSV)
     assert job_iterations(path, "given") == {"a": {1: (310.0, 5.0)}, "b": {1: (250.0, 0.0)}}
 
 
-def test_trace_figures_are_base_over_variant_with_marks_per_iteration_per_model():
+def test_trace_figures_are_base_over_variant_with_marks_per_iteration_per_model() -> None:
     def job(model: str, marks: int, iterations: int) -> dict:
         return {"model": model, "ce_marks": marks, "iterations": iterations}
 

@@ -29,7 +29,7 @@ def fake_cell(task: CellTask) -> dict[str, Any]:
             "transport": "tcp"}  # fmt: skip
 
 
-def test_cells_on_disk_are_skipped_and_the_figures_pooled(tmp_path: Path):
+def test_cells_on_disk_are_skipped_and_the_figures_pooled(tmp_path: Path) -> None:
     CALLS.clear()
     opts = ReproduceOptions(quick=True, seeds=3, runs=3)
     first = reproduce(["two-vgg19"], opts, tmp_path, InlineEngine(), fn=fake_cell)
@@ -67,7 +67,7 @@ def flaky_cell(task: CellTask) -> dict[str, Any]:
     return {"figures": {"vgg19+vgg19.p90_ratio": 1.3}}
 
 
-def test_a_failed_cell_is_retried_then_reported_and_run_again_next_time(tmp_path: Path):
+def test_a_failed_cell_is_retried_then_reported_and_run_again_next_time(tmp_path: Path) -> None:
     FLAKY.clear()
     opts = ReproduceOptions(quick=True, seeds=2, columns=(SIMULATOR,), retries=1)
     res = reproduce(["two-vgg19"], opts, tmp_path, InlineEngine(), fn=flaky_cell)
@@ -94,7 +94,7 @@ def where_am_i(task: CellTask) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(120)
-def test_on_a_cluster_emulation_cells_go_only_to_fabric_workers(tmp_path: Path):
+def test_on_a_cluster_emulation_cells_go_only_to_fabric_workers(tmp_path: Path) -> None:
     from distributed import LocalCluster, Worker
 
     from scheduler.sweep.engine import DaskEngine

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from emulation.reproduce.scenarios import SCENARIOS, get_scenario, scenario_names, select
+from emulation.reproduce.scenarios import SCENARIOS, Scenario, get_scenario, scenario_names, select
 from emulation.reproduce.workloads import PairWorkload, SolverWorkload, TraceWorkload
 from topologies.errors import UserInputError
 
@@ -36,17 +36,17 @@ PAPER_NUMBERS = {
 }
 
 
-def test_every_scenario_the_issue_names_is_registered_once_in_its_order():
+def test_every_scenario_the_issue_names_is_registered_once_in_its_order() -> None:
     assert scenario_names() == ISSUE_NAMES
 
 
 @pytest.mark.parametrize(("scenario", "metric"), sorted(PAPER_NUMBERS))
-def test_the_paper_numbers_are_the_issues(scenario: str, metric: str):
+def test_the_paper_numbers_are_the_issues(scenario: str, metric: str) -> None:
     checks = {c.metric: c for c in get_scenario(scenario).checks}
     assert checks[metric].paper == PAPER_NUMBERS[(scenario, metric)]
 
 
-def test_the_two_vgg19_and_pairs_claims_quote_the_papers_shifts():
+def test_the_two_vgg19_and_pairs_claims_quote_the_papers_shifts() -> None:
     assert (
         "120 ms" in get_scenario("two-vgg19").claim and "1.26x" in get_scenario("two-vgg19").claim
     )
@@ -56,19 +56,19 @@ def test_the_two_vgg19_and_pairs_claims_quote_the_papers_shifts():
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
-def test_each_scenario_states_its_choices_and_a_smaller_quick_size(scenario):
+def test_each_scenario_states_its_choices_and_a_smaller_quick_size(scenario: Scenario) -> None:
     assert scenario.checks and scenario.claim
     assert all("(our choice)" in c for c in scenario.choices) and scenario.choices
     full, quick = scenario.full, scenario.quick
     assert 1 <= quick.seeds <= full.seeds
     assert type(quick.simulator) is type(full.simulator)
     sim_q, sim_f = quick.simulator, full.simulator
-    if isinstance(sim_q, PairWorkload):
-        assert sim_q.iterations < sim_f.iterations  # type: ignore[union-attr]
-    if isinstance(sim_q, TraceWorkload):
-        assert sim_q.jobs <= sim_f.jobs  # type: ignore[union-attr]
-    if isinstance(sim_q, SolverWorkload):
-        assert sim_q.mixes < sim_f.mixes  # type: ignore[union-attr]
+    if isinstance(sim_q, PairWorkload) and isinstance(sim_f, PairWorkload):
+        assert sim_q.iterations < sim_f.iterations
+    if isinstance(sim_q, TraceWorkload) and isinstance(sim_f, TraceWorkload):
+        assert sim_q.jobs <= sim_f.jobs
+    if isinstance(sim_q, SolverWorkload) and isinstance(sim_f, SolverWorkload):
+        assert sim_q.mixes < sim_f.mixes
     if full.emulation is None:
         assert scenario.emulation_note, "a scenario without emulation says why"
         assert quick.emulation is None
@@ -79,7 +79,7 @@ def test_each_scenario_states_its_choices_and_a_smaller_quick_size(scenario):
         assert quick.runs >= 2
 
 
-def test_a_wrong_name_is_answered_with_the_closest_and_all_selects_every_one():
+def test_a_wrong_name_is_answered_with_the_closest_and_all_selects_every_one() -> None:
     with pytest.raises(UserInputError, match="Did you mean 'two-vgg19'"):
         get_scenario("two-vgg")
     assert [s.name for s in select(["all"])] == ISSUE_NAMES
