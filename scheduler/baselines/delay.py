@@ -6,8 +6,11 @@ so every rule below beyond those three names is ours and marked so.
 1. Delay scheduling for consolidation (Zaharia et al., EuroSys 2010, applied
    to GPUs). A job's preferred placement is consolidated: on as few racks as
    an empty cluster would allow (our choice of "consolidated"; the paper
-   speaks of proximity). Waiting jobs are visited first come, first served
-   (our choice). A job whose preferred placement is free starts on it. If
+   speaks of proximity). Waiting jobs are visited in Themis's order,
+   farthest from finish-time fairness first (our choice: delay scheduling
+   is a layer over a fair queue, and the same queue as the Themis baseline
+   keeps the comparison about placement; first come, first served gave a
+   mean JCT 20-90% above Themis's on the Poisson trace). A job whose preferred placement is free starts on it. If
    not, it waits while its delay timer runs, and later jobs may take the
    GPUs (as delay scheduling skips a job without a local slot). When the
    timer expires it takes the best fragmented placement free (fewest racks).
@@ -29,6 +32,15 @@ so every rule below beyond those three names is ours and marked so.
    choice) when it runs again, which the simulator charges.
 3. An auto-tuner sets one timer per sensitivity class (`delay_tuner`).
 
+The first job in the queue whose timer expired and that still finds no
+GPUs gets a reservation, EASY back-filling (our choice, the starvation guard
+a fair queue gives classical delay scheduling): from the running jobs'
+remaining time at their profile's pace, the time enough GPUs free up; a
+later job starts only if it should end by then or fits in the GPUs the
+reserved job will not need. (With a first-come-first-served queue and no
+reservation, small jobs kept taking the GPUs 10-12 GPU jobs waited for, and
+those waited over 1,400 s where Themis started them in minutes; with the
+fair queue the reservation changed the mean JCT within the seeds' noise.)
 Running jobs are never moved except by preemption (our choice). Candidate
 placements (the Delay+Cassini hook) pack the jobs started at this decision
 other ways with the same rack count each.
@@ -54,10 +66,55 @@ from .base import (
     stable_seed,
 )
 from .delay_tuner import SENSITIVE_SHARE, DelayTuner, sensitivity_class
+from .themis import finish_time_fairness
 
 DEFAULT_TIMERS_S = {"sensitive": 60.0, "insensitive": 15.0}  # (our choice) starting points
 _EPS_S = 1e-3
 _MAX_RACK_SETS = 256  # (our choice) bound on rack sets tried for one preemption
+
+
+def _alone_s(job: JobStatus) -> float:
+    """The job's remaining time at its profile's pace (the scheduler's run-time estimate)."""
+    return job.remaining * job.ideal_iteration_ms / 1e3
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """EASY back-filling around one blocked job: it starts at `start_s` with `spare` GPUs left."""
+
+    start_s: float
+    spare: int
+
+    def allows(self, workers: int, end_s: float) -> bool:
+        """A later job may start if it ends before the reservation or fits in the spare GPUs."""
+        return end_s <= self.start_s + _EPS_S or workers <= self.spare
+
+    def after(self, workers: int, end_s: float) -> Reservation:
+        if end_s <= self.start_s + _EPS_S:
+            return self
+        return Reservation(self.start_s, self.spare - workers)
+
+
+def reserve(
+    workers: int,
+    free: int,
+    running: Mapping[str, tuple[str, ...]],
+    ends_s: Mapping[str, float],
+) -> Reservation:
+    """When `workers` GPUs will be free, by the running jobs' estimated ends.
+
+    >>> reserve(4, 1, {"a": ("s1", "s2"), "b": ("s3", "s4")}, {"a": 50.0, "b": 20.0})
+    Reservation(start_s=50.0, spare=1)
+    """
+    have = free
+    for name in sorted(running, key=lambda n: (ends_s[n], n)):
+        if have >= workers:
+            break
+        have += len(running[name])
+        start = ends_s[name]
+        if have >= workers:
+            return Reservation(start, have - workers)
+    return Reservation(math.inf if have < workers else -math.inf, have - workers)
 
 
 def waited_since(job: JobStatus) -> float:
@@ -111,7 +168,12 @@ class DelayScheduler:
         victims_ok = {j.name: j for j in view.running()}  # not yet preempted, not new
         placed: dict[str, tuple[str, ...]] = {}
         notes: list[str] = []
-        for job in sorted(view.waiting(), key=lambda j: (j.arrival_s, j.name)):
+        ends = {j.name: now + _alone_s(j) for j in view.running()}
+        shadow: Reservation | None = None  # the first expired job that found no room
+        for job in self.queue(view):
+            end = now + _alone_s(job)
+            if shadow is not None and not shadow.allows(job.requested, end):
+                continue  # would delay the reserved job's start
             pref = self.preferred_racks(job.requested)
             pick = pack_one(job.requested, pool, self.info)
             if pick is None or racks_spanned(pick, self.info.rack_of) > pref:
@@ -124,20 +186,32 @@ class DelayScheduler:
                     for v in gone:
                         for s in fixed.pop(v):
                             pool[s] += 1
-                        del victims_ok[v]
+                        del victims_ok[v], ends[v]
                     notes.append(f"{job.name} preempts {','.join(gone)}")
                     pick = pack_one(job.requested, pool, self.info)
                 if pick is None:
+                    if shadow is None:
+                        shadow = reserve(job.requested, sum(pool.values()), fixed, ends)
                     continue
+            if shadow is not None:
+                shadow = shadow.after(job.requested, end)
             placed[job.name] = pick
+            ends[job.name] = end
             for s in pick:
                 pool[s] -= 1
             cls = sensitivity_class(self.share(job), self.threshold)
-            self.tuner.started(job.name, cls, now, job.remaining * job.ideal_iteration_ms / 1e3)
+            self.tuner.started(job.name, cls, now, _alone_s(job))
         self.tuner.maybe_tune(now)
         placement = {**fixed, **placed}
         cands = self._candidates(fixed, placed, view, now)
         return Allocation(placement=placement, candidates=cands, note="; ".join(notes))
+
+    def queue(self, view: ClusterView) -> list[JobStatus]:
+        """Waiting jobs, farthest from finish-time fairness first (Themis's order)."""
+        return sorted(
+            view.waiting(),
+            key=lambda j: (-finish_time_fairness(j, view.now_s), j.arrival_s, j.name),
+        )
 
     def preemption(
         self,

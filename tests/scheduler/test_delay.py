@@ -300,3 +300,26 @@ def test_registry_names_and_delay_cassini_composition() -> None:
     assert len(alloc.candidates) == 2  # tor5 or tor6
     assert racks_spanned(alloc.placement["w"], INFO.rack_of) == 1
     assert alloc.new_schedule and "w" in alloc.shifts_ms
+
+
+def test_expired_job_without_room_reserves_and_only_short_jobs_back_fill() -> None:
+    sched = _delay()
+    racks = sorted(INFO.racks)
+
+    def status(name: str, n: int, alone_s: float, servers: tuple[str, ...] = (),
+               arrival: float = 1000.0) -> JobStatus:  # fmt: skip
+        # 1000 iterations of alone_s ms each: alone_s seconds left
+        return JobStatus(name, "gpt3", n, 1000, arrival, 0.0, servers, 0.0, alone_s)
+
+    a = status("a", 12, 100.0, sum((_rack(r) for r in racks[:3]), ()), arrival=0.0)
+    b = status("b", 8, 1000.0, sum((_rack(r) for r in racks[3:5]), ()), arrival=0.0)
+    w = status("w", 16, 10.0, arrival=0.0)  # expired long ago; 4 GPUs free (tor6)
+    long_job = status("long", 4, 500.0)
+    short = status("short", 4, 50.0)
+    # w starts when a ends, at 1000 + 100 s, needing all 16 GPUs then free: no spare
+    alloc = sched.decide(cluster_view([a, b, w, long_job, short], 1000.0))
+    assert "w" not in alloc.placement and "long" not in alloc.placement
+    assert alloc.placement["short"] == _rack("tor6")  # ends at 1050 s, before w's start
+    # without the blocked job, the long one starts
+    alloc = sched.decide(cluster_view([a, b, long_job], 1000.0))
+    assert alloc.placement["long"] == _rack("tor6")
