@@ -18,7 +18,9 @@ import textwrap
 import time
 from pathlib import Path
 
+import grpc
 import pytest
+from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
@@ -28,10 +30,12 @@ from emulation.netns import NetnsLab
 from emulation.prefixes import new_prefix
 from emulation.softswitch.p4runtime_service import serve
 from emulation.softswitch.port_stats import PortCounters, port_counters
+from emulation.softswitch.service_limits import ServiceLimits
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from tests.helpers.client_envs import FINSY, ROOT, run_client
 from tests.helpers.leftovers import leftovers
+from tests.helpers.waiting import wait_for
 from topologies.chip_mapping import ChipMap, map_to_chip
 from topologies.library import load_topology
 from topologies.model import Topology
@@ -85,6 +89,30 @@ def _program(address: str) -> dict[str, object]:
     return summary
 
 
+def _subscribes(address: str) -> bool:
+    """Whether a ONCE subscription to every interface's oper-status gets its answer."""
+    path = gnmi_pb2.Path(
+        elem=[
+            gnmi_pb2.PathElem(name="interfaces"),
+            gnmi_pb2.PathElem(name="interface", key={"name": "*"}),
+            gnmi_pb2.PathElem(name="state"),
+            gnmi_pb2.PathElem(name="oper-status"),
+        ]
+    )
+    request = gnmi_pb2.SubscribeRequest(
+        subscribe=gnmi_pb2.SubscriptionList(
+            mode=gnmi_pb2.SubscriptionList.ONCE, subscription=[gnmi_pb2.Subscription(path=path)]
+        )
+    )
+    with grpc.insecure_channel(address) as channel:
+        try:
+            answers = list(gnmi_pb2_grpc.gNMIStub(channel).Subscribe(iter([request]), timeout=5))
+        except grpc.RpcError as err:
+            assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err
+            return False
+    return bool(answers) and answers[-1].sync_response
+
+
 def _serve(lab: NetnsLab, argv: list[str]) -> tuple[subprocess.Popen[str], str]:
     """`cassini switch serve ARGV` until its ready line: the process and its address."""
     process = lab.popen(
@@ -109,7 +137,9 @@ def test_finsy_switch_becomes_ready_and_reads_what_was_programmed(
     def ports() -> list[PortCounters]:
         return port_counters({}, names, chip.ports())
 
-    with serve(device_id=1, port_counters=ports) as running:
+    # One Subscribe at a time: finsy's must be gone for the check at the end to subscribe.
+    limits = ServiceLimits(max_subscriptions=1)
+    with serve(device_id=1, port_counters=ports, limits=limits) as running:
         summary = _program(running.address)
         installed = summary["desired"]
         assert installed == 1728 and summary["installed_before"] == 0
@@ -139,6 +169,8 @@ def test_finsy_switch_becomes_ready_and_reads_what_was_programmed(
         while running.device.primary_election_id() is not None and time.monotonic() < deadline:
             time.sleep(0.02)
         assert running.device.primary_election_id() is None
+        # ... and its gNMI subscription: the one slot is free again.
+        assert wait_for(lambda: _subscribes(running.address), timeout=5)
 
 
 @pytest.mark.root
