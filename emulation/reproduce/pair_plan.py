@@ -34,10 +34,14 @@ class PairPlan:
         return {job: list(servers) for job, servers in zip(self.jobs, PAIR_SERVERS, strict=True)}
 
     def schedule(self, shifted: bool) -> dict[str, Any]:
-        """The schedule (`cassini schedule --json`'s keys) of one case."""
+        """The schedule (`cassini schedule --json`'s keys) of one case: aligned, both jobs
+        start together and run free (no agent, as without Cassini); shifted, Cassini's
+        shift and periods."""
+        if not shifted:
+            return {"placement": self.placement(), "shifts_ms": dict.fromkeys(self.jobs, 0.0)}
         return {
             "placement": self.placement(),
-            "shifts_ms": {self.jobs[0]: 0.0, self.jobs[1]: self.shift_ms if shifted else 0.0},
+            "shifts_ms": {self.jobs[0]: 0.0, self.jobs[1]: self.shift_ms},
             "periods_ms": dict(self.periods_ms),
         }
 

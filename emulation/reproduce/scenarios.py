@@ -63,12 +63,15 @@ SNAPSHOT_PAIRS: tuple[tuple[str, str], ...] = (
     ("vgg11", "vgg11"),  # 0.709
     ("xlm", "xlm"),  # 0.596
 )
-DRIFT = 0.02  # compute-time jitter of the simulator's pair runs, so seeds differ
+DRIFT = 0.02  # compute-time jitter of the adjustments scenario (the 5% rule needs drift)
 PAIR_CHOICE = (
     "(our choice) the two jobs of 4 workers share exactly one link, tor1->agg1 of "
     "the default testbed (job 0 on s01,s02,s05,s06; job 1 on s03,s04,s13,s14); "
-    "aligned = both paced on one grid with shift 0, shifted = Cassini's shift and "
-    f"period; the simulator jitters compute phases by {DRIFT:.0%} (sigma) so seeds differ"
+    "aligned = both start together and run free (no agent, as without Cassini), "
+    "shifted = Cassini's shift and period (`cassini compat`); no compute jitter in "
+    "the simulator, so its seeds agree (a zero-width interval) and the run-to-run "
+    "spread is the emulation's (with 2% jitter the simulator's 5% rule makes paced "
+    "jobs skip grid slots: VGG19 pair p90 515 ms shifted against 276 ms without)"
 )
 
 
@@ -122,14 +125,14 @@ SCENARIOS: tuple[Scenario, ...] = (
             ),
         ),  # fmt: skip
         full=Size(
-            10,
-            PairWorkload((("vgg19", "vgg19"),), 1000, DRIFT),
+            3,
+            PairWorkload((("vgg19", "vgg19"),), 1000),
             3,
             EmulationWorkload(300, pairs=(("vgg19", "vgg19"),)),
         ),
         quick=Size(
-            3,
-            PairWorkload((("vgg19", "vgg19"),), 100, DRIFT),
+            2,
+            PairWorkload((("vgg19", "vgg19"),), 100),
             2,
             EmulationWorkload(20, pairs=(("vgg19", "vgg19"),)),
         ),
@@ -180,14 +183,14 @@ SCENARIOS: tuple[Scenario, ...] = (
             ),
         ),  # fmt: skip
         full=Size(
-            10,
-            PairWorkload((("wideresnet101", "vgg16"), ("bert", "vgg19")), 1000, DRIFT),
+            3,
+            PairWorkload((("wideresnet101", "vgg16"), ("bert", "vgg19")), 1000),
             3,
             EmulationWorkload(300, pairs=(("wideresnet101", "vgg16"),)),
         ),
         quick=Size(
-            3,
-            PairWorkload((("wideresnet101", "vgg16"), ("bert", "vgg19")), 100, DRIFT),
+            2,
+            PairWorkload((("wideresnet101", "vgg16"), ("bert", "vgg19")), 100),
             2,
             EmulationWorkload(20, pairs=(("wideresnet101", "vgg16"),)),
         ),
@@ -317,8 +320,8 @@ SCENARIOS: tuple[Scenario, ...] = (
                 neutral=None,
             ),
         ),  # fmt: skip
-        full=Size(10, PairWorkload(SNAPSHOT_PAIRS, 1000, DRIFT, kind="scheduler")),
-        quick=Size(2, PairWorkload(SNAPSHOT_PAIRS, 100, DRIFT, kind="scheduler")),
+        full=Size(3, PairWorkload(SNAPSHOT_PAIRS, 1000, kind="scheduler")),
+        quick=Size(2, PairWorkload(SNAPSHOT_PAIRS, 100, kind="scheduler")),
         choices=(
             "(our choice) the five snapshots are pairs on the one shared link of "
             "two-vgg19's placement: "

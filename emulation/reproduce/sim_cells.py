@@ -70,7 +70,9 @@ def _aligned_pairs(workload: PairWorkload, seed: int) -> dict[str, float]:
         for case, shifted in (("aligned", False), ("shifted", True)):
             s = plan.schedule(shifted)
             sched = GivenScheduler(
-                {k: tuple(v) for k, v in s["placement"].items()}, s["shifts_ms"], s["periods_ms"]
+                {k: tuple(v) for k, v in s["placement"].items()},
+                s["shifts_ms"],
+                s.get("periods_ms", {}),
             )
             runs[case] = _run(trace, topo, sched, seed, workload.drift)
         out.update(pair_figures(plan, runs["aligned"], runs["shifted"]))
