@@ -1,0 +1,455 @@
+/* DCQCN's reaction and notification points and go-back-N, compiled (emulation/roce).
+ *
+ * The Python modules dcqcn.py and psn.py are the reference: every rule here is theirs, in
+ * the same order and with the same floating-point operations, so the two agree to the bit
+ * on any event trace (tests/roce/test_roce_compiled.py). A RoCE data path needs these per
+ * packet and per timer tick (a CNP interval of 4 us, a rate timer of 300 us), which the
+ * interpreter cannot keep up with beside 24 replicas on two cores; this file holds the
+ * logic that such a loop will call, and replay functions that run it on a fake clock.
+ *
+ * dcqcn_replay(settings, events) -> [(rc, rt, alpha, timer_stage, byte_stage, cuts,
+ *     cut_pending, timer_running)]
+ *   settings: the tuple native.settings_tuple builds; events: (now, kind, nbytes) with
+ *   kind 0 advance, 1 CNP, 2 bytes sent. One result per event, after it.
+ * np_replay(min_interval, events) -> [cnp_sent]   events: (now, ce)
+ * gbn_rx_replay(expected, events) -> [(accept, reply, reply_psn)]
+ *   events: (psn, ack_request); reply 0 none, 1 ACK, 2 NAK.
+ * gbn_tx_replay(first_psn, packets, rto, events) -> [(sent_psn or -1, base, next,
+ *     retransmits, timeouts)]
+ *   events: (kind, now, psn) with kind 0 send next, 1 ACK, 2 NAK, 3 timer check.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <string.h>
+#include <stdint.h>
+
+/* --- DCQCN (dcqcn.py) ------------------------------------------------------------ */
+
+enum { INC_NONE = 0, INC_TIMER = 1, INC_BYTES = 2 };
+
+typedef struct {
+    double line, min_rate, g, alpha_period, initial_alpha, decrease_share, min_dec_fac;
+    double monitor_period, rate_on_first_cnp;
+    int clamp, clamp_after_time;
+    double time_reset, byte_reset;
+    long threshold;
+    double ai, hai;
+} settings_t;
+
+typedef struct {
+    double rc, rt, alpha;
+    int limited;
+    long timer_stage, byte_stage;
+    double bytes;
+    int timer_on;
+    double timer_at;
+    int alpha_on;
+    double alpha_at;
+    int cut_on;
+    double last_cut_at;
+    int cut_pending, last_increase;
+    long cuts, cnps;
+} rp_t;
+
+static void rp_start(const settings_t *s, rp_t *st) {
+    memset(st, 0, sizeof(*st));
+    st->rc = st->rt = s->line;
+    st->alpha = s->initial_alpha;
+}
+
+static void decay_alpha(const settings_t *s, rp_t *st, double until) {
+    if (!st->alpha_on || st->alpha_at > until)
+        return;
+    double n = floor((until - st->alpha_at) / s->alpha_period) + 1;
+    st->alpha = st->alpha * pow(1 - s->g, n);
+    st->alpha_at = st->alpha_at + n * s->alpha_period;
+}
+
+static void cut(const settings_t *s, rp_t *st, double now) {
+    double rc, rt;
+    if (s->rate_on_first_cnp > 0 && st->cuts == 0) {
+        rc = rt = fmin(s->rate_on_first_cnp, s->line);
+    } else {
+        int clamp = s->clamp || st->last_increase == INC_BYTES;
+        if (s->clamp_after_time && st->last_increase == INC_TIMER)
+            clamp = 1;
+        rt = clamp ? st->rc : st->rt;
+        double factor = fmax(1 - st->alpha * s->decrease_share, s->min_dec_fac);
+        rc = fmax(s->min_rate, st->rc * factor);
+    }
+    st->rc = rc;
+    st->rt = fmax(rt, rc);
+    st->timer_stage = st->byte_stage = 0;
+    st->bytes = 0.0;
+    st->timer_on = 1;
+    st->timer_at = now + s->time_reset;
+    st->cut_on = 1;
+    st->last_cut_at = now;
+    st->cut_pending = 0;
+    st->last_increase = INC_NONE;
+    st->cuts += 1;
+}
+
+static void increase(const settings_t *s, rp_t *st, int kind) {
+    long f = s->threshold, t = st->timer_stage, bc = st->byte_stage;
+    long hi = t > bc ? t : bc, lo = t < bc ? t : bc;
+    double rt = st->rt;
+    if (hi <= f) {
+        /* fast recovery: Rt stays */
+    } else if (lo > f) {
+        rt = fmin(s->line, rt + (double)(lo - f) * s->hai);
+    } else {
+        rt = fmin(s->line, rt + s->ai);
+    }
+    double rc = fmin(s->line, (rt + st->rc) / 2);
+    if (s->line - rc <= s->line * 1e-6)
+        rc = s->line;
+    if (rc >= s->line && rt >= s->line)
+        st->timer_on = 0;
+    st->rc = rc;
+    st->rt = rt;
+    st->last_increase = kind;
+}
+
+static void rp_advance(const settings_t *s, rp_t *st, double now) {
+    while (st->limited) {
+        int pending_on = st->cut_pending && st->cut_on;
+        double pending = pending_on ? st->last_cut_at + s->monitor_period : 0.0;
+        int use_pending = pending_on && pending <= now;
+        int use_timer = st->timer_on && st->timer_at <= now;
+        if (!use_pending && !use_timer)
+            break;
+        double at;
+        if (use_pending && use_timer)
+            at = pending < st->timer_at ? pending : st->timer_at;
+        else
+            at = use_pending ? pending : st->timer_at;
+        decay_alpha(s, st, at);
+        if (pending_on && at == pending) {
+            cut(s, st, at);
+        } else {
+            st->timer_stage += 1;
+            st->timer_at = st->timer_at + s->time_reset;
+            increase(s, st, INC_TIMER);
+        }
+    }
+    decay_alpha(s, st, now);
+}
+
+static void rp_on_cnp(const settings_t *s, rp_t *st, double now) {
+    rp_advance(s, st, now);
+    if (!st->limited) {
+        st->limited = 1;
+        st->alpha = s->initial_alpha;
+    }
+    if (!st->cut_on || now - st->last_cut_at >= s->monitor_period)
+        cut(s, st, now);
+    else
+        st->cut_pending = 1;
+    st->alpha = (1 - s->g) * st->alpha + s->g;
+    st->alpha_on = 1;
+    st->alpha_at = now + s->alpha_period;
+    st->cnps += 1;
+}
+
+static void rp_on_sent(const settings_t *s, rp_t *st, double nbytes, double now) {
+    rp_advance(s, st, now);
+    if (!st->limited || !st->timer_on)
+        return;
+    double counted = st->bytes + nbytes;
+    while (counted >= s->byte_reset && st->timer_on) {
+        counted -= s->byte_reset;
+        st->byte_stage += 1;
+        increase(s, st, INC_BYTES);
+    }
+    st->bytes = st->timer_on ? counted : 0.0;
+}
+
+/* --- go-back-N (psn.py) ---------------------------------------------------------- */
+
+#define PSN_MASK 0xFFFFFFL
+#define PSN_HALF 0x800000L
+
+static long psn_add(long psn, long n) { return (psn + n) & PSN_MASK; }
+
+static long psn_diff(long a, long b) {
+    long d = (a - b) & PSN_MASK;
+    return d >= PSN_HALF ? d - (PSN_MASK + 1) : d;
+}
+
+enum { REPLY_NONE = 0, REPLY_ACK = 1, REPLY_NAK = 2 };
+
+typedef struct {
+    long expected;
+    int nak_sent;
+    long accepted, dropped, naks;
+} rx_t;
+
+/* One packet: sets *accept, *reply, *reply_psn (rx_packet). */
+static void rx_packet(rx_t *rx, long psn, int ack_request, int *accept, int *reply,
+                      long *reply_psn) {
+    long d = psn_diff(psn, rx->expected);
+    if (d == 0) {
+        rx->expected = psn_add(psn, 1);
+        rx->nak_sent = 0;
+        rx->accepted += 1;
+        *accept = 1;
+        *reply = ack_request ? REPLY_ACK : REPLY_NONE;
+        *reply_psn = psn;
+        return;
+    }
+    *accept = 0;
+    rx->dropped += 1;
+    if (d < 0) {
+        *reply = REPLY_ACK;
+        *reply_psn = psn_add(rx->expected, -1);
+    } else if (rx->nak_sent) {
+        *reply = REPLY_NONE;
+        *reply_psn = rx->expected;
+    } else {
+        rx->nak_sent = 1;
+        rx->naks += 1;
+        *reply = REPLY_NAK;
+        *reply_psn = rx->expected;
+    }
+}
+
+typedef struct {
+    long base, next, end;
+    int timer_on;
+    double timer_from, rto;
+    long retransmits, timeouts;
+} tx_t;
+
+static long outstanding(const tx_t *tx) { return psn_diff(tx->next, tx->base); }
+
+static long tx_next(tx_t *tx, double now) {
+    if (tx->next == tx->end)
+        return -1;
+    if (!tx->timer_on) {
+        tx->timer_on = 1;
+        tx->timer_from = now;
+    }
+    long psn = tx->next;
+    tx->next = psn_add(psn, 1);
+    return psn;
+}
+
+static void acked_through(tx_t *tx, long first_unacked, double now) {
+    long d = psn_diff(first_unacked, tx->base);
+    if (d < 0 || d > outstanding(tx) || d == 0)
+        return;
+    tx->base = first_unacked;
+    tx->timer_on = first_unacked != tx->next;
+    tx->timer_from = tx->timer_on ? now : 0.0;
+}
+
+static void tx_on_nak(tx_t *tx, long psn, double now) {
+    tx_t acked = *tx;
+    acked_through(&acked, psn, now);
+    if (acked.base != psn)
+        return;
+    long resend = psn_diff(tx->next, psn);
+    *tx = acked;
+    tx->next = psn;
+    tx->timer_on = 1;
+    tx->timer_from = now;
+    tx->retransmits += resend;
+}
+
+static void tx_on_timer(tx_t *tx, double now) {
+    if (!tx->timer_on || now - tx->timer_from < tx->rto)
+        return;
+    tx->retransmits += outstanding(tx);
+    tx->next = tx->base;
+    tx->timer_from = now;
+    tx->timeouts += 1;
+}
+
+/* --- Python bindings ------------------------------------------------------------- */
+
+static int parse_settings(PyObject *tuple, settings_t *s) {
+    return PyArg_ParseTuple(tuple, "dddddddddppddldd;settings: the 16 values of settings_tuple",
+                            &s->line, &s->min_rate, &s->g, &s->alpha_period, &s->initial_alpha,
+                            &s->decrease_share, &s->min_dec_fac, &s->monitor_period,
+                            &s->rate_on_first_cnp, &s->clamp, &s->clamp_after_time,
+                            &s->time_reset, &s->byte_reset, &s->threshold, &s->ai, &s->hai);
+}
+
+static PyObject *dcqcn_replay(PyObject *self, PyObject *args) {
+    PyObject *stuple, *events;
+    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &stuple, &events))
+        return NULL;
+    settings_t s;
+    if (!parse_settings(stuple, &s))
+        return NULL;
+    PyObject *seq = PySequence_Fast(events, "events must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    rp_t st;
+    rp_start(&s, &st);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double now, nbytes;
+        int kind;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "did;an event is (now, kind, nbytes)",
+                              &now, &kind, &nbytes))
+            goto fail;
+        if (kind == 0)
+            rp_advance(&s, &st, now);
+        else if (kind == 1)
+            rp_on_cnp(&s, &st, now);
+        else if (kind == 2)
+            rp_on_sent(&s, &st, nbytes, now);
+        else {
+            PyErr_Format(PyExc_ValueError, "event kind %d: 0 advance, 1 CNP, 2 bytes sent", kind);
+            goto fail;
+        }
+        PyObject *row = Py_BuildValue("(dddlllNN)", st.rc, st.rt, st.alpha, st.timer_stage,
+                                      st.byte_stage, st.cuts, PyBool_FromLong(st.cut_pending),
+                                      PyBool_FromLong(st.timer_on));
+        if (row == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, i, row);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *np_replay(PyObject *self, PyObject *args) {
+    double interval;
+    PyObject *events;
+    if (!PyArg_ParseTuple(args, "dO", &interval, &events))
+        return NULL;
+    PyObject *seq = PySequence_Fast(events, "events must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    int sent_before = 0;
+    double last = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double now;
+        int ce;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "dp;an event is (now, ce)", &now,
+                              &ce)) {
+            Py_DECREF(seq);
+            Py_DECREF(out);
+            return NULL;
+        }
+        int cnp = ce && (!sent_before || now - last >= interval);
+        if (cnp) {
+            sent_before = 1;
+            last = now;
+        }
+        PyList_SET_ITEM(out, i, PyBool_FromLong(cnp));
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+static PyObject *gbn_rx_replay(PyObject *self, PyObject *args) {
+    long expected;
+    PyObject *events;
+    if (!PyArg_ParseTuple(args, "lO", &expected, &events))
+        return NULL;
+    PyObject *seq = PySequence_Fast(events, "events must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    rx_t rx = {expected & PSN_MASK, 0, 0, 0, 0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long psn, reply_psn;
+        int ack_request, accept, reply;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "lp;an event is (psn, ack_request)",
+                              &psn, &ack_request)) {
+            Py_DECREF(seq);
+            Py_DECREF(out);
+            return NULL;
+        }
+        rx_packet(&rx, psn & PSN_MASK, ack_request, &accept, &reply, &reply_psn);
+        PyList_SET_ITEM(out, i, Py_BuildValue("(Nil)", PyBool_FromLong(accept), reply, reply_psn));
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+static PyObject *gbn_tx_replay(PyObject *self, PyObject *args) {
+    long first, packets;
+    double rto;
+    PyObject *events;
+    if (!PyArg_ParseTuple(args, "lldO", &first, &packets, &rto, &events))
+        return NULL;
+    if (packets < 0 || packets >= PSN_HALF) {
+        PyErr_Format(PyExc_ValueError, "packets=%ld must be in [0, 2^23)", packets);
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(events, "events must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    tx_t tx = {first & PSN_MASK, first & PSN_MASK, psn_add(first, packets), 0, 0.0, rto, 0, 0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int kind;
+        double now;
+        long psn, sent = -1;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "idl;an event is (kind, now, psn)",
+                              &kind, &now, &psn)) {
+            Py_DECREF(seq);
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (kind == 0)
+            sent = tx_next(&tx, now);
+        else if (kind == 1)
+            acked_through(&tx, psn_add(psn, 1), now);
+        else if (kind == 2)
+            tx_on_nak(&tx, psn & PSN_MASK, now);
+        else
+            tx_on_timer(&tx, now);
+        PyList_SET_ITEM(out, i, Py_BuildValue("(lllll)", sent, tx.base, tx.next, tx.retransmits,
+                                              tx.timeouts));
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"dcqcn_replay", dcqcn_replay, METH_VARARGS, "DCQCN's reaction point over an event trace."},
+    {"np_replay", np_replay, METH_VARARGS, "DCQCN's notification point over (now, ce) events."},
+    {"gbn_rx_replay", gbn_rx_replay, METH_VARARGS, "The go-back-N responder over packets."},
+    {"gbn_tx_replay", gbn_tx_replay, METH_VARARGS, "The go-back-N requester over events."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_roce", "DCQCN and go-back-N, compiled (see emulation/roce).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__roce(void) { return PyModule_Create(&module); }

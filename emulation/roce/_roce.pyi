@@ -1,0 +1,13 @@
+# Types of the compiled DCQCN and go-back-N logic (_roce.c); see dcqcn.py and psn.py.
+from collections.abc import Sequence
+
+def dcqcn_replay(
+    settings: tuple[float | int | bool, ...], events: Sequence[tuple[float, int, float]], /
+) -> list[tuple[float, float, float, int, int, int, bool, bool]]: ...
+def np_replay(min_interval: float, events: Sequence[tuple[float, bool]], /) -> list[bool]: ...
+def gbn_rx_replay(
+    expected: int, events: Sequence[tuple[int, bool]], /
+) -> list[tuple[bool, int, int]]: ...
+def gbn_tx_replay(
+    first_psn: int, packets: int, rto: float, events: Sequence[tuple[int, float, int]], /
+) -> list[tuple[int, int, int, int, int]]: ...
