@@ -17,13 +17,28 @@
  * gbn_tx_replay(first_psn, packets, rto, events) -> [(sent_psn or -1, base, next,
  *     retransmits, timeouts)]
  *   events: (kind, now, psn) with kind 0 send next, 1 ACK, 2 NAK, 3 timer check.
+ *
+ * One flow on real sockets (a connected UDP socket for the sender, a bound one for the
+ * receiver), the GIL released while they run:
+ * sender(fd, settings, qpn, first_psn, packets, payload, overhead, rto, ack_every, timeout_s)
+ *   -> (status, err, sent, cnps, cuts, retransmits, timeouts, naks, rc, min_rc)
+ *   paced at DCQCN's Rc per wire bytes (payload + BTH + ICRC + overhead), go-back-N.
+ * receiver(fd, cnp_interval, qpn, first_psn, packets, linger_s, timeout_s, drop)
+ *   -> (status, err, accepted, dropped, naks, marked, cnps, lost)
+ *   answers CE marks with CNPs and gaps with NAKs; drop: PSNs lost once on arrival (tests).
+ * status: 0 done, 1 a send failed, 2 a receive failed (err: errno), 3 no progress.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <errno.h>
 #include <math.h>
-#include <string.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 /* --- DCQCN (dcqcn.py) ------------------------------------------------------------ */
 
@@ -268,6 +283,232 @@ static void tx_on_timer(tx_t *tx, double now) {
     tx->timeouts += 1;
 }
 
+/* --- one flow over a UDP socket ---------------------------------------------------- */
+
+/* RoCEv2 from user space through a kernel UDP socket: the kernel writes the IP and UDP
+ * headers (the IP identification among them), so the ICRC cannot be computed and is sent
+ * as zeros (bth.py, ICRC_ZERO); the receiver does not check it. One flow per socket (our
+ * choice): CNPs and ACKs on the sender's socket are its flow's. */
+
+enum { OP_SEND_FIRST = 0x00, OP_SEND_MIDDLE = 0x01, OP_SEND_LAST = 0x02, OP_SEND_ONLY = 0x04,
+       OP_ACK = 0x11, OP_CNP = 0x81 };
+enum { PATH_DONE = 0, PATH_SEND_FAILED = 1, PATH_RECV_FAILED = 2, PATH_NO_PROGRESS = 3 };
+#define BTH_LEN 12
+#define AETH_LEN 4
+#define ICRC_LEN 4
+#define CNP_PAD 16
+#define MAX_PAYLOAD 9000
+
+static double monotonic_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static uint32_t get_u32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* bth.Bth(opcode, dest_qp, psn, ack_request, becn=becn).pack(), P_Key 0xffff */
+static void put_bth(unsigned char *p, int opcode, long qpn, long psn, int ack_request, int becn) {
+    p[0] = (unsigned char)opcode;
+    p[1] = 0;
+    p[2] = p[3] = 0xFF;
+    put_u32(p + 4, (becn ? 1u << 30 : 0) | ((uint32_t)qpn & PSN_MASK));
+    put_u32(p + 8, (ack_request ? 1u << 31 : 0) | ((uint32_t)psn & PSN_MASK));
+}
+
+/* Wait for fd to be readable for at most wait_s; 1 readable, 0 not, -1 failed (errno). */
+static int wait_readable(int fd, double wait_s) {
+    if (wait_s < 0)
+        wait_s = 0;
+    struct timespec ts = {(time_t)wait_s, (long)((wait_s - (double)(time_t)wait_s) * 1e9)};
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int ready = ppoll(&pfd, 1, &ts, NULL);
+    return ready < 0 ? -1 : ready > 0;
+}
+
+typedef struct {
+    int status, err;
+    long cnps, cuts, retransmits, timeouts, naks, sent;
+    double rc, min_rc;
+} send_result_t;
+
+static void run_sender(int fd, const settings_t *s, long qpn, long first, long packets,
+                       long payload, long overhead, double rto, long ack_every, double timeout_s,
+                       send_result_t *res) {
+    unsigned char out[BTH_LEN + MAX_PAYLOAD + ICRC_LEN], in[256];
+    memset(out, 0, sizeof(out));
+    rp_t st;
+    rp_start(s, &st);
+    tx_t tx = {first & PSN_MASK, first & PSN_MASK, psn_add(first, packets), 0, 0.0, rto, 0, 0};
+    double now = monotonic_s(), next_send = now, last_progress = now;
+    double wire_bits = 8.0 * (double)(BTH_LEN + payload + ICRC_LEN + overhead);
+    res->min_rc = st.rc;
+    while (tx.base != tx.end) {
+        now = monotonic_s();
+        rp_advance(s, &st, now);
+        tx_on_timer(&tx, now);
+        if (now - last_progress > timeout_s) {
+            res->status = PATH_NO_PROGRESS;
+            break;
+        }
+        if (tx.next != tx.end && now >= next_send) {
+            long index = psn_diff(tx.next, first & PSN_MASK);
+            int opcode = packets == 1           ? OP_SEND_ONLY
+                         : index == 0           ? OP_SEND_FIRST
+                         : index == packets - 1 ? OP_SEND_LAST
+                                                : OP_SEND_MIDDLE;
+            int ack_request = (index + 1) % ack_every == 0 || index == packets - 1;
+            long psn = tx_next(&tx, now);
+            put_bth(out, opcode, qpn, psn, ack_request, 0);
+            if (send(fd, out, (size_t)(BTH_LEN + payload + ICRC_LEN), 0) < 0 && errno != EINTR &&
+                errno != ENOBUFS && errno != EAGAIN) {
+                res->status = PATH_SEND_FAILED;
+                res->err = errno;
+                break;
+            }
+            res->sent += 1;
+            rp_on_sent(s, &st, wire_bits / 8.0, now);
+            /* (our choice) no credit for idle time beyond the current instant */
+            next_send = (next_send > now ? next_send : now) + wire_bits / st.rc;
+            if (st.rc < res->min_rc)
+                res->min_rc = st.rc;
+            continue;
+        }
+        double wait = tx.next != tx.end ? next_send - now : 1e-3;
+        int ready = wait_readable(fd, wait);
+        if (ready < 0 && errno != EINTR) {
+            res->status = PATH_RECV_FAILED;
+            res->err = errno;
+            break;
+        }
+        while (ready > 0) {
+            ssize_t n = recv(fd, in, sizeof(in), MSG_DONTWAIT);
+            if (n < 0)
+                break;
+            now = monotonic_s();
+            if (n < BTH_LEN)
+                continue;
+            long psn = (long)(get_u32(in + 8) & PSN_MASK);
+            if (in[0] == OP_CNP) {
+                rp_on_cnp(s, &st, now);
+                if (st.rc < res->min_rc)
+                    res->min_rc = st.rc;
+            } else if (in[0] == OP_ACK && n >= BTH_LEN + AETH_LEN) {
+                long base = tx.base;
+                if ((in[BTH_LEN] & 0x60) == 0x60) {
+                    res->naks += 1;
+                    tx_on_nak(&tx, psn, now);
+                } else if ((in[BTH_LEN] & 0x60) == 0) {
+                    acked_through(&tx, psn_add(psn, 1), now);
+                }
+                if (tx.base != base)
+                    last_progress = now;
+            }
+        }
+    }
+    res->cnps = st.cnps;
+    res->cuts = st.cuts;
+    res->retransmits = tx.retransmits;
+    res->timeouts = tx.timeouts;
+    res->rc = st.rc;
+}
+
+typedef struct {
+    int status, err;
+    long accepted, dropped, naks, marked, cnps, lost;
+} recv_result_t;
+
+static void run_receiver(int fd, double cnp_interval, long qpn, long first, long packets,
+                         double linger_s, double timeout_s, const long *drop, Py_ssize_t n_drop,
+                         unsigned char *dropped_once, recv_result_t *res) {
+    unsigned char in[BTH_LEN + MAX_PAYLOAD + ICRC_LEN + 64];
+    unsigned char reply[BTH_LEN + CNP_PAD + ICRC_LEN];
+    char control[64];
+    rx_t rx = {first & PSN_MASK, 0, 0, 0, 0};
+    long end = psn_add(first, packets);
+    int np_sent = 0;
+    double np_last = 0.0, now = monotonic_s(), last_progress = now, done_at = -1;
+    while (1) {
+        now = monotonic_s();
+        if (done_at < 0 && rx.expected == end)
+            done_at = now;
+        if (done_at >= 0 && now - done_at >= linger_s)
+            break;
+        if (done_at < 0 && now - last_progress > timeout_s) {
+            res->status = PATH_NO_PROGRESS;
+            break;
+        }
+        int ready = wait_readable(fd, 1e-3);
+        if (ready < 0 && errno != EINTR) {
+            res->status = PATH_RECV_FAILED;
+            res->err = errno;
+            break;
+        }
+        if (ready <= 0)
+            continue;
+        struct sockaddr_storage from;
+        struct iovec iov = {in, sizeof(in)};
+        struct msghdr msg = {&from, sizeof(from), &iov, 1, control, sizeof(control), 0};
+        ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);
+        if (n < BTH_LEN || in[0] > OP_SEND_ONLY)
+            continue;
+        now = monotonic_s();
+        int tos = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+            if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
+                tos = *(unsigned char *)CMSG_DATA(c);
+        long psn = (long)(get_u32(in + 8) & PSN_MASK);
+        int ack_request = in[8] >> 7, lost = 0;
+        for (Py_ssize_t k = 0; k < n_drop; k++)
+            if (!dropped_once[k] && (drop[k] & PSN_MASK) == psn) {
+                dropped_once[k] = 1;
+                lost = 1;
+            }
+        if (lost) { /* a test's loss: as if the fabric had dropped it */
+            res->lost += 1;
+            continue;
+        }
+        if ((tos & 3) == 3) { /* CE: np_on_packet */
+            res->marked += 1;
+            if (!np_sent || now - np_last >= cnp_interval) {
+                np_sent = 1;
+                np_last = now;
+                memset(reply, 0, sizeof(reply));
+                put_bth(reply, OP_CNP, qpn, 0, 0, 1);
+                if (sendto(fd, reply, BTH_LEN + CNP_PAD + ICRC_LEN, 0, (struct sockaddr *)&from,
+                           msg.msg_namelen) >= 0)
+                    res->cnps += 1;
+            }
+        }
+        int accept, code;
+        long reply_psn;
+        rx_packet(&rx, psn, ack_request, &accept, &code, &reply_psn);
+        if (accept)
+            last_progress = now;
+        if (code == REPLY_NONE)
+            continue;
+        memset(reply, 0, sizeof(reply));
+        put_bth(reply, OP_ACK, qpn, reply_psn, 0, 0);
+        /* AETH: ACK with no credits (0x1f) or NAK PSN sequence error (0x60); (our choice)
+         * MSN 0, the flow being one message */
+        put_u32(reply + BTH_LEN, (uint32_t)(code == REPLY_NAK ? 0x60 : 0x1F) << 24);
+        sendto(fd, reply, BTH_LEN + AETH_LEN + ICRC_LEN, 0, (struct sockaddr *)&from,
+               msg.msg_namelen);
+    }
+    res->accepted = rx.accepted;
+    res->dropped = rx.dropped;
+    res->naks = rx.naks;
+}
+
 /* --- Python bindings ------------------------------------------------------------- */
 
 static int parse_settings(PyObject *tuple, settings_t *s) {
@@ -439,11 +680,86 @@ static PyObject *gbn_tx_replay(PyObject *self, PyObject *args) {
     return out;
 }
 
+static PyObject *sender(PyObject *self, PyObject *args) {
+    int fd;
+    PyObject *stuple;
+    long qpn, first, packets, payload, overhead, ack_every;
+    double rto, timeout_s;
+    if (!PyArg_ParseTuple(args, "iO!llllldld", &fd, &PyTuple_Type, &stuple, &qpn, &first,
+                          &packets, &payload, &overhead, &rto, &ack_every, &timeout_s))
+        return NULL;
+    settings_t s;
+    if (!parse_settings(stuple, &s))
+        return NULL;
+    if (packets < 1 || packets >= PSN_HALF || payload < 0 || payload > MAX_PAYLOAD ||
+        ack_every < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "packets=%ld must be in [1, 2^23), payload=%ld in [0, %d], ack_every=%ld >= 1",
+                     packets, payload, MAX_PAYLOAD, ack_every);
+        return NULL;
+    }
+    send_result_t res;
+    memset(&res, 0, sizeof(res));
+    Py_BEGIN_ALLOW_THREADS
+    run_sender(fd, &s, qpn, first, packets, payload, overhead, rto, ack_every, timeout_s, &res);
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("(iilllllldd)", res.status, res.err, res.sent, res.cnps, res.cuts,
+                         res.retransmits, res.timeouts, res.naks, res.rc, res.min_rc);
+}
+
+static PyObject *receiver(PyObject *self, PyObject *args) {
+    int fd;
+    double cnp_interval, linger_s, timeout_s;
+    long qpn, first, packets;
+    PyObject *drop_obj;
+    if (!PyArg_ParseTuple(args, "idlllddO", &fd, &cnp_interval, &qpn, &first, &packets,
+                          &linger_s, &timeout_s, &drop_obj))
+        return NULL;
+    PyObject *seq = PySequence_Fast(drop_obj, "drop must be a sequence of PSNs");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n_drop = PySequence_Fast_GET_SIZE(seq);
+    long *drop = PyMem_Calloc((size_t)n_drop + 1, sizeof(long));
+    unsigned char *once = PyMem_Calloc((size_t)n_drop + 1, 1);
+    if (drop == NULL || once == NULL) {
+        Py_DECREF(seq);
+        PyMem_Free(drop);
+        PyMem_Free(once);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < n_drop; k++)
+        drop[k] = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
+    Py_DECREF(seq);
+    if (PyErr_Occurred()) {
+        PyMem_Free(drop);
+        PyMem_Free(once);
+        return NULL;
+    }
+    int on = 1;
+    if (setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on)) < 0) {
+        PyMem_Free(drop);
+        PyMem_Free(once);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    recv_result_t res;
+    memset(&res, 0, sizeof(res));
+    Py_BEGIN_ALLOW_THREADS
+    run_receiver(fd, cnp_interval, qpn, first, packets, linger_s, timeout_s, drop, n_drop, once,
+                 &res);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(drop);
+    PyMem_Free(once);
+    return Py_BuildValue("(iillllll)", res.status, res.err, res.accepted, res.dropped, res.naks,
+                         res.marked, res.cnps, res.lost);
+}
+
 static PyMethodDef methods[] = {
     {"dcqcn_replay", dcqcn_replay, METH_VARARGS, "DCQCN's reaction point over an event trace."},
     {"np_replay", np_replay, METH_VARARGS, "DCQCN's notification point over (now, ce) events."},
     {"gbn_rx_replay", gbn_rx_replay, METH_VARARGS, "The go-back-N responder over packets."},
     {"gbn_tx_replay", gbn_tx_replay, METH_VARARGS, "The go-back-N requester over events."},
+    {"sender", sender, METH_VARARGS, "Send one flow over a connected UDP socket."},
+    {"receiver", receiver, METH_VARARGS, "Receive one flow from a UDP socket."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,3 +11,27 @@ def gbn_rx_replay(
 def gbn_tx_replay(
     first_psn: int, packets: int, rto: float, events: Sequence[tuple[int, float, int]], /
 ) -> list[tuple[int, int, int, int, int]]: ...
+def sender(
+    fd: int,
+    settings: tuple[float | int | bool, ...],
+    qpn: int,
+    first_psn: int,
+    packets: int,
+    payload: int,
+    overhead: int,
+    rto: float,
+    ack_every: int,
+    timeout_s: float,
+    /,
+) -> tuple[int, int, int, int, int, int, int, int, float, float]: ...
+def receiver(
+    fd: int,
+    cnp_interval: float,
+    qpn: int,
+    first_psn: int,
+    packets: int,
+    linger_s: float,
+    timeout_s: float,
+    drop: Sequence[int],
+    /,
+) -> tuple[int, int, int, int, int, int, int, int]: ...
