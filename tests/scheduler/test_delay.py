@@ -15,6 +15,7 @@ from scheduler.baselines.delay import DelayScheduler
 from scheduler.baselines.delay_tuner import DelayTuner, sensitivity_class, tune_timer
 from scheduler.simulator import SimSettings, simulate
 from scheduler.traces import TraceJob, poisson_trace
+from scheduler.types import Phase, Profile
 from tests.helpers.schedulers import INFO, TOPO, cluster_view
 from tests.scheduler.test_simulator import HALF, FixedBook
 from topologies.generators import leaf_spine
@@ -323,3 +324,62 @@ def test_expired_job_without_room_reserves_and_only_short_jobs_back_fill() -> No
     # without the blocked job, the long one starts
     alloc = sched.decide(cluster_view([a, b, long_job], 1000.0))
     assert alloc.placement["long"] == _rack("tor6")
+
+
+class _TwoProfiles(ProfileBook):
+    """Model "hi" runs HALF (share 0.5, sensitive); "lo" sends 50 of its 200 ms (0.25)."""
+
+    LO = Profile("lo", "lo", "data", 2, 200.0, (Phase(150.0, 0.0), Phase(50.0, 50.0)))
+
+    def __init__(self) -> None:
+        self.models = {}
+        self._cache = {}
+
+    def get(self, model: str, workers: int, batch_size: int | None = None) -> Profile:
+        return self.LO if model == "lo" else HALF
+
+
+def test_in_the_simulator_preemption_charges_the_restart_to_the_victim() -> None:
+    """2 racks x 2 servers, both full at t=0 (lo on one, hi on the other); w (hi) arrives at 1 s.
+
+    w's 2 s timer expires at 3 s: it preempts lo (share 0.25 < 0.5), runs 10 x 200 ms
+    and ends at 5 s; lo resumes then on its rack and waits 15 s (restart) before iterating.
+    """
+    topo = leaf_spine(2, 1, 2)
+    book = _TwoProfiles()
+    trace = [
+        TraceJob("lo", "lo", 2, 100, 0.0),
+        TraceJob("hi", "hi", 2, 200, 0.0),
+        TraceJob("w", "hi", 2, 10, 1.0),
+    ]
+    sched = DelayScheduler(
+        ClusterInfo.of(topo), book, timers_s={"sensitive": 2.0, "insensitive": 0.0},
+        autotune=False, protect_s=1.0,
+    )  # fmt: skip
+    seen: list[tuple[float, dict[str, tuple[str, ...]], str]] = []
+    res = simulate(
+        trace, topo, sched, SimSettings(), book=book,
+        on_decision=lambda now, view, alloc: seen.append((now, dict(alloc.placement), alloc.note)),
+    )  # fmt: skip
+    by = {j.name: j for j in res.jobs}
+    first = seen[0][1]
+    at3 = next(p for t, p, _ in seen if t == pytest.approx(3.0))
+    assert "lo" not in at3 and at3["w"] == first["lo"]
+    assert any(note == "w preempts lo" for _, _, note in seen)
+    assert by["w"].iteration_start_ms[0] == pytest.approx(3000.0)
+    assert by["w"].finish_s == pytest.approx(5.0)
+    # lo: 15 iterations by 3 s, the in-flight one lost, then nothing until 5 + 15 s
+    starts = by["lo"].iteration_start_ms
+    assert (starts < 3000.0).sum() == 15
+    assert starts[15] == pytest.approx(20000.0)
+    assert by["lo"].migrations == 2  # preempted, then resumed
+    assert "hi" in at3 and by["hi"].migrations == 0  # never the equally sensitive one
+
+
+def test_emulate_plans_the_delay_schedulers() -> None:
+    from emulation.emulate.plan import plan_trace
+    from scheduler.traces import four_jobs_trace
+
+    plan = plan_trace(four_jobs_trace(50), TOPO, ["delay", "delay+cassini"], 50, 1)
+    assert [p.scheduler for p in plan.plans] == ["delay", "delay+cassini"]
+    assert all(p.decisions for p in plan.plans)
