@@ -129,7 +129,19 @@ typedef struct {
     Py_ssize_t wakeup_buckets;
     double wakeup_max;
     Py_ssize_t stamp_fallbacks, truncated;
+    /* the sample ring (sample_ring.py) run() writes every `sample_interval` s, if set */
+    PyObject *ring_obj;
+    Py_buffer ring_view;
+    int64_t *ring;
+    int *ring_ports;
+    Py_ssize_t ring_n_ports, ring_slots, ring_slot_words;
+    double sample_interval, next_sample;
 } Pipeline;
+
+/* sample_ring.py's layout */
+#define RING_HEADER_WORDS 8
+#define SLOT_HEAD_WORDS 4
+#define SAMPLE_VALUES 3
 
 #define COUNT(p, row, port) ((p)->counts[(Py_ssize_t)(row) * (p)->n + (port)])
 #define JOB_COUNT(p, row, cell) ((p)->job_counts[(Py_ssize_t)(row) * (p)->n * JOB_CLASSES + (cell)])
@@ -659,6 +671,9 @@ static void pipeline_dealloc(Pipeline *p) {
     Py_XDECREF(p->wakeup_obj);
     if (p->counts_obj != NULL) PyBuffer_Release(&p->counts_view);
     if (p->job_obj != NULL) PyBuffer_Release(&p->job_view);
+    if (p->ring_obj != NULL) PyBuffer_Release(&p->ring_view);
+    Py_XDECREF(p->ring_obj);
+    PyMem_Free(p->ring_ports);
     if (p->depth_obj != NULL) PyBuffer_Release(&p->depth_view);
     Py_XDECREF(p->job_obj);
     Py_XDECREF(p->depth_obj);
@@ -1028,6 +1043,108 @@ static PyObject *py_release_rings(Pipeline *p, PyObject *Py_UNUSED(ignored)) {
     Py_RETURN_NONE;
 }
 
+/* One sample into the ring: cumulative counts per (sampled port, class), then the deepest
+ * queue per port since the previous sample (which this resets: the register's reader).
+ * The slot's stamp is 0 while it is written, its number + 1 after, so a reader that
+ * copies it meanwhile sees the change and counts the sample as lost. */
+static void take_sample(Pipeline *p, double loop_time, double wall_time) {
+    int64_t *header = p->ring;
+    int64_t number = header[0];
+    int64_t *slot = p->ring + RING_HEADER_WORDS + p->ring_n_ports +
+                    (number % p->ring_slots) * p->ring_slot_words;
+    __atomic_store_n(&slot[0], 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    slot[1] = (int64_t)llround(loop_time * 1e9);
+    slot[2] = (int64_t)llround(wall_time * 1e9);
+    slot[3] = 0;
+    Py_ssize_t cells = p->ring_n_ports * JOB_CLASSES;
+    int64_t *values = slot + SLOT_HEAD_WORDS;
+    static const int rows[SAMPLE_VALUES] = {J_TX_PACKETS, J_TX_BYTES, J_MARKED_PACKETS};
+    for (int v = 0; v < SAMPLE_VALUES; v++) {
+        for (Py_ssize_t i = 0; i < p->ring_n_ports; i++) {
+            memcpy(values + v * cells + i * JOB_CLASSES,
+                   &JOB_COUNT(p, rows[v], (Py_ssize_t)p->ring_ports[i] * JOB_CLASSES),
+                   JOB_CLASSES * sizeof(int64_t));
+        }
+    }
+    int64_t *depths = values + SAMPLE_VALUES * cells;
+    for (Py_ssize_t i = 0; i < p->ring_n_ports; i++) {
+        depths[i] = p->max_depth[p->ring_ports[i]];
+        p->max_depth[p->ring_ports[i]] = 0;
+    }
+    __atomic_store_n(&slot[0], number + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&header[0], number + 1, __ATOMIC_RELEASE);
+}
+
+/* set_sampler(ring, ports, slots, interval, first_due): the ring (int64 words, laid out
+ * by sample_ring.SampleRing) run() samples into every `interval` s from `first_due` on;
+ * interval 0 (or a ring of None) stops sampling. */
+static PyObject *py_set_sampler(Pipeline *p, PyObject *args) {
+    PyObject *ring, *ports;
+    Py_ssize_t slots;
+    double interval, first_due;
+    if (!PyArg_ParseTuple(args, "OOndd", &ring, &ports, &slots, &interval, &first_due))
+        return NULL;
+    if (p->ring_obj != NULL) {
+        PyBuffer_Release(&p->ring_view);
+        Py_CLEAR(p->ring_obj);
+    }
+    PyMem_Free(p->ring_ports);
+    p->ring_ports = NULL;
+    p->ring = NULL;
+    p->sample_interval = 0.0;
+    if (ring == Py_None || interval <= 0.0) Py_RETURN_NONE;
+    PyObject *fast = PySequence_Fast(ports, "ports: a sequence of ports");
+    if (fast == NULL) return NULL;
+    Py_ssize_t n_ports = PySequence_Fast_GET_SIZE(fast);
+    p->ring_ports = PyMem_Calloc(n_ports ? n_ports : 1, sizeof(int));
+    if (p->ring_ports == NULL) {
+        Py_DECREF(fast);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n_ports; i++) {
+        long port = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (port < 0 || port >= p->n) {
+            Py_DECREF(fast);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "sampled port out of range");
+            return NULL;
+        }
+        p->ring_ports[i] = (int)port;
+    }
+    Py_DECREF(fast);
+    Py_ssize_t slot_words = SLOT_HEAD_WORDS + n_ports * (JOB_CLASSES * SAMPLE_VALUES + 1);
+    if (get_int64_buffer(ring, &p->ring_view, RING_HEADER_WORDS + n_ports + slots * slot_words,
+                         "ring") < 0)
+        return NULL;
+    Py_INCREF(ring);
+    p->ring_obj = ring;
+    p->ring = p->ring_view.buf;
+    p->ring_n_ports = n_ports;
+    p->ring_slots = slots;
+    p->ring_slot_words = slot_words;
+    p->sample_interval = interval;
+    p->next_sample = first_due;
+    Py_RETURN_NONE;
+}
+
+/* sample(loop_time, wall_time): one sample now (the Python loop's; run() samples itself). */
+static PyObject *py_sample(Pipeline *p, PyObject *args) {
+    double loop_time, wall_time;
+    if (!PyArg_ParseTuple(args, "dd", &loop_time, &wall_time)) return NULL;
+    if (p->ring == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "no sample ring (set_sampler first)");
+        return NULL;
+    }
+    take_sample(p, loop_time, wall_time);
+    Py_RETURN_NONE;
+}
+
+static double realtime_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
 #define RUN_BATCH 64
 
 /* run(poll_fds, send_fds, offset, until, busy_until, granularity) -> (woken, active)
@@ -1082,6 +1199,13 @@ static PyObject *py_run(Pipeline *p, PyObject *args) {
     while (!failed) {
         /* `now` before reading: every frame received before it is in a ring now. */
         double now = monotonic_now(), horizon = now;
+        if (p->sample_interval > 0.0 && now >= p->next_sample) {
+            /* (our choice) on the grid from the first sample; a loop that missed a
+             * whole interval samples once and goes on from now */
+            take_sample(p, now, realtime_now());
+            p->next_sample += p->sample_interval;
+            if (p->next_sample <= now) p->next_sample = now + p->sample_interval;
+        }
         if (active && now >= busy_until) break; /* counters to flush */
         Py_ssize_t got = 0;
         for (int i = 0; i < p->n_rings && !failed; i++) {
@@ -1131,6 +1255,8 @@ static PyObject *py_run(Pipeline *p, PyObject *args) {
         }
         double deadline = next < until ? next : until;
         if (active && busy_until < deadline) deadline = busy_until;
+        int sample_due = p->sample_interval > 0.0 && p->next_sample < deadline;
+        if (sample_due) deadline = p->next_sample;
         /* At most one timed wake-up per `granularity`: departures due closer together
          * than that are handed over together (each one's lateness is counted). */
         if (deadline == next && next < last_wake + granularity) {
@@ -1139,7 +1265,7 @@ static PyObject *py_run(Pipeline *p, PyObject *args) {
         }
         now = monotonic_now();
         if (deadline <= now) {
-            if (next <= now) continue; /* due already */
+            if (next <= now || sample_due) continue; /* due already */
             if (now >= until || (active && now >= busy_until)) break;
             continue;
         }
@@ -1172,6 +1298,7 @@ static PyObject *py_run(Pipeline *p, PyObject *args) {
                 if (p->wakeup != NULL) p->wakeup[bucket]++;
                 continue;
             }
+            if (sample_due) continue; /* slept to the next sample */
             break; /* until */
         }
         int ring_only = 1;
@@ -1433,6 +1560,10 @@ static PyMethodDef pipeline_methods[] = {
      "Let go of the rings' mappings (before they close)."},
     {"run", (PyCFunction)py_run, METH_VARARGS,
      "run(poll_fds, send_fds, offset, until) -> (woken, active): the loop until `until`."},
+    {"set_sampler", (PyCFunction)py_set_sampler, METH_VARARGS,
+     "set_sampler(ring, ports, slots, interval, first_due): sample into the ring in run()."},
+    {"sample", (PyCFunction)py_sample, METH_VARARGS,
+     "sample(loop_time, wall_time): one sample into the ring now."},
     {"queue_cells", (PyCFunction)py_queue_cells, METH_O,
      "(depth, peak depth) of a port's queue in cells."},
     {NULL, NULL, 0, NULL},

@@ -12,7 +12,10 @@ P4 counters are kept apart in the hot path (Python ints, or the compiled
 pipeline's array) and added to the shared numpy arrays at most every
 millisecond, also while the loop sleeps between departures, and before it
 sleeps with nothing due, so a P4Runtime read lags the wire by at most about a
-millisecond.
+millisecond. Every 10 ms (when the program was given a ring: `sample_ring`) the
+per-job counts and each port's deepest queue go into a ring in the shared
+memory, by the compiled loop itself or here; the loop never waits for its
+readers.
 
 Frames enter the traffic manager at the time the kernel received them, not
 when this thread got round to reading them: a loop that lost its core for a
@@ -223,6 +226,9 @@ class Datapath:
             epoll.register(control_fd, select.EPOLLIN)
         epoll_fd = [epoll.fileno()]
         last_flush = last_offset_check = last_publish = last_overruns = clock()
+        sample_ring = pipeline.sample_ring
+        sample_interval = sample_ring.interval_s if sample_ring is not None else math.inf
+        next_sample = clock() + sample_interval
         publish = pipeline.shared is not None
         unpublished = False  # statistics changed since the last publish_stats()
         unflushed = False  # counters changed since the last flush_counters()
@@ -235,6 +241,11 @@ class Datapath:
                 # `now` before reading: every frame received before it is in a
                 # ring or socket buffer now, so advancing to `now` misses none.
                 now = clock()
+                if now >= next_sample:
+                    pipeline.sample(now, time.time())
+                    next_sample += sample_interval  # on the grid, unless a whole one passed
+                    if next_sample <= now:
+                        next_sample = now + sample_interval
                 events = epoll.poll(0)
                 if not events:
                     # Idle: flush what changed if it has waited a millisecond or nothing
@@ -258,6 +269,9 @@ class Datapath:
                         next_event = due if next_event is None else min(next_event, due)
                     if unflushed:  # ... and to flush the counters
                         due = last_flush + COUNTER_FLUSH_S
+                        next_event = due if next_event is None else min(next_event, due)
+                    if sample_ring is not None:  # ... and to sample
+                        due = next_sample
                         next_event = due if next_event is None else min(next_event, due)
                     if next_event is None:
                         select.select(epoll_fd, [], [], OVERRUNS_CHECK_S if publish else None)
@@ -535,7 +549,9 @@ def _in_trouble(fd: int) -> bool:
     """An error is pending on the socket, or its device hung up."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    return any(mask & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _, mask in poller.poll(0))
+    return any(
+        mask & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _, mask in poller.poll(0)
+    )
 
 
 def _set_timer_slack(nanoseconds: int) -> None:

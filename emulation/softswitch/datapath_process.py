@@ -17,7 +17,8 @@ tables. The two sides share:
   written by the loop every millisecond, and the per-port statistics of
   `port_stats.STAT_NAMES`, every `datapath.STATS_PUBLISH_S`, both under a
   sequence lock so a reader copies a consistent snapshot without asking the
-  loop anything.
+  loop anything; and the ring of 10 ms samples per (port, job class)
+  (`sample_ring`), which a reader takes from `DatapathProcess.sample_ring()`.
 
 The child ends when told to, when the control socket closes (its parent
 died), or on SIGTERM. Its command line names the interfaces, so `cassini
@@ -54,9 +55,10 @@ from .port_stats import Lateness
 from .ports import open_ports
 from .processes import DATAPATH_MODULE
 from .reference_program import ReferenceSwitchProgram
+from .sample_ring import SAMPLE_INTERVAL_S, SampleRing
 from .shared_counters import SharedCounters
 from .state import Change, DataplaneState, apply_batch, reduce_changes
-from .switch_program import SwitchProgram
+from .switch_program import SwitchProgram, program_ports
 from .tm_config import TmConfig
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,9 @@ START_TIMEOUT_S = 30.0
 ACK_TIMEOUT_S = 30.0
 PR_SET_PDEATHSIG = 1
 GC_YOUNG_THRESHOLD = 50_000
+# (our choice) Set to "off" in the switch's environment, the loop does not sample (for
+# measuring what sampling costs: benchmarks/README.md); any other value samples.
+SAMPLING_ENV = "CASSINI_SWITCH_SAMPLING"
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,9 @@ class DatapathSpec:
     # p99 delays of 2-3 ms and 10-30 ms peaks; real-time scheduling took p99 to 0.2 ms.
     # The kernel's real-time throttling still leaves 5% of that core to the others.
     realtime_priority: int = 10
+    # Every this many seconds the loop samples the job counters and queue depths into
+    # the shared ring (sample_ring.py); 0: never.
+    sample_interval_s: float = SAMPLE_INTERVAL_S
     # The compiled switch program (fast_pipeline.py); False runs the Python reference.
     fast: bool = True
     # The one CPU the loop runs on (emulation/cpu_split.py); None: wherever Linux puts it.
@@ -116,7 +124,7 @@ class DatapathProcess:
 
     def start(self) -> DatapathProcess:
         """Spawn the child and wait until its ports are open; UserInputError if they cannot be."""
-        self.shared = SharedCounters.create(self.spec.counter_names)
+        self.shared = SharedCounters.create(self.spec.counter_names, sampled_ports(self.spec))
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             argv = [sys.executable, "-m", MODULE, "--control-fd", str(child_end.fileno())]
@@ -183,6 +191,12 @@ class DatapathProcess:
             return {}
         return self.shared.read_stats()
 
+    def sample_ring(self) -> SampleRing:
+        """The ring the loop samples into every 10 ms (read it with sample_ring.SampleReader)."""
+        if self.shared is None:
+            raise RuntimeError("the packet loop is not running")
+        return self.shared.ring
+
     def fidelity(self) -> dict[str, Lateness]:
         """How late frames left and the loop woke up (port_stats.FIDELITY_NAMES)."""
         if self.shared is None:
@@ -230,6 +244,11 @@ class DatapathProcess:
             self.shared = None
 
 
+def sampled_ports(spec: DatapathSpec) -> list[int]:
+    """The ports the sample ring holds: every port of the program, cable ends included."""
+    return program_ports(spec.tm, spec.ports)[1]
+
+
 # --- the child -----------------------------------------------------------------------
 
 
@@ -260,7 +279,7 @@ def _child(control: Connection, memory_fd: int) -> int:
     except UserInputError as err:
         control.send(("error", str(err)))
         return 2
-    shared = SharedCounters(memory_fd, spec.counter_names)
+    shared = SharedCounters(memory_fd, spec.counter_names, sampled_ports(spec))
     state = DataplaneState(counters=shared.counter_views())
     if spec.fast and not available():
         log.warning("packet loop: the compiled path is not built; running the Python reference")
@@ -274,6 +293,10 @@ def _child(control: Connection, memory_fd: int) -> int:
         counter_names=spec.counter_names,
         shared=shared,
     )
+    if spec.sample_interval_s > 0 and os.environ.get(SAMPLING_ENV, "on") != "off":
+        pipeline.start_sampling(shared.ring, time.monotonic() + spec.sample_interval_s)
+    else:
+        log.info("packet loop: not sampling the job counters (%s)", SAMPLING_ENV)
     datapath = Datapath(
         pipeline,
         sockets,

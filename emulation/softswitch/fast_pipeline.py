@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from .port_stats import LATENESS_BUCKETS, P4_COUNTED_STATS, STAT_NAMES, lateness_bucket
+from .sample_ring import SampleRing
 from .shared_counters import SharedCounters, checked_counter_names
 from .state import COUNTER_CELLS, JOB_CLASSES, JOB_COUNTER_CELLS, DataplaneState
 from .switch_program import program_ports
@@ -129,8 +130,20 @@ class FastSwitchProgram:
             [p * JOB_CLASSES + c for p in self.ports for c in range(JOB_CLASSES)], dtype=np.intp
         )
         self._stat_rows = [row[name] for name in STAT_NAMES]
+        self.sample_ring: SampleRing | None = None
 
     # --- the pipeline (the reference's names) ----------------------------------------
+
+    def start_sampling(self, ring: SampleRing, first_due: float) -> None:
+        """Sample into `ring` every ring.interval_s from `first_due` on: `Pipeline.run`
+        does it itself, in C; a Python loop calls `sample`."""
+        self.sample_ring = ring
+        self.tm.set_sampler(ring.words, ring.ports, ring.slots, ring.interval_s, first_due)
+
+    def sample(self, loop_time: float, wall_time: float) -> None:
+        """One sample into the ring now (resets each port's deepest queue)."""
+        if self.sample_ring is not None:
+            self.tm.sample(loop_time, wall_time)
 
     def compiled_path(self) -> _fastpath.Pipeline:
         """The compiled pipeline: it reads the port rings and sends by itself."""

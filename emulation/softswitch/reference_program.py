@@ -18,6 +18,7 @@ import numpy as np
 
 from .packet import parse_mac_control
 from .port_stats import LATENESS_BUCKETS, P4_COUNTED_STATS, STAT_NAMES, lateness_bucket
+from .sample_ring import SampleRing
 from .shared_counters import SharedCounters, checked_counter_names
 from .state import COUNTER_CELLS, JOB_CLASSES, DataplaneState
 from .switch_program import program_ports
@@ -135,6 +136,33 @@ class ReferenceSwitchProgram:
         self.departure_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)
         self.wakeup_lateness = np.zeros(LATENESS_BUCKETS, dtype=np.int64)
         self.late_max = self.wakeup_max = 0.0
+        self.sample_ring: SampleRing | None = None
+        self._ring_cells: list[int] = []
+
+    def start_sampling(self, ring: SampleRing, first_due: float) -> None:
+        """Sample into `ring` from now on (the loop calls `sample` every ring.interval_s)."""
+        self.sample_ring = ring
+        self._ring_cells = [p * JOB_CLASSES + c for p in ring.ports for c in range(JOB_CLASSES)]
+
+    def sample(self, loop_time: float, wall_time: float) -> None:
+        """One sample into the ring: the job counts, and each port's deepest queue since
+        the previous sample (reset here: the max_qdepth register's reader)."""
+        ring = self.sample_ring
+        if ring is None:
+            return
+        tm = self.tm
+        cells = self._ring_cells
+        depths = tm.max_depth_cells
+        ring.write(
+            loop_time,
+            wall_time,
+            np.array([tm.job_tx_packets[c] for c in cells], dtype=np.int64),
+            np.array([tm.job_tx_bytes[c] for c in cells], dtype=np.int64),
+            np.array([tm.job_marked_packets[c] for c in cells], dtype=np.int64),
+            np.array([depths[p] for p in ring.ports], dtype=np.int64),
+        )
+        for port in ring.ports:
+            depths[port] = 0
 
     def compiled_path(self) -> None:
         """None: this program reads and sends nothing itself (the loop does, in Python)."""

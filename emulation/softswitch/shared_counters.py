@@ -7,7 +7,9 @@ the P4 counters, which both switch programs (`reference_program` and
 `port_stats.STAT_NAMES` and the lateness histograms, which they publish every
 `datapath.STATS_PUBLISH_S`. One writer (the loop) changes the block under a
 sequence lock, so a reader (the P4Runtime service, in another process) copies
-a consistent snapshot without a lock or a message.
+a consistent snapshot without a lock or a message. At its end, the ring of
+10 ms samples per (port, job class) (`sample_ring`), which has locks of its
+own per slot.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .port_stats import (
     Lateness,
     lateness_summary,
 )
+from .sample_ring import RING_SLOTS, SAMPLE_INTERVAL_S, SampleRing, ring_words
 from .state import COUNTER_CELLS, counter_cells
 
 # Header words of the shared block: the sequence lock, then room for figures of the loop.
@@ -54,7 +57,15 @@ class SharedCounters:
     when the word was odd or moved meanwhile (a seqlock).
     """
 
-    def __init__(self, fd: int, counter_names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        fd: int,
+        counter_names: Sequence[str],
+        sample_ports: Sequence[int] = (),
+        sample_slots: int = RING_SLOTS,
+        sample_interval_s: float = SAMPLE_INTERVAL_S,
+    ) -> None:
+        """`sample_ports`: the ports the sample ring holds (both processes give the same)."""
         self.fd = fd
         self.counter_names = tuple(counter_names)
         header = _HEADER_WORDS * 8
@@ -62,7 +73,8 @@ class SharedCounters:
         counters = sum(cells) * 2 * 8
         stats = len(STAT_NAMES) * COUNTER_CELLS * 8
         fidelity = len(FIDELITY_NAMES) * (LATENESS_BUCKETS + 1) * 8
-        size = header + counters + stats + fidelity
+        ring = ring_words(len(sample_ports), sample_slots) * 8
+        size = header + counters + stats + fidelity + ring
         if os.fstat(fd).st_size < size:
             os.ftruncate(fd, size)
         self._memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
@@ -85,10 +97,19 @@ class SharedCounters:
         self.lateness_max = np.frombuffer(
             buffer, np.float64, len(FIDELITY_NAMES), at + self.lateness.nbytes
         )
+        self.ring = SampleRing(
+            np.frombuffer(buffer, np.int64, ring // 8, at + fidelity),
+            sample_ports,
+            sample_slots,
+            sample_interval_s,
+        )
 
     @classmethod
-    def create(cls, counter_names: Sequence[str]) -> SharedCounters:
-        return cls(os.memfd_create("cassini-counters", os.MFD_CLOEXEC), counter_names)
+    def create(
+        cls, counter_names: Sequence[str], sample_ports: Sequence[int] = ()
+    ) -> SharedCounters:
+        fd = os.memfd_create("cassini-counters", os.MFD_CLOEXEC)
+        return cls(fd, counter_names, sample_ports)
 
     def counter_views(self) -> dict[str, np.ndarray]:
         """Writable views, one per counter (the loop's DataplaneState.counters)."""
@@ -163,6 +184,7 @@ class SharedCounters:
             self.stats,
             self.lateness,
             self.lateness_max,
+            self.ring,
         )
         with contextlib.suppress(BufferError):
             self._memory.close()

@@ -203,8 +203,8 @@ def apply_batch(state: DataplaneState, batch: ChangeBatch) -> None:
     for table, keys_set, keys_deleted in zip(
         (state.job_by_dst, state.job_by_src), batch.job_set, batch.job_delete, strict=True
     ):
-        for key in keys_deleted:
-            table.pop(key, None)
+        for socket in keys_deleted:
+            table.pop(socket, None)
         table.update(keys_set)
     for change in batch.counters:
         cells = state.counter(change.counter)

@@ -23,6 +23,7 @@ from topologies.errors import UserInputError
 from .tm_config import TmConfig
 
 if TYPE_CHECKING:
+    from .sample_ring import SampleRing
     from .shared_counters import SharedCounters
 
 
@@ -106,6 +107,8 @@ class SwitchProgram(Protocol):
     # Fidelity: how late the loop woke up for the event it slept toward (the
     # loop fills these; departure lateness is the program's own).
     wakeup_max: float
+    # The ring of 10 ms samples it writes (None: it does not sample).
+    sample_ring: SampleRing | None
 
     @property
     def tm(self) -> FrameQueues: ...
@@ -132,6 +135,15 @@ class SwitchProgram(Protocol):
 
     @property
     def wakeup_lateness(self) -> np.ndarray: ...
+
+    def start_sampling(self, ring: SampleRing, first_due: float) -> None:
+        """Sample the job counts and deepest queues into `ring` every ring.interval_s:
+        a compiled loop (`CompiledPath.run`) does it itself, a Python loop calls `sample`."""
+        ...
+
+    def sample(self, loop_time: float, wall_time: float) -> None:
+        """One sample into the ring now (resets each port's deepest queue)."""
+        ...
 
     def compiled_path(self) -> CompiledPath | None:
         """The compiled reader and sender, or None for a program that runs in Python."""
