@@ -26,7 +26,8 @@
  * receiver(fd, cnp_interval, qpn, first_psn, packets, linger_s, timeout_s, drop)
  *   -> (status, err, accepted, dropped, naks, marked, cnps, lost)
  *   answers CE marks with CNPs and gaps with NAKs; drop: PSNs lost once on arrival (tests).
- * status: 0 done, 1 a send failed, 2 a receive failed (err: errno), 3 no progress.
+ * status: 0 done, 1 a send failed, 2 a receive failed (err: errno), 3 no progress for
+ * timeout_s. A signal whose Python handler raises (Ctrl-C) ends either with that exception.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -292,7 +293,8 @@ static void tx_on_timer(tx_t *tx, double now) {
 
 enum { OP_SEND_FIRST = 0x00, OP_SEND_MIDDLE = 0x01, OP_SEND_LAST = 0x02, OP_SEND_ONLY = 0x04,
        OP_ACK = 0x11, OP_CNP = 0x81 };
-enum { PATH_DONE = 0, PATH_SEND_FAILED = 1, PATH_RECV_FAILED = 2, PATH_NO_PROGRESS = 3 };
+enum { PATH_DONE = 0, PATH_SEND_FAILED = 1, PATH_RECV_FAILED = 2, PATH_NO_PROGRESS = 3,
+       PATH_INTERRUPTED = 4 };
 #define BTH_LEN 12
 #define AETH_LEN 4
 #define ICRC_LEN 4
@@ -335,6 +337,14 @@ static int wait_readable(int fd, double wait_s) {
     return ready < 0 ? -1 : ready > 0;
 }
 
+/* A wait cut short by a signal: run Python's handlers (with the GIL); 1 if one raised. */
+static int signalled(PyThreadState **ts) {
+    PyEval_RestoreThread(*ts);
+    int raised = PyErr_CheckSignals() < 0;
+    *ts = PyEval_SaveThread();
+    return raised;
+}
+
 typedef struct {
     int status, err;
     long cnps, cuts, retransmits, timeouts, naks, sent;
@@ -343,7 +353,7 @@ typedef struct {
 
 static void run_sender(int fd, const settings_t *s, long qpn, long first, long packets,
                        long payload, long overhead, double rto, long ack_every, double timeout_s,
-                       send_result_t *res) {
+                       send_result_t *res, PyThreadState **ts) {
     unsigned char out[BTH_LEN + MAX_PAYLOAD + ICRC_LEN], in[256];
     memset(out, 0, sizeof(out));
     rp_t st;
@@ -385,6 +395,10 @@ static void run_sender(int fd, const settings_t *s, long qpn, long first, long p
         }
         double wait = tx.next != tx.end ? next_send - now : 1e-3;
         int ready = wait_readable(fd, wait);
+        if (ready < 0 && errno == EINTR && signalled(ts)) {
+            res->status = PATH_INTERRUPTED;
+            break;
+        }
         if (ready < 0 && errno != EINTR) {
             res->status = PATH_RECV_FAILED;
             res->err = errno;
@@ -429,7 +443,7 @@ typedef struct {
 
 static void run_receiver(int fd, double cnp_interval, long qpn, long first, long packets,
                          double linger_s, double timeout_s, const long *drop, Py_ssize_t n_drop,
-                         unsigned char *dropped_once, recv_result_t *res) {
+                         unsigned char *dropped_once, recv_result_t *res, PyThreadState **ts) {
     unsigned char in[BTH_LEN + MAX_PAYLOAD + ICRC_LEN + 64];
     unsigned char reply[BTH_LEN + CNP_PAD + ICRC_LEN];
     char control[64];
@@ -448,6 +462,10 @@ static void run_receiver(int fd, double cnp_interval, long qpn, long first, long
             break;
         }
         int ready = wait_readable(fd, 1e-3);
+        if (ready < 0 && errno == EINTR && signalled(ts)) {
+            res->status = PATH_INTERRUPTED;
+            break;
+        }
         if (ready < 0 && errno != EINTR) {
             res->status = PATH_RECV_FAILED;
             res->err = errno;
@@ -701,8 +719,11 @@ static PyObject *sender(PyObject *self, PyObject *args) {
     send_result_t res;
     memset(&res, 0, sizeof(res));
     Py_BEGIN_ALLOW_THREADS
-    run_sender(fd, &s, qpn, first, packets, payload, overhead, rto, ack_every, timeout_s, &res);
+    run_sender(fd, &s, qpn, first, packets, payload, overhead, rto, ack_every, timeout_s, &res,
+               &_save);
     Py_END_ALLOW_THREADS
+    if (res.status == PATH_INTERRUPTED)
+        return NULL; /* the handler's exception (KeyboardInterrupt) */
     return Py_BuildValue("(iilllllldd)", res.status, res.err, res.sent, res.cnps, res.cuts,
                          res.retransmits, res.timeouts, res.naks, res.rc, res.min_rc);
 }
@@ -745,10 +766,12 @@ static PyObject *receiver(PyObject *self, PyObject *args) {
     memset(&res, 0, sizeof(res));
     Py_BEGIN_ALLOW_THREADS
     run_receiver(fd, cnp_interval, qpn, first, packets, linger_s, timeout_s, drop, n_drop, once,
-                 &res);
+                 &res, &_save);
     Py_END_ALLOW_THREADS
     PyMem_Free(drop);
     PyMem_Free(once);
+    if (res.status == PATH_INTERRUPTED)
+        return NULL;
     return Py_BuildValue("(iillllll)", res.status, res.err, res.accepted, res.dropped, res.naks,
                          res.marked, res.cnps, res.lost);
 }

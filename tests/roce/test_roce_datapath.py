@@ -4,8 +4,10 @@ by a NAK, a lost last packet by the timeout, and CE marks become CNPs that cut t
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -131,3 +133,31 @@ def test_ce_marks_become_cnps_that_cut_the_rate(pair: tuple[socket.socket, socke
     assert got.cnps == got.marked
     assert sent.cnps == got.cnps and sent.cuts >= 1
     assert SETTINGS.min_rate_bps <= sent.min_rc < SETTINGS.line_rate_bps / 2
+
+
+class Stop(Exception):
+    """What the test's signal handler raises."""
+
+
+def test_a_signal_ends_a_waiting_receiver_with_its_handlers_exception(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    assert compiled is not None, NOT_BUILT
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stop
+
+    _tx, rx = pair
+    previous = signal.signal(signal.SIGUSR1, stop)
+    main = threading.main_thread().ident
+    assert main is not None
+    timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGUSR1))
+    try:
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(Stop):
+            compiled.receiver(rx.fileno(), 4e-6, 1, 0, 10, 0.05, 30.0, [])
+        assert time.monotonic() - started < 5  # not the 30 s without progress
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
