@@ -34,11 +34,11 @@ import zlib
 from dataclasses import dataclass
 from enum import IntEnum
 
-ROCEV2_UDP_PORT = 4791  # IANA: RoCEv2 (Annex A17.2.4)
+ROCEV2_UDP_PORT = 4791  # IANA's port for RoCEv2 (IBA Annex A17)
 BTH_BYTES = 12
 AETH_BYTES = 4
 ICRC_BYTES = 4
-CNP_PAD_BYTES = 16  # Annex A17.9.3: the CNP's 16 reserved bytes
+CNP_PAD_BYTES = 16  # the CNP's 16 reserved bytes (Annex A17)
 PSN_BITS = 24
 PSN_MASK = (1 << PSN_BITS) - 1
 QPN_MASK = (1 << 24) - 1
@@ -53,7 +53,7 @@ _AETH = struct.Struct("!I")  # syndrome (8) | MSN (24)
 
 
 class Opcode(IntEnum):
-    """The BTH opcodes the replicas use (IBA Table 38; RC = 0x00-0x1F; CNP from Annex A17)."""
+    """The BTH opcodes the replicas use (IBA vol. 1, chapter 9: RC = 0x00-0x1F; the CNP's from Annex A17)."""
 
     RC_SEND_FIRST = 0x00
     RC_SEND_MIDDLE = 0x01
@@ -68,7 +68,7 @@ class Opcode(IntEnum):
 
 
 class NakCode(IntEnum):
-    """The low 5 bits of a NAK's AETH syndrome (IBA 9.7.5.2.2)."""
+    """The low 5 bits of a NAK's AETH syndrome (IBA vol. 1, chapter 9)."""
 
     PSN_SEQUENCE_ERROR = 0
     INVALID_REQUEST = 1
@@ -76,7 +76,7 @@ class NakCode(IntEnum):
     REMOTE_OPERATIONAL_ERROR = 3
 
 
-# Syndrome bits 6-5 (bit 7 reserved): 00 ACK, 01 RNR NAK, 11 NAK (IBA Table 43).
+# Syndrome bits 6-5 (bit 7 reserved): 00 ACK, 01 RNR NAK, 11 NAK (IBA vol. 1, AETH).
 _ACK = 0b000 << 5
 _NAK = 0b011 << 5
 # An ACK's low 5 bits are its credit count; 0x1F means "invalid", i.e. no end-to-end
@@ -91,7 +91,7 @@ def _check(name: str, value: int, bits: int) -> None:
 
 @dataclass(frozen=True)
 class Bth:
-    """One Base Transport Header (IBA 9.2); field widths as the spec's."""
+    """One Base Transport Header (IBA vol. 1, chapter 9); field widths as the spec's."""
 
     opcode: int
     dest_qp: int
@@ -144,7 +144,7 @@ class Bth:
 
 @dataclass(frozen=True)
 class Aeth:
-    """The ACK Extended Transport Header of an RC ACK or NAK (IBA 9.3.5).
+    """The ACK Extended Transport Header of an RC ACK or NAK (IBA vol. 1, chapter 9).
 
     >>> Aeth.nak(NakCode.PSN_SEQUENCE_ERROR, msn=3).pack().hex()
     '60000003'
@@ -193,7 +193,7 @@ class Aeth:
 
 
 def cnp_bth(dest_qp: int) -> Bth:
-    """A CNP's BTH (Annex A17.9.3): opcode 0x81, BECN set, PSN 0, the default P_Key.
+    """A CNP's BTH (Annex A17; scapy's `cnp` builds the same): opcode 0x81, BECN set, PSN 0, the default P_Key.
 
     The destination QP is the congested flow's sending QP, so its reaction
     point knows which rate to cut.
@@ -223,7 +223,7 @@ def _ip_checksum(header: bytes) -> int:
 
 
 def icrc(ip_header: bytes, udp_header: bytes, transport: bytes) -> bytes:
-    """The ICRC of an IPv4 RoCEv2 packet (Annex A17.8), as it goes on the wire.
+    """The ICRC of an IPv4 RoCEv2 packet (Annex A17), as it goes on the wire.
 
     CRC-32 (the Ethernet polynomial, `zlib.crc32`) over 8 bytes of ones (the
     absent LRH), the IPv4 header with TOS, TTL and checksum set to ones, the
@@ -257,8 +257,8 @@ def ipv4_frame(
 ) -> bytes:
     """An IPv4 packet to UDP port 4791 carrying `transport` (BTH onwards) and its ICRC.
 
-    (our choice) UDP checksum 0 (allowed over IPv4, and Annex A17.4 lets a
-    RoCEv2 sender leave it out: the ICRC covers the payload); DF set, ID 0.
+    UDP checksum 0, as RoCEv2 sends it (the ICRC covers the payload); (our choice) DF set,
+    IP identification 0.
     """
     udp_len = UDP_HEADER_BYTES + len(transport) + ICRC_BYTES
     total = IPV4_HEADER_BYTES + udp_len

@@ -1,14 +1,14 @@
 """How fast may a RoCE flow send, and when does its receiver answer a CE mark with a CNP?
 
 DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA Deployments",
-SIGCOMM 2015, section 3 and its Figure 8), with NVIDIA ConnectX's defaults
+SIGCOMM 2015, section 3, the NP and RP algorithms), with NVIDIA ConnectX's defaults
 where they differ (the firmware settings `mlxconfig` and
 /sys/class/net/IF/ecn/roce_rp|roce_np name; values as ConnectX-4 and later
 firmware report them and NVIDIA's "DCQCN Parameters" page lists them).
 
 - Notification point (NP, the receiver): a CE-marked packet of a flow is
   answered with a CNP unless one went to that flow less than
-  `min_time_between_cnps_s` ago (paper 3.1: N = 50 us; NIC: 4 us).
+  `min_time_between_cnps_s` ago (paper section 3: N = 50 us; NIC: 4 us).
 - Reaction point (RP, the sender), rates Rc (current) and Rt (target):
   - on a CNP: Rt <- Rc, Rc <- Rc (1 - alpha/2), alpha <- (1-g) alpha + g;
     the rate-increase timer, byte counter and both stage counters restart;
@@ -18,7 +18,7 @@ firmware report them and NVIDIA's "DCQCN Parameters" page lists them).
     fast recovery Rc <- (Rt + Rc)/2; once min(T, BC) > F, hyper increase
     Rt += i R_HAI with i = min(T, BC) - F; otherwise additive increase
     Rt += R_AI; after an increase of Rt, Rc <- (Rt + Rc)/2 as well.
-    (our reading of Figure 8: the stage that an event's counter reaches
+    (our reading of the RP algorithm: the stage that an event's counter reaches
     decides, so the first F events are fast recovery.)
 
 Pure: frozen dataclasses in, new ones out, time passed by the caller as
@@ -60,7 +60,7 @@ class DcqcnSettings:
     # Alpha's EWMA gain g. ConnectX dce_tcp_g = 1019 in 1/1024 is the weight of the
     # old alpha: g = (1024 - 1019)/1024 = 5/1024 (paper 5.3: g = 1/256).
     g: float = 5 / 1024
-    # Alpha's update period K: dce_tcp_rtt = 1 us (paper 3.1: K = 55 us). (our choice)
+    # Alpha's update period K: dce_tcp_rtt = 1 us (paper section 3: K = 55 us). (our choice)
     # The NIC's per-period update is folded into the paper's event form: the increase
     # applies at the CNP, the decay after each K without one; with K = 1 us they differ
     # by less than one period.
@@ -93,10 +93,10 @@ class DcqcnSettings:
     ai_rate_bps: float = 5 * Mbps
     # rpg_hai_rate = 50 Mb/s: R_HAI.
     hai_rate_bps: float = 50 * Mbps
-    # min_time_between_cnps = 4 us, per flow, at the NP (paper 3.1: N = 50 us). Firmware
+    # min_time_between_cnps = 4 us, per flow, at the NP (paper section 3: N = 50 us). Firmware
     # versions differ: some report 2 us.
     min_time_between_cnps_s: float = 4 * us
-    # cnp_dscp = 48, cnp_802p_prio = 6: how a CNP is marked (it rides a lossless class).
+    # cnp_dscp = 48, cnp_802p_prio = 6: how a CNP is marked (a high-priority class of its own).
     cnp_dscp: int = 48
     cnp_802p_prio: int = 6
 
@@ -122,7 +122,7 @@ class DcqcnSettings:
 
 
 def paper_settings(line_rate_bps: float) -> DcqcnSettings:
-    """The DCQCN paper's parameters (sections 3.1 and 5.3, Table 2).
+    """The DCQCN paper's parameters (section 3; section 5.3 and Table 2 for the values).
 
     What the paper leaves open keeps the NIC's value: R_HAI (50 Mb/s, ten
     times the NIC's R_AI as QCN has it; our choice, the paper gives no
@@ -288,7 +288,7 @@ def _decay_alpha(settings: DcqcnSettings, st: RpState, until: float) -> RpState:
 
 
 def _cut(settings: DcqcnSettings, st: RpState, now: float) -> RpState:
-    """One rate decrease at `now` (paper Figure 8: Rt <- Rc, Rc <- Rc (1 - alpha/2))."""
+    """One rate decrease at `now` (paper section 3: Rt <- Rc, Rc <- Rc (1 - alpha/2))."""
     if settings.rate_on_first_cnp_bps > 0 and st.cuts == 0:
         rc = rt = min(settings.rate_on_first_cnp_bps, settings.line_rate_bps)
     else:
@@ -364,7 +364,7 @@ def rp_on_cnp(settings: DcqcnSettings, st: RpState, now: float) -> RpState:
     """A CNP for this flow arrived at `now`.
 
     The cut uses alpha as it stood before this CNP; alpha then takes the
-    CNP's increase (paper Figure 8 order). Within the monitor period after a
+    CNP's increase (the order of the paper's RP algorithm). Within the monitor period after a
     cut, the cut waits for the period's end (ConnectX).
 
     >>> s = paper_settings(40e9)

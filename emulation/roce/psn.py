@@ -1,6 +1,6 @@
 """Which packets does an RC queue pair accept, acknowledge and send again?
 
-Go-back-N as a ConnectX RC QP does it (IBA 9.7): the responder expects PSN
+Go-back-N as a ConnectX RC QP does it (IBA vol. 1, chapter 9): the responder expects PSN
 e and accepts only e; a packet past e opens a gap: it is dropped and the
 first one of the gap is answered with one NAK (PSN sequence error, carrying
 e), later ones of the same gap with nothing; a packet before e is a
@@ -11,7 +11,7 @@ sending there, and so does the retransmission timer when nothing was
 acknowledged for `rto_s`.
 
 PSNs are 24 bits and wrap: `psn_diff` is the signed distance modulo 2^24,
-valid while fewer than 2^23 packets are in flight (IBA 9.7.2).
+valid while fewer than 2^23 packets are in flight (the spec's limit).
 
 Pure functions on frozen dataclasses; the caller passes `now`.
 """
@@ -25,7 +25,7 @@ from .bth import PSN_BITS, PSN_MASK
 
 PSN_MODULO = 1 << PSN_BITS
 HALF = 1 << (PSN_BITS - 1)
-# The IB local ACK timeout is 4.096 us x 2^timeout (IBA 9.7.6.1.3); (our choice)
+# The IB local ACK timeout is 4.096 us x 2^timeout (IBA vol. 1, chapter 9); (our choice)
 # exponent 14 (67 ms), a common default of RDMA applications (NCCL sets 18-20).
 LOCAL_ACK_TIMEOUT_EXPONENT = 14
 DEFAULT_RTO_S = 4.096e-6 * 2**LOCAL_ACK_TIMEOUT_EXPONENT

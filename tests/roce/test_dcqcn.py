@@ -1,5 +1,5 @@
 """DCQCN on a fake clock against hand-computed cases from the paper's equations
-(Zhu et al., SIGCOMM 2015, Figure 8) and ConnectX's documented rules."""
+(Zhu et al., SIGCOMM 2015, section 3) and ConnectX's documented rules."""
 
 from __future__ import annotations
 
