@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .compile import desired_entries
 from .entries import TableEntry
+from .fit import P4INFO_ONLY, check_fit, topology_needs
 from .p4info import P4InfoIndex, load_p4info
 from .p4names import WRED_TABLE
 from .reconcile import Plan, apply, plan
@@ -134,8 +135,11 @@ def program_device(
 def topology_entries(
     topo: Topology, chip: ChipMap, wred: WredSettings, p4info: P4InfoIndex
 ) -> list[TableEntry]:
-    """The entries a device holds for `topo`, in full P4Info names (forwarding, then WRED)."""
-    return [e.canonical(p4info) for e in desired_entries(topo, chip, wred)]
+    """The entries a device holds for `topo`, in full P4Info names (forwarding, then WRED);
+    `fit.DoesNotFit` (one line) when the P4Info's tables cannot hold them."""
+    entries = [e.canonical(p4info) for e in desired_entries(topo, chip, wred)]
+    check_fit(topology_needs(topo, chip, p4info, entries), p4info, P4INFO_ONLY)
+    return entries
 
 
 def program_topology(

@@ -47,6 +47,7 @@ from .scaling import emulation_profile
 from .signals import signals_deferred
 from .softswitch.processes import is_switch_process
 from .switch_log import SwitchLog
+from .target_limits import check_fabric_fit
 
 if TYPE_CHECKING:
     import socket
@@ -138,10 +139,11 @@ class EmulatedFabric:
     def __init__(self, topo: Topology, options: FabricOptions | None = None) -> None:
         self.options = options if options is not None else FabricOptions()
         self.switch_class: type[ChipSwitch] = self.options.switch_class
-        self.device_config = self.options.device_config_bytes()
-        self.pcap_dir, self.log_dir = self.options.results_folders()
         self.topo = topo
         self.chip = map_to_chip(topo)
+        check_fabric_fit(topo, self.chip, self.options.target)  # refused before anything is built
+        self.device_config = self.options.device_config_bytes()
+        self.pcap_dir, self.log_dir = self.options.results_folders()
         settings = self.options.settings
         self.profile = emulation_profile(
             topo, self.chip, self.options.scale, settings.cell_bytes, self.options.pfc, settings
