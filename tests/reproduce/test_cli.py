@@ -82,3 +82,22 @@ def test_quick_simulator_run_of_two_vgg19_end_to_end_then_resumed(
     assert main(argv) == 0
     assert "cells: 0 ran, 2 already done, 0 failed" in capsys.readouterr().out
     assert json.loads((out / "reproduction.json").read_text())["scenarios"] == doc["scenarios"]
+
+
+@pytest.mark.timeout(300)
+def test_the_same_grid_run_twice_from_scratch_gives_the_same_simulator_figures(
+    tmp_path: Path,
+) -> None:
+    figures = []
+    for name in ("a", "b"):
+        argv = ["reproduce", "precision", "snapshots", "--quick", "--out", str(tmp_path / name),
+                "--columns", "simulator", "--engine", "inline"]  # fmt: skip
+        assert main(argv) == 0
+        doc = json.loads((tmp_path / name / "reproduction.json").read_text())
+        figures.append(
+            [
+                {k: v for k, v in sc["simulator"]["figures"].items() if not k.startswith("time")}
+                for sc in doc["scenarios"]
+            ]
+        )
+    assert figures[0] == figures[1] and figures[0][1]["accuracy.5"]["mean"] == 1.0
