@@ -11,7 +11,7 @@ any worker; emulation cells need root and the whole machine, so on a
 cluster (`--address`) they ask for the worker resource `fabric=1`, which
 only workers started with `dask worker --resources "fabric=1"` offer (one
 at a time each); on the local cluster they run one after the other in this
-process, beside the workers' simulator cells. A failed cell is tried again
+process once the workers' simulator cells are done. A failed cell is tried again
 (`retries`) where it ran; if it still fails it is reported, listed in
 failures.json and run again by the next invocation, never dropped.
 """
@@ -142,7 +142,7 @@ def run_cells(
     `engine` is a `scheduler.sweep` engine. On a Dask engine, simulator cells
     go to any worker; emulation cells go to workers offering `FABRIC` unless
     `emulation_here` (the local cluster: this machine), then they run in this
-    process, one at a time, while the workers simulate.
+    process, one at a time, after the workers' simulator cells (the whole machine).
     """
     call = partial(attempt, fn, retries)
     client = getattr(engine, "client", None)
@@ -159,8 +159,6 @@ def run_cells(
             continue
         resources = {FABRIC: 1} if t.column == EMULATION else None
         futures[client.submit(call, t, pure=False, resources=resources)] = t
-    for task in here:  # the local machine's fabric, one cell at a time
-        yield _guarded(call, task)
     for fut in as_completed(list(futures)):
         task = futures[fut]
         try:
@@ -170,6 +168,10 @@ def run_cells(
         else:
             yield task, record, None
         fut.release()
+    # This machine's fabric, one cell at a time, once the local workers are done: an
+    # emulation needs the whole machine (the fidelity monitor flags a busy one).
+    for task in here:
+        yield _guarded(call, task)
 
 
 def _guarded(call: Callable[[CellTask], dict[str, Any]], task: CellTask) -> Outcome:
