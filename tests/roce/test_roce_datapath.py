@@ -96,7 +96,11 @@ def _run(
 
 
 def test_a_clean_flow_arrives_once_in_order(pair: tuple[socket.socket, socket.socket]) -> None:
+    started = time.monotonic()
     sent, got = _run(*pair, packets=300)
+    # Paced at the line rate: never faster, whatever the pacer's 2-packet catch-up.
+    gap = (12 + 1000 + 4 + OVERHEAD) * 8 / SETTINGS.line_rate_bps
+    assert time.monotonic() - started >= (300 - 1 - 2) * gap
     assert (sent.status, got.status) == (0, 0)
     assert got.accepted == 300 and got.dropped == 0 and got.naks == 0
     assert sent.sent == 300 and sent.retransmits == 0 and sent.cnps == 0
