@@ -11,8 +11,8 @@ any worker; emulation cells need root and the whole machine, so on a
 cluster (`--address`) they ask for the worker resource `fabric=1`, which
 only workers started with `dask worker --resources "fabric=1"` offer (one
 at a time each); on the local cluster they run one after the other in this
-process once the workers' simulator cells are done. A failed cell is tried again
-(`retries`) where it ran; if it still fails it is reported, listed in
+process once the workers' simulator cells are done. A failed cell is tried
+again (`retries`) where it ran; if it still fails it is reported, listed in
 failures.json and run again by the next invocation, never dropped.
 """
 
