@@ -153,6 +153,8 @@ def run_cells(
     from distributed import as_completed
 
     here = [t for t in tasks if t.column == EMULATION and emulation_here]
+    if any(t.column == EMULATION for t in tasks) and not emulation_here:
+        check_fabric_workers(client)
     futures = {}
     for t in tasks:
         if t in here:
@@ -172,6 +174,19 @@ def run_cells(
     # emulation needs the whole machine (the fidelity monitor flags a busy one).
     for task in here:
         yield _guarded(call, task)
+
+
+def check_fabric_workers(client: Any) -> None:
+    """Refuse emulation cells on a cluster where no worker offers a fabric (they would wait
+    for ever)."""
+    from topologies.errors import UserInputError
+
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    if not any(w.get("resources", {}).get(FABRIC, 0) >= 1 for w in workers):
+        raise UserInputError(
+            f"--address: no worker offers the resource {FABRIC}=1 for emulation cells; start "
+            f'one with `dask worker ADDRESS --resources "{FABRIC}=1"` or use --columns simulator'
+        )
 
 
 def _guarded(call: Callable[[CellTask], dict[str, Any]], task: CellTask) -> Outcome:

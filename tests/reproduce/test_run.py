@@ -117,3 +117,22 @@ def test_on_a_cluster_emulation_cells_go_only_to_fabric_workers(tmp_path: Path) 
     records = [json.loads(p.read_text()) for p in (tmp_path / "cells").glob("*.json")]
     emulation = [r for r in records if r["cell"]["column"] == EMULATION]
     assert len(emulation) == 3 and {r["fabric"] for r in emulation} == {1}
+
+
+@pytest.mark.timeout(120)
+def test_emulation_cells_on_a_cluster_without_fabric_workers_are_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    from distributed import LocalCluster
+
+    from scheduler.sweep.engine import DaskEngine
+    from topologies.errors import UserInputError
+
+    cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=None)
+    try:
+        with DaskEngine(address=cluster.scheduler_address) as engine:
+            opts = ReproduceOptions(quick=True, seeds=1, runs=1, emulation_here=False)
+            with pytest.raises(UserInputError, match='--resources "fabric=1"'):
+                reproduce(["two-vgg19"], opts, tmp_path, engine, fn=where_am_i)
+    finally:
+        cluster.close()
