@@ -5,6 +5,7 @@
 - entries: a table entry / counter sample as a frozen value
 - settings: which thresholds to program (WRED, PFC, queues), from one config
 - compile: which entries a topology and its chip map need
+- job_classes: which class each job gets and the entries that count per job
 - reconcile: what must change on a device (pure diff) and writing it
 - protobuf_runtime: whether messages go through the compiled (upb) protobuf
 - proto/: the P4Runtime stubs, generated at build time (scripts/gen_protos.py)

@@ -98,6 +98,17 @@ def take_snapshot(
                 parts.append(CounterCells(pipeline.index, cells, entity.counter_entry))
             elif kind is None:
                 raise EntryError(code_pb2.INVALID_ARGUMENT, "entity is unset")
+            elif kind == "register_entry" and entity.register_entry.register_id in {
+                r.preamble.id for r in pipeline.index.p4info.registers
+            }:
+                # (our choice) The Cassini max_qdepth register's reader is the packet
+                # loop's own 10 ms sampler, which resets it (sample_ring.py).
+                raise EntryError(
+                    code_pb2.UNIMPLEMENTED,
+                    "register reads are not served: this target samples its max_qdepth "
+                    "register every 10 ms into its sample ring (emulation.softswitch."
+                    "sample_ring), whose reader resets it",
+                )
             else:
                 # Other kinds (registers, meters, profiles, ...) do not exist in a
                 # pipeline this target accepts: a wildcard read finds nothing,

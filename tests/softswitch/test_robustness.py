@@ -416,3 +416,13 @@ def test_a_packet_out_before_arbitration_gets_a_stream_error(server: RunningServ
         assert response.error.packet_out.packet_out.payload == b"\x00" * 64
     finally:
         client.close()
+
+
+def test_reading_the_max_qdepth_register_says_where_it_is_sampled(
+    primary: Client, p4: P4InfoIndex
+) -> None:
+    """The Cassini register exists, but its reader is the loop's own 10 ms sampler."""
+    entity = p4runtime_pb2.Entity()
+    entity.register_entry.register_id = p4.p4info.registers[0].preamble.id
+    error = expect_rpc_error(grpc.StatusCode.UNIMPLEMENTED, primary.read, entity)
+    assert "max_qdepth" in (error.details() or "") and "sample" in (error.details() or "")
