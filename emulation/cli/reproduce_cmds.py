@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run the paper's claims as scenarios: paper | simulator | emulation | verdict",
         description="Each scenario states a claim of the Cassini paper, runs it over seeds in "
         "the fluid simulator and over runs on the emulated fabric, and writes "
-        "reproduction.md/.html/.json with 95%% intervals and verdicts. Cells already in --out "
+        "reproduction.md/.html/.json with 95% intervals and verdicts. Cells already in --out "
         "are skipped.",
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="scenarios, or 'all' (see --list)")
