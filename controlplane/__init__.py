@@ -5,11 +5,13 @@
 - entries: a table entry / counter sample as a frozen value
 - settings: which thresholds to program (WRED, PFC, queues), from one config
 - compile: which entries a topology and its chip map need
+- fit: whether a topology fits a target (table sizes, ports, limits), before anything is built
 - job_classes: which class each job gets and the entries that count per job
 - reconcile: what must change on a device (pure diff) and writing it
 - protobuf_runtime: whether messages go through the compiled (upb) protobuf
 - proto/: the P4Runtime stubs, generated at build time (scripts/gen_protos.py)
 - session: talking to one device (arbitration, pipeline, batched writes, reads)
+- write_errors: which updates of a failed Write failed, and why, said once
 - tls: which certificates a client or the switch presents and trusts
 - program: bringing a device to a topology's entries (push pipeline, reconcile)
 - gnmi: a device's interface counters (every loss by cause) over gNMI

@@ -15,12 +15,11 @@ import hashlib
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import grpc
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2
 
 from controlplane.proto.p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
@@ -28,6 +27,7 @@ from . import protobuf_runtime
 from .entries import CounterSample, TableEntry, Update, UpdateType
 from .p4info import P4InfoIndex, index_p4info, load_p4info
 from .tls import TlsSettings
+from .write_errors import UpdateError, WriteError, failed_whole, full_table, update_errors
 
 protobuf_runtime.check()  # say so when messages go through pure Python
 
@@ -74,44 +74,6 @@ class ConnectionFailed(RuntimeError):
 
 class NotPrimaryError(RuntimeError):
     """A write was attempted by a backup controller (a higher election id holds the device)."""
-
-
-@dataclass(frozen=True)
-class UpdateError:
-    """Why one update of a batched Write failed (P4Runtime spec 12.3)."""
-
-    index: int  # position in the sequence passed to `write`
-    code: str  # google.rpc.Code name, e.g. "ALREADY_EXISTS"
-    message: str
-    update: Update
-
-    def __str__(self) -> str:
-        e = self.update.entry
-        return (
-            f"#{self.index} {self.update.type.name} {e.table} {dict(e.match)} -> "
-            f"{e.action}{dict(e.params)}: {self.code}: {self.message}"
-        )
-
-
-class WriteError(RuntimeError):
-    """Some updates of a Write failed; `details` lists each one."""
-
-    def __init__(self, details: Sequence[UpdateError], rpc_message: str = "") -> None:
-        self.details = tuple(details)
-        lines = [
-            f"{len(self.details)} update(s) failed" + (f" ({rpc_message})" if rpc_message else "")
-        ]
-        lines += [f"  {d}" for d in self.details[:20]]
-        if len(self.details) > 20:
-            lines.append(f"  ... and {len(self.details) - 20} more")
-        super().__init__("\n".join(lines))
-
-
-def _code_name(code: int) -> str:
-    try:
-        return str(code_pb2.Code.Name(code))
-    except ValueError:
-        return str(code)
 
 
 def pipeline_cookie(index: P4InfoIndex, device_config: bytes = b"") -> int:
@@ -400,6 +362,7 @@ class P4RuntimeSession:
         mode = p4runtime_pb2.WriteRequest.Atomicity.Value(atomicity)
         failures: list[UpdateError] = []
         messages: list[str] = []
+        full: dict[str, str] = {}  # tables found full during this call: why
         for start in range(0, len(updates), batch_size):
             batch = updates[start : start + batch_size]
             request = p4runtime_pb2.WriteRequest(
@@ -410,6 +373,8 @@ class P4RuntimeSession:
             request.election_id.CopyFrom(self._election_proto())
             for update in batch:
                 request.updates.append(update.to_proto(self.p4info))
+                if update.type is UpdateType.DELETE:  # may make room in a full table
+                    full.pop(self.p4info.table(update.entry.table).name, None)
             try:
                 self._stub.Write(request, timeout=self.timeout)
             except grpc.RpcError as err:
@@ -417,21 +382,21 @@ class P4RuntimeSession:
                     raise self._not_primary("the write", err) from None
                 if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise self._rpc_failed("Write", err) from None
-                found, covered = _update_errors(err, batch, start)
+                found, covered = update_errors(err, batch, start)
                 failures.extend(found)
                 # The updates the details do not cover (a target may cut them to fit
                 # a client's metadata limit, or send none).
                 rest, at = batch[covered:], start + covered
                 if rest and mode in _ALL_OR_NOTHING:  # the batch failed: none of it applied
-                    failures.extend(_failed(err, rest, at))
+                    failures.extend(failed_whole(err, rest, at))
                 elif rest:  # ask the device what it holds
-                    failures.extend(self._unapplied(err, rest, at))
+                    failures.extend(self._unapplied(err, rest, at, full))
                 messages.append(f"{err.code().name}: {err.details()}")
         if failures:
-            raise WriteError(failures, "; ".join(sorted(set(messages))))
+            raise WriteError(failures, "; ".join(sorted(set(messages))), total=len(updates))
 
     def _unapplied(
-        self, err: grpc.RpcError, batch: Sequence[Update], offset: int
+        self, err: grpc.RpcError, batch: Sequence[Update], offset: int, full: dict[str, str]
     ) -> list[UpdateError]:
         """The updates of a failed batch the device does not reflect, found by reading back.
 
@@ -439,6 +404,8 @@ class P4RuntimeSession:
         were applied (with CONTINUE_ON_ERROR some usually were): an INSERT or
         MODIFY counts as applied when the entry reads back with its action, a
         DELETE when the entry is gone. Never reports an applied update as failed.
+        An absent INSERT into a table holding its P4Info size is RESOURCE_EXHAUSTED
+        (`write_errors.full_table`); `full` remembers such tables for the call.
         """
         entities = []
         for update in batch:
@@ -467,9 +434,29 @@ class P4RuntimeSession:
                     wanted.action,
                     wanted.params,
                 )
-            if not applied:
+            if applied:
+                continue
+            why = None
+            if known and held is None and update.type is UpdateType.INSERT:
+                why = self._full_table(wanted.table, full)
+            if why is not None:
+                failed.append(UpdateError(offset + i, "RESOURCE_EXHAUSTED", why, update))
+            else:
                 failed.append(UpdateError(offset + i, err.code().name, err.details() or "", update))
         return failed
+
+    def _full_table(self, table: str, full: dict[str, str]) -> str | None:
+        """Why `table` takes no more entries (it holds its P4Info size), or None; one
+        read of the table per call of `write` that finds it full."""
+        if table not in full:
+            size = self.p4info.table(table).size
+            if not size:
+                return None
+            why = full_table(table, size, len(self.read_table(table)))
+            if why is None:
+                return None
+            full[table] = why
+        return full[table]
 
     # --- read ------------------------------------------------------------------
 
@@ -530,41 +517,6 @@ _ALL_OR_NOTHING = (
     p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR,
     p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC,
 )
-
-
-def _failed(err: grpc.RpcError, updates: Sequence[Update], offset: int) -> list[UpdateError]:
-    """Each of `updates` as failed with the RPC's status (no detail of its own)."""
-    return [
-        UpdateError(offset + i, err.code().name, err.details() or "", update)
-        for i, update in enumerate(updates)
-    ]
-
-
-def _update_errors(
-    err: grpc.RpcError, batch: Sequence[Update], offset: int
-) -> tuple[list[UpdateError], int]:
-    """Per-update errors from a failed Write's grpc-status-details-bin trailer (spec 12.3),
-    and how many updates, from the first, its details cover: a target may send the details
-    of a prefix only, to fit a client's metadata limit. (No errors, 0) when it has none,
-    or when every update it covers is OK although the Write failed."""
-    details: list[UpdateError] = []
-    status = None
-    for key, value in err.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status.FromString(value)
-    if status is None or not 0 < len(status.details) <= len(batch):
-        return [], 0
-    for i, (any_msg, update) in enumerate(zip(status.details, batch, strict=False)):
-        error = p4runtime_pb2.Error()
-        if not any_msg.Unpack(error) or error.canonical_code == code_pb2.OK:
-            continue
-        details.append(
-            UpdateError(offset + i, _code_name(error.canonical_code), error.message, update)
-        )
-    covered = len(status.details)
-    if not details and covered == len(batch):
-        return [], 0
-    return details, covered
 
 
 def _counter_entity(counter_id: int, index: int | None) -> Any:

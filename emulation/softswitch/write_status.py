@@ -15,6 +15,7 @@ says so, naming the first failing updates.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,16 +46,14 @@ def write_error_status(results: Sequence[EntryError | None]) -> Any:
     >>> results = [None] * 499 + [EntryError(code_pb2.NOT_FOUND, "no entry")]
     >>> status = write_error_status(results)
     >>> len(status.details) < 500, status.message.split(";")[0]
-    (True, '1 of 500 updates failed: no entry')
+    (True, '1 of 500 updates failed (1 NOT_FOUND)')
     >>> status.message.endswith("failing: update 499")
     True
     """
     failed = [i for i, r in enumerate(results) if r is not None]
     if not failed:
         raise ValueError("no update failed: there is no error status to send")
-    first = results[failed[0]]
-    assert first is not None
-    summary = _short(f"{len(failed)} of {len(results)} updates failed: {first.message}")
+    summary = failure_summary(results)
     details = _details(results)
     whole = status_pb2.Status(code=code_pb2.UNKNOWN, message=summary, details=details)
     if _trailer_bytes(whole) <= TRAILER_BYTES:
@@ -75,6 +74,26 @@ def write_error_status(results: Sequence[EntryError | None]) -> Any:
         code=code_pb2.UNKNOWN,
         message=summary + _note(kept, results, failed),
         details=details[:kept],
+    )
+
+
+def failure_summary(results: Sequence[EntryError | None]) -> str:
+    """The status message's head: how many failed, by code, and the first failure's
+    code and cause, once (a full table is RESOURCE_EXHAUSTED, whatever the RPC's code).
+
+    >>> full = EntryError(code_pb2.RESOURCE_EXHAUSTED, "table t is full (2 entries)")
+    >>> failure_summary([None, None, full, full])
+    '2 of 4 updates failed (2 RESOURCE_EXHAUSTED); the first, update 2: RESOURCE_EXHAUSTED: table t is full (2 entries)'
+    """
+    failed = [(i, r) for i, r in enumerate(results) if r is not None]
+    if not failed:
+        raise ValueError("no update failed: there is no error status to send")
+    codes = Counter(code_pb2.Code.Name(r.code) for _, r in failed)
+    tally = ", ".join(f"{n} {code}" for code, n in codes.most_common())
+    index, first = failed[0]
+    return (
+        f"{len(failed)} of {len(results)} updates failed ({tally}); the first, update "
+        f"{index}: {code_pb2.Code.Name(first.code)}: {_short(first.message)}"
     )
 
 
