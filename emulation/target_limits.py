@@ -21,7 +21,7 @@ TARGET_LIMITS = {
     "softswitch": TargetLimits(
         "the software switch",
         read_entities=MAX_READ_ENTITIES,
-        read_knob="MAX_READ_ENTITIES in emulation/softswitch/service_limits.py",
+        read_knob="MAX_READ_ENTITIES in emulation/softswitch/service_limits.py, or --target bmv2",
     ),
     "bmv2": TargetLimits("bmv2", cables_are_veths=True),
 }

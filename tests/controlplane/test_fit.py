@@ -176,3 +176,20 @@ def test_fabric_up_refuses_before_anything_is_built(tmp_path: Path) -> None:
     )
     assert leftovers(prefix) == []
     assert not logs.exists()
+
+
+@pytest.mark.root
+def test_emulate_refuses_before_anything_is_built(tmp_path: Path) -> None:
+    from emulation.prefixes import new_prefix
+    from tests.helpers.leftovers import leftovers
+
+    prefix = new_prefix("cas")
+    out = tmp_path / "run"
+    argv = ["emulate", "-t", "leaf-spine:8:4:16", "--iterations", "2", "--prefix", prefix]
+    line = _one_line_refusal([*argv, "--out", str(out)])
+    assert line.startswith("cassini: error: leaf-spine-8x4x16 does not fit the software switch")
+    assert line.endswith(
+        "(MAX_READ_ENTITIES in emulation/softswitch/service_limits.py, or --target bmv2)"
+    )
+    assert leftovers(prefix) == []
+    assert list(tmp_path.iterdir()) == []  # not even a staged results folder
