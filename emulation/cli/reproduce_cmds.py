@@ -108,8 +108,10 @@ def _reproduce(args: argparse.Namespace) -> int:
     engine = make_engine(args.engine, args.address, args.workers)
 
     def shown(task: CellTask, error: BaseException | None) -> None:
-        if error is not None and not args.json:
-            print(f"failed: {task.scenario} {task.column} {task.index}: {error}", file=sys.stderr)
+        if args.json:
+            return
+        what = f"{task.scenario} {task.column} {task.index}"
+        print(f"failed: {what}: {error}" if error else f"done: {what}", file=sys.stderr)
 
     try:
         result = reproduce([s.name for s in scenarios], options, args.out, engine, shown)
