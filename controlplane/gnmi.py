@@ -75,6 +75,21 @@ PORT_ID_LEAF = "id"
 IFINDEX_LEAF = "ifindex"
 
 
+# (our choice) The 10 ms per-job telemetry of issue 25, served by the software target
+# from the packet loop's sample ring, STREAM only (see emulation/softswitch/README.md):
+#   /cassini/telemetry/state/{sample,intervals,samples-lost}
+#   /cassini/telemetry/port[name=NAME]/state/max-queue-depth-cells
+#   /cassini/telemetry/port[name=NAME]/job[class=N]/state/{bytes,packets,ce-marks}
+# One notification per 10 ms sample, stamped with the sample's wall-clock time; job
+# counts are what the (port, class) sent in the sample (not cumulative), only for the
+# classes that sent something; a port appears when it sent or queued.
+TELEMETRY_ROOT = ("cassini", "telemetry")
+SAMPLE_LEAVES: tuple[str, ...] = ("sample", "intervals", "samples-lost")
+JOB_LEAVES: tuple[str, ...] = ("packets", "bytes", "ce-marks")
+QUEUE_LEAF = "max-queue-depth-cells"
+TELEMETRY_MIN_SAMPLE_NS = 10_000_000  # the ring's own interval: nothing finer exists
+
+
 class GnmiError(RuntimeError):
     """A gNMI target could not be reached or refused a read; the message names the address."""
 

@@ -17,6 +17,9 @@ ignored. Subscribe RPCs open at once, paths per request and bytes per
 response are capped (`service_limits`): RESOURCE_EXHAUSTED past a cap.
 A Subscribe of JSON (the default) answers typed scalars per leaf, as Stratum
 does (`subscribe_encoding` says why); a Get answers in the encoding it asks.
+Paths under /cassini/telemetry (the 10 ms per-job telemetry, `gnmi_telemetry`)
+are served by STREAM alone, at sample intervals down to 10 ms, from the
+packet loop's sample ring, in a subscription of their own.
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 from controlplane.gnmi import CASSINI_MODULE
 
+from .gnmi_telemetry import (
+    TelemetrySource,
+    check_interval,
+    is_telemetry,
+    stream_samples,
+    telemetry_schema,
+)
 from .gnmi_tree import (
     FIDELITY_CONTAINER,
     OPENCONFIG_INTERFACES,
@@ -46,6 +56,7 @@ from .gnmi_tree import (
     select,
 )
 from .port_stats import PortCounters
+from .sample_ring import SampleReader
 from .service_limits import ServiceLimits
 
 GNMI_VERSION = "0.8.0"  # the gnmi.proto of the stubs we serve (pygnmi.spec.v080)
@@ -187,10 +198,12 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         clock_ns: Callable[[], int] = time.time_ns,
         fidelity: Callable[[], Mapping[str, tuple[Sequence[int], float]]] | None = None,
         limits: ServiceLimits | None = None,
+        telemetry: TelemetrySource | None = None,
     ) -> None:
         self.source = source
         self.clock_ns = clock_ns
         self.fidelity = fidelity
+        self.telemetry = telemetry
         self.limits = limits if limits is not None else ServiceLimits()
         self._subscriptions = threading.BoundedSemaphore(self.limits.max_subscriptions)
 
@@ -213,6 +226,12 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         subscriptions due at one instant read the switch once (finsy subscribes to
         each port's oper-status apart: 72 paths on the testbed)."""
         check_origin(origin)
+        if is_telemetry(elems):
+            raise PathError(
+                grpc.StatusCode.UNIMPLEMENTED,
+                "/cassini/telemetry is served by Subscribe STREAM only (its samples are "
+                "deltas of 10 ms each, not state to Get)",
+            )
         trees = {} if trees is None else trees
         if self.fidelity is not None and elems and bare_name(elems[0].name) == FIDELITY_CONTAINER:
             if FIDELITY_CONTAINER not in trees:
@@ -305,6 +324,9 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
             for sub in sub_list.subscription:
                 check_enum(gnmi_pb2.SubscriptionMode, sub.mode, "subscription mode")
             wanted = [full_path(sub_list.prefix, s.path) for s in sub_list.subscription]
+            if any(is_telemetry(elems) for _, elems in wanted):
+                yield from self._telemetry(sub_list, wanted, encoding, request_iterator, context)
+                return
             checked: dict[str, Any] = {}
             for origin, elems in wanted:
                 self._matches(origin, elems, checked)  # a bad path fails the RPC before any data
@@ -354,19 +376,7 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         A client that closes its side of the stream is done too (our choice:
         pygnmi's `close()` does that), so the RPC ends with OK then.
         """
-        ended = threading.Event()
-        context.add_callback(ended.set)
-
-        def drain() -> None:
-            try:
-                for _ in request_iterator:
-                    pass  # nothing else is asked of a STREAM subscription
-            except grpc.RpcError:
-                pass  # cancelled: the callback above fires too
-            finally:
-                ended.set()
-
-        threading.Thread(target=drain, name="gnmi-stream-requests", daemon=True).start()
+        ended = _client_gone(request_iterator, context)
         sent: list[dict[str, bytes]] = [{} for _ in plan]
         trees: dict[str, Any] = {}
         for i, sub in enumerate(plan):
@@ -396,15 +406,84 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
                         continue
                 yield self._update(notice)
 
+    def _telemetry(
+        self,
+        sub_list: Any,
+        wanted: Sequence[tuple[str, Sequence[Any]]],
+        encoding: int,
+        request_iterator: Iterator[Any],
+        context: Any,
+    ) -> Iterator[Any]:
+        """A STREAM of /cassini/telemetry paths (`gnmi_telemetry`): checked, then every
+        sample from now on at the finest interval any of them asks."""
+        if self.telemetry is None:
+            raise PathError(
+                grpc.StatusCode.UNIMPLEMENTED,
+                "this target has no sample ring: /cassini/telemetry is not served",
+            )
+        if not all(is_telemetry(elems) for _, elems in wanted):
+            raise PathError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "subscribe to /cassini/telemetry in a subscription list of its own",
+            )
+        if sub_list.mode != gnmi_pb2.SubscriptionList.STREAM:
+            raise PathError(
+                grpc.StatusCode.UNIMPLEMENTED,
+                "/cassini/telemetry is served by STREAM only (ONCE and POLL would lose "
+                "the samples between two looks)",
+            )
+        for sub in sub_list.subscription:
+            if sub.mode == gnmi_pb2.ON_CHANGE:
+                raise PathError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "/cassini/telemetry is sampled: use SAMPLE (or TARGET_DEFINED)",
+                )
+        ring = self.telemetry.ring()
+        schema = telemetry_schema(ring.ports, self.telemetry.names)
+        for origin, elems in wanted:
+            check_origin(origin)
+            select(schema, elems)  # a bad name fails the RPC before any data
+        interval = min(check_interval(s.sample_interval) for s in sub_list.subscription)
+        reader = SampleReader(ring)  # from the next sample: the client is told it is in place
+        yield gnmi_pb2.SubscribeResponse(sync_response=True)
+        ended = _client_gone(request_iterator, context)
+        paths = [elems for _, elems in wanted]
+        for notice in stream_samples(
+            reader, self.telemetry.names, paths, interval, encoding, sub_list.prefix,
+            ended, context.is_active,
+        ):  # fmt: skip
+            yield self._update(notice)
+
+
+def _client_gone(request_iterator: Iterator[Any], context: Any) -> threading.Event:
+    """An event set once the client cancels or closes its side of a STREAM (a thread
+    drains its requests: nothing else is asked of a STREAM subscription)."""
+    ended = threading.Event()
+    context.add_callback(ended.set)
+
+    def drain() -> None:
+        try:
+            for _ in request_iterator:
+                pass
+        except grpc.RpcError:
+            pass  # cancelled: the callback above fires too
+        finally:
+            ended.set()
+
+    threading.Thread(target=drain, name="gnmi-stream-requests", daemon=True).start()
+    return ended
+
 
 def add_gnmi_service(
     server: grpc.Server,
     source: Callable[[], Sequence[PortCounters]],
     fidelity: Callable[[], Mapping[str, tuple[Sequence[int], float]]] | None = None,
     limits: ServiceLimits | None = None,
+    telemetry: TelemetrySource | None = None,
 ) -> None:
     """Register the gNMI servicer for `source()`'s interface counters (and, given, the
-    packet loop's lateness histograms) on `server`, within `limits`."""
+    packet loop's lateness histograms and its 10 ms sample ring) on `server`, within
+    `limits`."""
     gnmi_pb2_grpc.add_gNMIServicer_to_server(
-        GnmiServicer(source, fidelity=fidelity, limits=limits), server
+        GnmiServicer(source, fidelity=fidelity, limits=limits, telemetry=telemetry), server
     )

@@ -182,12 +182,14 @@ def check_origin(origin: str) -> None:
         )
 
 
-def select(tree: Mapping[str, Any], elems: Sequence[Any]) -> list[Match]:
+def select(tree: Mapping[str, Any], elems: Sequence[Any], absent_ok: bool = False) -> list[Match]:
     """The nodes of `tree` that the gnmi PathElems `elems` select (a key `*` selects all).
 
     Raises PathError: NOT_FOUND for a name the tree does not have (with the
     names it has), INVALID_ARGUMENT for keys where there is no list or a key
-    the list does not have.
+    the list does not have. With `absent_ok` a list entry or a name the tree
+    lacks selects nothing instead (the telemetry of one sample holds only the
+    ports and jobs that moved; the path was checked against the whole tree).
     """
     matches: list[tuple[tuple[Elem, ...], Any]] = [((), tree)]
     for elem in elems:
@@ -202,6 +204,8 @@ def select(tree: Mapping[str, Any], elems: Sequence[Any]) -> list[Match]:
                     f"{where} is a leaf: it has no element '{name}' below it",
                 )
             if name not in node:
+                if absent_ok:
+                    continue
                 raise PathError(
                     grpc.StatusCode.NOT_FOUND, f"{where}: {did_you_mean(name, node, 'element')}"
                 )
@@ -219,6 +223,8 @@ def select(tree: Mapping[str, Any], elems: Sequence[Any]) -> list[Match]:
                     chosen = sorted(child.entries)
                 elif wanted in child.entries:
                     chosen = [wanted]
+                elif absent_ok:
+                    chosen = []
                 else:
                     raise PathError(
                         grpc.StatusCode.NOT_FOUND,

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.rpc import code_pb2
@@ -41,6 +41,9 @@ from emulation.softswitch.service_limits import ServiceLimits
 from emulation.softswitch.state import Dataplane, DataplaneState, LocalDataplane
 from emulation.softswitch.write_status import write_error_status
 from topologies.errors import UserInputError
+
+if TYPE_CHECKING:
+    from emulation.softswitch.gnmi_telemetry import TelemetrySource
 
 protobuf_runtime.check()  # say so when messages go through pure Python
 
@@ -322,6 +325,7 @@ def serve(
     fidelity: Callable[[], Mapping[str, tuple[tuple[int, ...], float]]] | None = None,
     dataplane: Dataplane | None = None,
     tls: ServerTlsSettings | None = None,
+    telemetry: TelemetrySource | None = None,
 ) -> RunningServer:
     """Start a P4Runtime server for one device on `address` (port 0: any free port).
 
@@ -331,7 +335,8 @@ def serve(
     process), or in `state` in this process when no dataplane is given. With
     port_counters, the same server also answers gNMI for the interface
     counters it returns (as Stratum serves both on one port), and with
-    fidelity the packet loop's lateness histograms under /fidelity. With tls, the
+    fidelity the packet loop's lateness histograms under /fidelity, with
+    telemetry its 10 ms per-job samples under /cassini/telemetry. With tls, the
     port (P4Runtime and gNMI alike) speaks only TLS; without it, a server
     reachable beyond loopback logs a warning, since anyone who reaches it
     can take the primary role. `limits` caps what clients may hold at once.
@@ -358,7 +363,7 @@ def serve(
     if port_counters is not None:
         from emulation.softswitch.gnmi_service import add_gnmi_service
 
-        add_gnmi_service(server, port_counters, fidelity, limits)
+        add_gnmi_service(server, port_counters, fidelity, limits, telemetry)
     try:
         if tls is None:
             port = server.add_insecure_port(address)

@@ -100,6 +100,7 @@ class SoftwareSwitch:
             self.datapath = DatapathProcess(spec).start()
             self._ports = sorted(set(self.port_names) | set(self.tm.cable_peers()))
             if self.requested_grpc_address is not None:
+                from .gnmi_telemetry import TelemetrySource
                 from .p4runtime_service import serve
 
                 self.server = serve(
@@ -109,6 +110,7 @@ class SoftwareSwitch:
                     port_counters=self.port_counters,
                     fidelity=self.fidelity_histograms,
                     tls=self.tls,
+                    telemetry=TelemetrySource(self.datapath.sample_ring, self.interface_names),
                 )
                 log.info("device %d: P4Runtime service on %s", self.device_id, self.grpc_address)
         except BaseException:

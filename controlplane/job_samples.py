@@ -1,0 +1,396 @@
+"""What did each (egress port, job class) send, and how deep did each queue get, per sample?
+
+One record, `JobSample`, from two sources:
+
+- the software target's gNMI STREAM of /cassini/telemetry (`TelemetryStream`):
+  its packet loop samples every 10 ms into a ring, the switch's service sends
+  one notification per sample (`samples_from_notification` reads it back);
+- P4Runtime counter reads of `job_tx` and `job_ecn_marked` (`CounterSampler`),
+  for targets without that stream (bmv2, Tofino): a sample per read, at the
+  rate the target sustains (benchmarks/README.md states it), no queue depth
+  (the `max_qdepth` register is not read: our choice, left for a target
+  that serves register reads).
+
+`SampleCollector` takes the stream where the target serves it, else the
+counter reads, in a thread of its own, and keeps every sample and how many
+were lost. Counts are per sample (not cumulative) and only non-zero cells
+are kept; sums over a collection equal the counters' growth over it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
+
+from .gnmi import (
+    JOB_LEAVES,
+    QUEUE_LEAF,
+    TELEMETRY_MIN_SAMPLE_NS,
+    TELEMETRY_ROOT,
+    GnmiError,
+    GnmiReader,
+    GnmiUnsupported,
+)
+from .job_classes import JOB_CLASSES
+from .p4names import JOB_ECN_MARKED, JOB_TX
+from .session import P4RuntimeSession
+from .tls import TlsSettings
+
+Cell = tuple[int, int]  # (egress port, job class)
+
+
+@dataclass(frozen=True)
+class JobSample:
+    """One sample: per (port, class) that sent in it, (packets, bytes, CE-marked packets);
+    per port that queued, the deepest queue in cells (None: the source has no depths)."""
+
+    time_s: float  # the wall clock (Unix epoch seconds) at the sample: iterations.csv's clock
+    interval_s: float  # the time this sample covers (10 ms; more after lost samples)
+    counts: Mapping[Cell, tuple[int, int, int]]
+    max_depth_cells: Mapping[int, int] | None = None
+    lost: int = 0  # samples lost just before this one (their counts are in this one)
+
+
+def port_of(name: str, ports: Mapping[str, int]) -> int | None:
+    """The chip port of an interface name: as the target listed it, or `port<N>`.
+
+    >>> port_of("tor1-eth1", {"tor1-eth1": 1}), port_of("port7", {}), port_of("x", {})
+    (1, 7, None)
+    """
+    if name in ports:
+        return ports[name]
+    found = re.fullmatch(r"port(\d+)", name)
+    return int(found.group(1)) if found else None
+
+
+def telemetry_path() -> Any:
+    """gnmi.Path /cassini/telemetry (everything the stream serves)."""
+    return gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n) for n in TELEMETRY_ROOT])
+
+
+def samples_from_notification(
+    notice: Any, ports: Mapping[str, int], interval_s: float
+) -> JobSample | None:
+    """The sample of one PROTO-encoded telemetry notification (None: it only says samples
+    were lost; `lost_in` reads that)."""
+    counts: dict[Cell, list[int]] = {}
+    depths: dict[int, int] = {}
+    state: dict[str, int] = {}
+    for update in notice.update:
+        elems = list(notice.prefix.elem) + list(update.path.elem)
+        names = [e.name.split(":")[-1] for e in elems]
+        value = int(update.val.uint_val)
+        if names[:2] != list(TELEMETRY_ROOT):
+            continue
+        if names[2:3] == ["state"] and len(names) == 4:
+            state[names[3]] = value
+            continue
+        if len(names) < 5 or names[2] != "port":
+            continue
+        port = port_of(elems[2].key.get("name", ""), ports)
+        if port is None:
+            continue
+        if names[3:] == ["state", QUEUE_LEAF]:
+            depths[port] = value
+        elif len(names) == 6 and names[3] == "job" and names[5] in JOB_LEAVES:
+            cell = (port, int(elems[3].key.get("class", "0")))
+            counts.setdefault(cell, [0] * len(JOB_LEAVES))[JOB_LEAVES.index(names[5])] = value
+    if "sample" not in state:
+        return None
+    intervals = max(1, state.get("intervals", 1))
+    return JobSample(
+        time_s=notice.timestamp / 1e9,
+        interval_s=intervals * interval_s,
+        counts={c: (v[0], v[1], v[2]) for c, v in counts.items()},
+        max_depth_cells=depths,
+        lost=state.get("samples-lost", 0),
+    )
+
+
+def lost_in(notice: Any) -> int:
+    """The samples-lost leaf of a notification (0 if it has none)."""
+    for update in notice.update:
+        if update.path.elem and update.path.elem[-1].name == "samples-lost":
+            return int(update.val.uint_val)
+    return 0
+
+
+class TelemetryStream:
+    """A gNMI STREAM subscription to /cassini/telemetry; each sample goes to `on_sample`.
+
+    `start` returns once the target acknowledged the subscription (its
+    sync_response) and raises GnmiUnsupported if the target does not serve the
+    path, GnmiError if it cannot be reached; `stop` closes our side of the
+    stream, which ends it, and waits for what was in flight.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        ports: Mapping[str, int],
+        on_sample: Callable[[JobSample], None],
+        interval_s: float = TELEMETRY_MIN_SAMPLE_NS / 1e9,
+        timeout: float = 5.0,
+        tls: TlsSettings | None = None,
+    ) -> None:
+        self.address = address
+        self.ports = dict(ports)
+        self.on_sample = on_sample
+        self.interval_s = interval_s
+        self.timeout = timeout
+        self.lost = 0  # samples the target's ring overwrote before our stream read them
+        self.error: str | None = None
+        if tls is None:
+            self._channel = grpc.insecure_channel(address)
+        else:
+            self._channel = grpc.secure_channel(
+                address, tls.credentials(), options=tls.channel_options()
+            )
+        self._stop = threading.Event()
+        self._ready: queue.Queue[BaseException | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._call: Any = None
+
+    def _requests(self) -> Iterator[Any]:
+        sub = gnmi_pb2.Subscription(
+            path=telemetry_path(),
+            mode=gnmi_pb2.SAMPLE,
+            sample_interval=round(self.interval_s * 1e9),
+        )
+        yield gnmi_pb2.SubscribeRequest(
+            subscribe=gnmi_pb2.SubscriptionList(
+                subscription=[sub],
+                mode=gnmi_pb2.SubscriptionList.STREAM,
+                encoding=gnmi_pb2.PROTO,
+            )
+        )
+        self._stop.wait()  # then our side closes: the target ends the stream
+
+    def start(self) -> TelemetryStream:
+        stub = gnmi_pb2_grpc.gNMIStub(self._channel)
+        self._call = stub.Subscribe(self._requests(), wait_for_ready=True)
+        self._thread = threading.Thread(target=self._read, name="telemetry-stream", daemon=True)
+        self._thread.start()
+        try:
+            failure = self._ready.get(timeout=self.timeout)
+        except queue.Empty:
+            failure = GnmiError(f"no telemetry from {self.address} within {self.timeout:g} s")
+        if failure is not None:
+            self.stop()
+            raise failure
+        return self
+
+    def _read(self) -> None:
+        synced = False
+        try:
+            for response in self._call:
+                if response.sync_response:
+                    synced = True
+                    self._ready.put(None)
+                    continue
+                notice = response.update
+                sample = samples_from_notification(notice, self.ports, self.interval_s)
+                if sample is None:
+                    self.lost += lost_in(notice)
+                    continue
+                self.lost += sample.lost
+                self.on_sample(sample)
+        except grpc.RpcError as err:
+            code = err.code()
+            if code == grpc.StatusCode.CANCELLED and self._stop.is_set():
+                return
+            cls = GnmiUnsupported if code == grpc.StatusCode.UNIMPLEMENTED else GnmiError
+            failure = cls(f"telemetry stream from {self.address}: {code.name}: {err.details()}")
+            if synced:
+                self.error = str(failure)
+            else:
+                self._ready.put(failure)
+        finally:
+            if not synced:
+                self._ready.put(GnmiError(f"the telemetry stream from {self.address} ended"))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.timeout)
+            if self._thread.is_alive() and self._call is not None:
+                self._call.cancel()
+                self._thread.join(timeout=1.0)
+        self._channel.close()
+
+
+class CounterSampler:
+    """Samples from P4Runtime reads of the job counters' cells of `ports` (bmv2, Tofino):
+    each `take` reads them and returns what grew since the previous one (None the first
+    time: that read is the baseline)."""
+
+    def __init__(
+        self,
+        session: P4RuntimeSession,
+        ports: Sequence[int],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.session = session
+        self.cells = [p * JOB_CLASSES + c for p in sorted(set(ports)) for c in range(JOB_CLASSES)]
+        self.clock = clock
+        self._last: dict[tuple[str, int], tuple[int, int]] | None = None
+        self._last_time = 0.0
+
+    def read(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(counter, index) -> (packets, bytes) of both job counters."""
+        out = {}
+        for counter in (JOB_TX, JOB_ECN_MARKED):
+            for s in self.session.read_counters(counter, indices=self.cells):
+                out[(counter, s.index)] = (s.packets, s.bytes)
+        return out
+
+    def take(self) -> JobSample | None:
+        now_cells, now = self.read(), self.clock()
+        before, self._last = self._last, now_cells
+        then, self._last_time = self._last_time, now
+        if before is None:
+            return None
+        return sample_from_counters(before, now_cells, now, now - then)
+
+
+def sample_from_counters(
+    before: Mapping[tuple[str, int], tuple[int, int]],
+    after: Mapping[tuple[str, int], tuple[int, int]],
+    time_s: float,
+    interval_s: float,
+) -> JobSample:
+    """The sample between two reads of the job counters (a counter that went back, as
+    after a reset, counts from zero).
+
+    >>> b = {(JOB_TX, 2 * 16 + 1): (1, 100), (JOB_ECN_MARKED, 2 * 16 + 1): (0, 0)}
+    >>> a = {(JOB_TX, 2 * 16 + 1): (4, 700), (JOB_ECN_MARKED, 2 * 16 + 1): (1, 200)}
+    >>> sample_from_counters(b, a, 5.0, 0.02).counts
+    {(2, 1): (3, 600, 1)}
+    """
+
+    def grew(key: tuple[str, int]) -> tuple[int, int]:
+        p1, b1 = after.get(key, (0, 0))
+        p0, b0 = before.get(key, (0, 0))
+        return (p1 - p0, b1 - b0) if p1 >= p0 and b1 >= b0 else (p1, b1)
+
+    counts: dict[Cell, tuple[int, int, int]] = {}
+    for counter, index in after:
+        if counter != JOB_TX:
+            continue
+        packets, byte_count = grew((JOB_TX, index))
+        marks, _ = grew((JOB_ECN_MARKED, index))
+        if packets or marks:
+            counts[divmod(index, JOB_CLASSES)] = (packets, byte_count, marks)
+    return JobSample(time_s, interval_s, counts, None)
+
+
+@dataclass
+class Collected:
+    """What a collection gathered: the samples in order, how many were lost, from where."""
+
+    samples: list[JobSample] = field(default_factory=list)
+    lost: int = 0
+    source: str = ""  # "gnmi-stream" or "p4runtime-counters"
+    error: str | None = None
+
+    def rate_hz(self) -> float:
+        """Samples per second over the collection (the rate the source sustained)."""
+        if len(self.samples) < 2:
+            return 0.0
+        span = self.samples[-1].time_s - self.samples[0].time_s
+        return (len(self.samples) - 1) / span if span > 0 else 0.0
+
+
+class SampleCollector:
+    """Collects samples from a switch in a thread: the gNMI STREAM where the target serves
+    it (`gnmi`), else P4Runtime reads of the job counters of `ports` every `interval_s`
+    (as fast as the target answers, at most that often)."""
+
+    def __init__(
+        self,
+        address: str,
+        device_id: int,
+        ports: Sequence[int],
+        gnmi: bool = True,
+        interval_s: float = TELEMETRY_MIN_SAMPLE_NS / 1e9,
+        timeout_s: float = 5.0,
+        tls: TlsSettings | None = None,
+    ) -> None:
+        self.address = address
+        self.device_id = device_id
+        self.ports = tuple(ports)
+        self.gnmi = gnmi
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.tls = tls
+        self.collected = Collected()
+        self._stream: TelemetryStream | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> SampleCollector:
+        if self.gnmi:
+            try:
+                with GnmiReader(self.address, self.timeout_s, self.tls) as reader:
+                    names = {i.name: i.port for i in reader.read() if i.port is not None}
+                self._stream = TelemetryStream(
+                    self.address,
+                    names,
+                    self.collected.samples.append,
+                    self.interval_s,
+                    self.timeout_s,
+                    self.tls,
+                ).start()
+                self.collected.source = "gnmi-stream"
+                return self
+            except GnmiUnsupported:
+                pass  # no stream here: counter reads
+        session = P4RuntimeSession.connect(
+            self.address, self.device_id, None, timeout=self.timeout_s, tls=self.tls
+        )
+        sampler = CounterSampler(session, self.ports)
+        sampler.take()  # the baseline, before start returns
+        self.collected.source = "p4runtime-counters"
+        self._thread = threading.Thread(
+            target=self._poll, args=(session, sampler), name="job-counters", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def _poll(self, session: P4RuntimeSession, sampler: CounterSampler) -> None:
+        try:
+            due = time.monotonic()
+            while True:
+                stopping = self._stop.is_set()
+                sample = sampler.take()
+                if sample is not None:
+                    self.collected.samples.append(sample)
+                if stopping:
+                    return  # that was the last read, after the stop
+                due = max(due + self.interval_s, time.monotonic())
+                self._stop.wait(max(0.0, due - time.monotonic()))
+        except Exception as err:  # reported with what was collected, not raised in a thread
+            self.collected.error = f"job counter reads failed: {err}"
+        finally:
+            with contextlib.suppress(Exception):
+                session.close()
+
+    def stop(self) -> Collected:
+        """End the collection (one last read or the stream's last samples) and return it."""
+        self._stop.set()
+        if self._stream is not None:
+            self._stream.stop()
+            self.collected.lost = self._stream.lost
+            self.collected.error = self._stream.error
+        if self._thread is not None:
+            self._thread.join(timeout=self.timeout_s + 5)
+        return self.collected
