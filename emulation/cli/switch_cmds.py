@@ -241,6 +241,7 @@ def _serve(args: argparse.Namespace) -> int:
         tls=server_tls_from_args(args),
         loop_cpu=args.loop_cpu,
         interface_names=names,
+        on_ready=lambda bound: print(f"P4Runtime on {bound} (device {args.device_id})", flush=True),
     )
     # A gRPC worker may still be parsing a large request in pure Python; waiting
     # for it at interpreter exit took 16 s. Everything is closed: leave now.

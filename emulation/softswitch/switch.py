@@ -16,7 +16,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -216,8 +216,10 @@ def serve_until_stopped(
     tls: ServerTlsSettings | None = None,
     loop_cpu: int | None = None,
     interface_names: Mapping[int, str] | None = None,
+    on_ready: Callable[[str], None] | None = None,
 ) -> int:
-    """Run a switch until SIGINT/SIGTERM (0) or until its packet loop dies (1).
+    """Run a switch until SIGINT/SIGTERM (0) or until its packet loop dies (1);
+    `on_ready` gets the P4Runtime address once it answers (port 0: the bound one).
 
     Signals only set a flag; teardown happens here, so it is the same for
     both and bounded: the server gets a short grace, the loop a stop message.
@@ -243,6 +245,8 @@ def serve_until_stopped(
     try:
         switch.start()
         log.info(READY_MESSAGE, device_id, switch.grpc_address)
+        if on_ready is not None and switch.grpc_address is not None:
+            on_ready(switch.grpc_address)
         while not stop.wait(WATCH_INTERVAL_S):
             failure = switch.failure()
             if failure is not None:

@@ -9,7 +9,11 @@ lock files; the custom file refuses the wrong `mn` before Mininet's cleanup.
 from __future__ import annotations
 
 import os
+import re
+import select
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,7 +38,9 @@ def test_program_dry_run_counts_the_entries_it_does_not_show(
 
 DEBIAN_MN = Path("/usr/bin/mn")
 DEBIAN_PYTHON = Path("/usr/bin/python3")
-MN_CUSTOM = Path(__file__).resolve().parents[2] / "emulation" / "mn_custom.py"
+ROOT = Path(__file__).resolve().parents[2]  # the checkout these tests belong to
+CASSINI = [sys.executable, "-m", "emulation"]  # run from ROOT: this checkout's code
+MN_CUSTOM = ROOT / "emulation" / "mn_custom.py"
 # Debian's mn, run as `mn --custom` runs it, with Mininet's global cleanup replaced by a
 # marker: the real one kills every Mininet process on the machine.
 _DEBIAN_MN_DRIVER = """
@@ -66,3 +72,49 @@ def test_debian_mn_with_the_custom_file_stops_before_mininets_cleanup(tmp_path: 
     assert len(lines) == 1, shown
     assert "cannot import the project" in lines[0]
     assert f"{MN_CUSTOM.parents[1] / '.venv' / 'bin' / 'mn'} --custom" in lines[0]
+
+
+@pytest.mark.root
+def test_a_busy_p4runtime_port_is_one_line_naming_the_address(prefix: str) -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    address = f"127.0.0.1:{busy.getsockname()[1]}"
+    try:
+        for _ in range(3):  # the traceback came in 3 of 4 tries: a race with the exit
+            result = subprocess.run(
+                [*CASSINI, "fabric", "up", "-t", "leaf-spine:1:1:2", "--scale", "0.01", "--check",
+                 "--grpc-server-addr", address, "--prefix", prefix],
+                capture_output=True, text=True, timeout=120, cwd=ROOT,
+            )  # fmt: skip
+            errors = [line for line in result.stderr.splitlines() if " INFO " not in line]
+            assert result.returncode == 2, result.stderr
+            assert "Traceback" not in result.stderr, result.stderr
+            assert len(errors) == 1, errors
+            assert errors[0].startswith(f"cassini: error: cannot listen for P4Runtime on {address}")
+    finally:
+        busy.close()
+
+
+@pytest.mark.root
+def test_switch_serve_on_port_0_prints_the_port_it_bound(prefix: str) -> None:
+    a, b = f"{prefix}a", f"{prefix}b"
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    serving = subprocess.Popen(
+        [*CASSINI, "switch", "serve", "-i", f"1@{a}", "--grpc-server-addr", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert serving.stdout is not None
+        ready, _, _ = select.select([serving.stdout], [], [], 30)
+        line = serving.stdout.readline() if ready else "(nothing printed in 30 s)"
+        found = re.fullmatch(r"P4Runtime on 127\.0\.0\.1:(\d+) \(device 1\)\n", line)
+        assert found, line
+        port = int(found.group(1))
+        assert port != 0
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # the printed port is the one that answers
+    finally:
+        serving.terminate()
+        serving.wait(30)
+        subprocess.run(["ip", "link", "delete", a], capture_output=True)
