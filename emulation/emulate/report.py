@@ -6,9 +6,11 @@ DIR/summary.json      per scheduler: iteration times, switch and host ECN marks,
 DIR/iterations.csv    every worker's iteration record, with its scheduler
 DIR/ecn.csv           the switch's per-port counter series (as `ecn watch`), per scheduler
 DIR/ecn-links.csv     the per-logical-link series, per scheduler
-DIR/*.png             iteration-time CDF, mean/p99 per model, Cassini speed-up, ECN marks per
+DIR/*.png, *.pdf      iteration-time CDF, mean/p99 per model, Cassini speed-up, ECN marks per
                       iteration per model, marks on shared links, per-link marks and
-                      utilisation over time, measured vs simulated per job
+                      utilisation over time, measured vs simulated per job; from the runs'
+                      10 ms telemetry: per-job utilisation and queue depth on each shared
+                      link, switch marks per iteration over time and as a CDF per model
 DIR/report.md         the settings, the tables and the plots
 DIR/report.html       the same, self-contained (images embedded), for a browser
 
@@ -32,6 +34,7 @@ from scheduler.report import ORDER, _finite
 from .fidelity import overall
 from .report_csv import write_iterations, write_series
 from .report_figures import save_figures
+from .report_telemetry_figures import save_telemetry_figures
 from .report_text import html_page, markdown
 from .results import SchedulerRun, summarise
 
@@ -99,11 +102,14 @@ def write_report(
         }
     )
     paths: dict[str, Path] = {"summary": out / "summary.json"}
+    drawn = save_telemetry_figures(runs, summary, out)  # first: its notes go in the summary
+    summary["figure_notes"] = drawn.notes
     paths["summary"].write_text(json.dumps(summary, indent=1) + "\n")
     paths["iterations"] = write_iterations(runs, out / "iterations.csv")
     paths["ecn"] = write_series(runs, out / "ecn.csv", PortDelta, "ports")
     paths["ecn_links"] = write_series(runs, out / "ecn-links.csv", LinkDelta, "links")
     paths.update(save_figures(runs, summary, out))
+    paths.update(drawn.paths)
     paths["report_md"] = out / "report.md"
     paths["report_md"].write_text(markdown(summary, paths))
     paths["report_html"] = out / "report.html"

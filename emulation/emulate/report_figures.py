@@ -4,17 +4,23 @@ Iteration-time CDF, mean/p99 per model, Cassini speed-up, ECN marks per
 iteration per model, marks on shared links, per-link marks and utilisation
 over time, measured vs simulated per job: every one from the runs and the
 summary `report.write_report` computed, so the plots and the tables agree.
+Each is saved as PNG (for the pages) and PDF (vector, for a paper); the
+per-link heatmaps of all schedulers share one colour scale, so two
+schedulers' marks compare by colour. The figures drawn from the 10 ms
+telemetry are `report_telemetry_figures`'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .results import SchedulerRun, job_iterations
+from .telemetry_series import shared_range
 
 PLOT_DPI = 110
 # One marker per job in the measured-vs-simulated figure (more jobs than these: colours only).
@@ -24,15 +30,23 @@ JOB_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 def save_figures(
     runs: Sequence[SchedulerRun], summary: Mapping[str, Any], out: Path
 ) -> dict[str, Path]:
-    """Save every figure of `figures` as DIR/<name>.png."""
+    """Save every figure of `figures` as DIR/<name>.png and DIR/<name>.pdf."""
     import matplotlib.pyplot as plt
 
     paths: dict[str, Path] = {}
     for name, fig in figures(runs, summary).items():
-        paths[name] = out / f"{name}.png"
-        fig.savefig(paths[name], dpi=PLOT_DPI)
+        paths.update(save_figure(fig, out, name))
         plt.close(fig)
     return paths
+
+
+def save_figure(fig: Any, out: Path, name: str) -> dict[str, Path]:
+    """DIR/<name>.png (key `name`) and the vector DIR/<name>.pdf (key `vector_<name>`);
+    the PDF without a creation date, so the same run draws the same file."""
+    png, pdf = out / f"{name}.png", out / f"{name}.pdf"
+    fig.savefig(png, dpi=PLOT_DPI)
+    fig.savefig(pdf, metadata={"CreationDate": None})
+    return {name: png, f"vector_{name}": pdf}
 
 
 def figures(runs: Sequence[SchedulerRun], summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -44,7 +58,7 @@ def figures(runs: Sequence[SchedulerRun], summary: Mapping[str, Any]) -> dict[st
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    title = _title(summary["settings"])
+    title = title_of(summary["settings"])
     paths: dict[str, Any] = {}
     if not runs:
         return paths
@@ -144,11 +158,13 @@ def figures(runs: Sequence[SchedulerRun], summary: Mapping[str, Any]) -> dict[st
     ax.grid(axis="y", alpha=0.3)
     save(fig, "ecn_shared_links")
 
-    # per-link marks and utilisation over time
+    # per-link marks and utilisation over time, every scheduler on one scale of marks
+    grids = {r.scheduler: link_grid(r) for r in runs}
+    marks_range = shared_range(g.marks for g in grids.values() if g is not None)
     for run in runs:
-        drawn = _link_heatmaps(plt, run)
-        if drawn is not None:
-            save(drawn, f"links_{_slug(run.scheduler)}")
+        grid = grids[run.scheduler]
+        if grid is not None:
+            save(_link_heatmaps(plt, run, grid, marks_range), f"links_{slug(run.scheduler)}")
 
     # measured vs simulated
     fig, ax = plt.subplots(figsize=(5.6, 5.0))
@@ -190,11 +206,20 @@ def _legend_below(fig: Any, ax: Any, entries: int) -> None:
     fig._legend_below = True
 
 
-def _link_heatmaps(plt: Any, run: SchedulerRun) -> Any:
-    """Marks and utilisation per logical link over time (links that carried traffic)."""
+@dataclass(frozen=True)
+class LinkGrid:
+    """A run's per-link series as (link, interval) grids: marks per interval, utilisation."""
+
+    links: tuple[str, ...]
+    times_s: tuple[float, ...]
+    marks: np.ndarray
+    util: np.ndarray
+
+
+def link_grid(run: SchedulerRun) -> LinkGrid | None:
+    """Marks and utilisation per logical link over time (links that carried traffic);
+    utilisation is of the link's scaled rate from the topology (`run.link_gbps`)."""
     rows = run.telemetry.links
-    if not rows:
-        return None
     links = sorted({r.link for r in rows if r.tx_packets})
     times = sorted({round(r.time_s, 3) for r in rows})
     if not links or not times:
@@ -209,13 +234,23 @@ def _link_heatmaps(plt: Any, run: SchedulerRun) -> Any:
             gbps[li[r.link], ti[round(r.time_s, 3)]] = r.gbps
     capacity = run.link_gbps
     util = np.array([gbps[i] / capacity.get(lk, gbps[i].max() or 1.0) for lk, i in li.items()])
+    return LinkGrid(tuple(links), tuple(times), marks, util)
+
+
+def _link_heatmaps(
+    plt: Any, run: SchedulerRun, grid: LinkGrid, marks_range: tuple[float, float]
+) -> Any:
+    """The grid as two heatmaps; marks on `marks_range`, the same for every scheduler."""
+    links, times = grid.links, grid.times_s
     height = max(3.0, 0.22 * len(links) + 1.5)
     fig, axes = plt.subplots(1, 2, figsize=(11, height), sharey=True)
     extent = (times[0], times[-1], len(links) - 0.5, -0.5)
-    im = axes[0].imshow(marks, aspect="auto", cmap="Reds", extent=extent, interpolation="nearest")
+    vmin, vmax = marks_range
+    im = axes[0].imshow(grid.marks, aspect="auto", cmap="Reds", extent=extent, vmin=vmin,
+                        vmax=vmax, interpolation="nearest")  # fmt: skip
     fig.colorbar(im, ax=axes[0], label="ECN-marked packets per interval")
     axes[0].set_title(f"{run.scheduler}: ECN marks per link")
-    im = axes[1].imshow(util, aspect="auto", cmap="Blues", extent=extent, vmin=0, vmax=1,
+    im = axes[1].imshow(grid.util, aspect="auto", cmap="Blues", extent=extent, vmin=0, vmax=1,
                         interpolation="nearest")  # fmt: skip
     fig.colorbar(im, ax=axes[1], label="utilisation (of the scaled link rate)")
     axes[1].set_title(f"{run.scheduler}: utilisation per link")
@@ -227,11 +262,13 @@ def _link_heatmaps(plt: Any, run: SchedulerRun) -> Any:
     return fig
 
 
-def _slug(name: str) -> str:
+def slug(name: str) -> str:
+    """A name as a file name's part: `th+cassini` -> `th_cassini`."""
     return "".join(c if c.isalnum() else "_" for c in name)
 
 
-def _title(settings: Mapping[str, Any]) -> str:
+def title_of(settings: Mapping[str, Any]) -> str:
+    """Every figure's title: the trace, topology, S and seed it shows."""
     bits = [str(settings.get(k)) for k in ("trace", "topology") if settings.get(k)]
     if "scale" in settings:
         bits.append(f"S={settings['scale']}")

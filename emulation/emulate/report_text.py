@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .report_telemetry_figures import plot_items as telemetry_plot_items
+
 
 def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
@@ -153,7 +155,7 @@ def _plot_items(paths: Mapping[str, Path]) -> list[tuple[str, Path]]:
         for k, p in paths.items()
         if k.startswith("links_")
     ]
-    return items
+    return items + telemetry_plot_items(paths)
 
 
 def markdown(summary: Mapping[str, Any], paths: Mapping[str, Path]) -> str:
@@ -169,6 +171,8 @@ def markdown(summary: Mapping[str, Any], paths: Mapping[str, Path]) -> str:
         lines.append("")
     for title, path in _plot_items(paths):
         lines += [f"## {title}", "", f"![{title}]({path.name})", ""]
+    notes = [f"- {note}" for note in summary.get("figure_notes", [])]
+    lines += [*notes, ""] if notes else []
     lines += ["## Settings", "", "```", *_settings_lines(summary), "```", ""]
     return "\n".join(lines)
 
@@ -200,6 +204,7 @@ def html_page(summary: Mapping[str, Any], paths: Mapping[str, Path]) -> str:
         parts.append(
             f"<h2>{esc(title)}</h2><img alt='{esc(title)}' src='data:image/png;base64,{data}'>"
         )
+    parts += [f"<p>{esc(note)}</p>" for note in summary.get("figure_notes", [])]
     parts.append("<h2>Settings</h2><pre>" + esc("\n".join(_settings_lines(summary))) + "</pre>")
     parts.append("</body></html>\n")
     return "".join(parts)
