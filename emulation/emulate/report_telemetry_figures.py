@@ -241,7 +241,7 @@ def draw_link(
     ax.grid(alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     if with_queue and run.queues is not None:
-        qt, depth = queue_depth(run.queues, link, (lo, hi))
+        qt, depth = queue_depth(run.queues, link, (lo, hi), run.interval_s)
         qx, qy = downsample(qt - first, depth.astype(float), MAX_SERIES_POINTS)
         qax = axes[1][0]
         qax.step(qx, qy, where="pre", color="0.2", lw=1.0)

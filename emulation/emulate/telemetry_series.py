@@ -20,6 +20,7 @@ import csv
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -231,17 +232,13 @@ def link_utilisation(
     """
     if capacity_gbps <= 0:
         raise ValueError(f"link {link}: capacity {capacity_gbps} Gbit/s, not positive")
-    lo, hi = window
-    if len(telemetry):
-        phase = float(telemetry.time_s.min())
-        lo = phase + np.floor((lo - phase) / interval_s + 1e-6) * interval_s
-    steps = max(1, int(round((hi - lo) / interval_s)))
-    times = np.round(lo + interval_s * np.arange(1, steps + 1), 9)
-    pick = (telemetry.link == link) & (telemetry.time_s > lo) & (telemetry.time_s <= hi + 1e-9)
-    t, who, nbytes = telemetry.time_s[pick], telemetry.job[pick], telemetry.bytes[pick]
+    times, slot_of = _grid(telemetry.time_s, window, interval_s)
+    on_link = telemetry.link == link
+    slot, inside = slot_of(telemetry.time_s[on_link])
+    slot, who = slot[inside], telemetry.job[on_link][inside]
+    nbytes = telemetry.bytes[on_link][inside]
     jobs = sorted(set(who.tolist()) - {OTHER_JOB}) + ([OTHER_JOB] if OTHER_JOB in who else [])
-    share = np.zeros((len(jobs), steps))
-    slot = np.clip(np.round((t - lo) / interval_s).astype(int) - 1, 0, steps - 1)
+    share = np.zeros((len(jobs), times.size))
     full = interval_s * capacity_gbps * 1e9 / 8  # bytes a sample can carry
     for j, job in enumerate(jobs):
         mine = who == job
@@ -250,18 +247,41 @@ def link_utilisation(
 
 
 def queue_depth(
-    queues: Queues, link: str, window: tuple[float, float]
+    queues: Queues, link: str, window: tuple[float, float], interval_s: float
 ) -> tuple[FloatArray, IntArray]:
-    """The link's deepest queue per sample inside the window, in time order.
+    """The link's deepest queue at every sample time of the window (on the grid of
+    `link_utilisation`), zero where the file has no row (an idle link has none).
 
     >>> q = Queues.of([(0.02, "l", 5), (0.01, "l", 3), (0.01, "x", 9), (0.5, "l", 1)])
-    >>> [a.tolist() for a in queue_depth(q, "l", (0.0, 0.1))]
-    [[0.01, 0.02], [3, 5]]
+    >>> [a.tolist() for a in queue_depth(q, "l", (0.0, 0.04), 0.01)]
+    [[0.01, 0.02, 0.03, 0.04], [3, 5, 0, 0]]
     """
+    times, slot_of = _grid(queues.time_s, window, interval_s)
+    mine = queues.link == link
+    slot, inside = slot_of(queues.time_s[mine])
+    depth = np.zeros(times.size, dtype=np.int64)
+    np.maximum.at(depth, slot[inside], queues.max_depth_cells[mine][inside])
+    return times, depth
+
+
+def _grid(
+    sample_times: FloatArray, window: tuple[float, float], interval_s: float
+) -> tuple[FloatArray, Any]:
+    """The sample times of a window, in phase with the file's first sample, and a function
+    from times to (grid index, inside the window)."""
     lo, hi = window
-    pick = (queues.link == link) & (queues.time_s > lo) & (queues.time_s <= hi + 1e-9)
-    order = np.argsort(queues.time_s[pick], kind="stable")
-    return queues.time_s[pick][order], queues.max_depth_cells[pick][order]
+    if sample_times.size:
+        phase = float(sample_times.min())
+        lo = phase + np.floor((lo - phase) / interval_s + 1e-6) * interval_s
+    steps = max(1, int(round((hi - lo) / interval_s)))
+    times = np.round(lo + interval_s * np.arange(1, steps + 1), 9)
+
+    def slot_of(t: FloatArray) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+        k = np.round((t - lo) / interval_s).astype(np.int64) - 1
+        inside = (k >= 0) & (k < steps)
+        return np.where(inside, k, 0), inside
+
+    return times, slot_of
 
 
 def iteration_marks(

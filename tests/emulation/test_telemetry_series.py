@@ -149,10 +149,13 @@ def test_sample_interval_is_the_common_step_when_idle_samples_have_no_row() -> N
     assert sample_interval(t) == 0.01
 
 
-def test_queue_depth_in_time_order_inside_the_window() -> None:
-    q = Queues.of([(1.02, "l", 7), (1.01, "l", 4), (1.01, "m", 99), (0.99, "l", 1)])
-    t, d = queue_depth(q, "l", (1.0, 1.05))
-    assert (t.tolist(), d.tolist()) == ([1.01, 1.02], [4, 7])
+def test_queue_depth_on_the_sample_grid_zero_where_no_row() -> None:
+    q = Queues.of([(1.02, "l", 7), (1.01, "l", 4), (1.01, "m", 99), (0.99, "l", 1),
+                   (1.0502, "l", 3), (1.0503, "l", 2), (1.09, "l", 8)])  # fmt: skip
+    t, d = queue_depth(q, "l", (1.0, 1.06), 0.01)
+    assert t.tolist() == [1.01, 1.02, 1.03, 1.04, 1.05, 1.06]
+    # 1.03-1.04 idle (no row: zero); two rows near 1.05: the deeper one
+    assert d.tolist() == [4, 7, 0, 0, 3, 0]
 
 
 def test_files_read_by_column_name_and_a_missing_column_is_named(tmp_path: Path) -> None:
