@@ -301,6 +301,7 @@ class Collected:
     lost: int = 0
     source: str = ""  # "gnmi-stream" or "p4runtime-counters"
     error: str | None = None
+    why_counters: str | None = None  # why the stream was not taken (None: not tried)
 
     def rate_hz(self) -> float:
         """Samples per second over the collection (the rate the source sustained)."""
@@ -352,8 +353,8 @@ class SampleCollector:
                 ).start()
                 self.collected.source = "gnmi-stream"
                 return self
-            except GnmiUnsupported:
-                pass  # no stream here: counter reads
+            except GnmiUnsupported as err:  # no stream here: counter reads
+                self.collected.why_counters = str(err)
         session = P4RuntimeSession.connect(
             self.address, self.device_id, None, timeout=self.timeout_s, tls=self.tls
         )

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from controlplane.telemetry import TelemetryLog
 from emulation.jobs.records import IterationRecord
 from emulation.jobs.run_result import RunResult
+from emulation.jobs.telemetry_rows import overlap
 
 from .fidelity import FidelityFigures, Verdict, verdict
 from .plan import SchedulerPlan
@@ -145,6 +146,48 @@ def link_marks(telemetry: TelemetryLog, links: Sequence[str]) -> int:
     return sum(row.ecn_marked_packets for row in telemetry.links if row.link in wanted)
 
 
+# The switch's sampling interval, for runs whose telemetry does not say (none collected).
+SAMPLE_INTERVAL_S = 0.01
+
+
+def link_overlap(run: SchedulerRun) -> dict[str, Any]:
+    """The overlap on each shared link (`telemetry_rows.overlap`: of the samples in which a
+    job used more than a quarter of the link, the fraction in which two or more did),
+    and pooled over the shared links; capacities are the topology's, as the fabric scales
+    them (`link_gbps`). None where a link was never busy or no telemetry was collected.
+
+    >>> from emulation.jobs.telemetry_rows import TelemetryRow
+    >>> rows = [TelemetryRow(0.01, "l", j, 40_000, 1, 0) for j in "ab"]
+    >>> rows += [TelemetryRow(0.02, "l", "a", 40_000, 1, 0)]
+    >>> link_overlap_of(rows, {"l": ("a", "b")}, {"l": 0.05}, 0.01)
+    {'overlap': {'l': 0.5}, 'overlap_shared_links': 0.5, 'overlap_samples': {'l': [2, 1]}}
+    """
+    interval = run.result.telemetry_info.get("interval_s") or SAMPLE_INTERVAL_S
+    return link_overlap_of(run.result.telemetry, run.shared_links, run.link_gbps, interval)
+
+
+def link_overlap_of(
+    rows: Sequence[Any],
+    shared: Mapping[str, Sequence[str]],
+    link_gbps: Mapping[str, float],
+    interval_s: float,
+) -> dict[str, Any]:
+    """`link_overlap` over telemetry rows (see there)."""
+    if not rows:
+        return {"overlap": dict.fromkeys(shared), "overlap_shared_links": None,
+                "overlap_samples": {}}  # fmt: skip
+    found = overlap(rows, {k: link_gbps[k] for k in shared if k in link_gbps}, interval_s)
+    busy = sum(o.busy_samples for o in found.values())
+    both = sum(o.overlapped_samples for o in found.values())
+    return {
+        "overlap": {k: None if o.fraction is None else round(o.fraction, 4)
+                    for k, o in sorted(found.items())},
+        "overlap_shared_links": round(both / busy, 4) if busy else None,
+        "overlap_samples": {k: [o.busy_samples, o.overlapped_samples]
+                            for k, o in sorted(found.items())},
+    }  # fmt: skip
+
+
 def summarise(run: SchedulerRun) -> dict[str, Any]:
     """The `schedulers.<name>` object of summary.json (the issue's schema).
 
@@ -162,6 +205,8 @@ def summarise(run: SchedulerRun) -> dict[str, Any]:
         "ecn_marks": result.switch_ecn_marked,
         "ecn_marks_shared_links": link_marks(run.telemetry, list(run.shared_links)),
         "shared_links": {k: list(v) for k, v in run.shared_links.items()},
+        **link_overlap(run),
+        "telemetry": dict(result.telemetry_info),
         "host_ce_marks": result.host_ce_marks,
         "sim_mean_iteration_ms": run.plan.sim_mean_ms,
         "sim_p99_iteration_ms": run.plan.sim_p99_ms,

@@ -279,6 +279,9 @@ def merge(
         fidelity=_weighted_fidelity(results) | {"hosts": host_lateness(records)},
         error=" | ".join(errors) if errors else None,
         interrupted=next((r.interrupted for r in results if r.interrupted), None),
+        # wall-clock samples: the segments' rows concatenate as they are
+        telemetry=tuple(row for r in results for row in r.telemetry),
+        queues=tuple(row for r in results for row in r.queues),
     )
 
 

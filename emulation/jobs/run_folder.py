@@ -15,13 +15,15 @@ from scheduler.profiles import profile_to_dict
 
 from .records import csv_rows
 from .run_result import RunResult
+from .telemetry_rows import write_series
 
 REPLICA_FOLDER = "replicas"  # per worker: JOB-wW.jsonl (records) and JOB-wW.log (stderr)
 
 
 def write_run(result: RunResult, folder: str | Path) -> list[Path]:
-    """iterations.csv, summary.json, ecn.csv / ecn-links.csv, schedule.json, profiles.json
-    and emulation-profile.txt into `folder` (the replicas' own files are already there)."""
+    """iterations.csv, summary.json, ecn.csv / ecn-links.csv, telemetry.csv, queues.csv,
+    schedule.json, profiles.json and emulation-profile.txt into `folder` (the replicas'
+    own files are already there)."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "iterations.csv", out / "summary.json", out / "schedule.json"]
@@ -37,4 +39,5 @@ def write_run(result: RunResult, folder: str | Path) -> list[Path]:
     emulation = out / "emulation-profile.txt"
     emulation.write_text(result.emulation_profile + "\n")
     log = TelemetryLog(list(result.ports), list(result.links))
-    return [*written, profiles, emulation, *log.write(out / "ecn.csv")]
+    series = write_series(out, result.telemetry, result.queues)
+    return [*written, profiles, emulation, *log.write(out / "ecn.csv"), *series]

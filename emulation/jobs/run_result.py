@@ -20,6 +20,7 @@ from controlplane.telemetry import LinkDelta, PortDelta
 from .launch import JobPlan
 from .records import IterationRecord, job_adjustments
 from .run_settings import RunSettings
+from .telemetry_rows import QueueRow, TelemetryRow
 
 # (our choice) A wake-up later than this is late: 5 ms is twenty frame times at
 # S = 0.001 (a 1500-byte frame takes 0.24 ms at 50 Mbit/s), 2.5% of a 200 ms
@@ -78,6 +79,11 @@ class RunResult:
     fidelity: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     interrupted: str | None = None  # the signal that stopped the run early
+    # The switch's 10 ms per-job samples (telemetry.csv, queues.csv: `telemetry_rows`)
+    # and how they were measured (source, samples, lost_samples, rate_hz, interval_s).
+    telemetry: tuple[TelemetryRow, ...] = ()
+    queues: tuple[QueueRow, ...] = ()
+    telemetry_info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def switch_ecn_marked(self) -> int:
@@ -114,6 +120,7 @@ class RunResult:
             },
             "schedule": self.schedule(),
             "fidelity": self.fidelity,
+            "telemetry": self.telemetry_info,
         }
 
 

@@ -49,6 +49,7 @@ from controlplane.counter_watch import CounterSource, CounterWatch
 
 from ..signals import SignalExit, exit_cause, signals_deferred
 from .cpu_usage import cpu_seconds, machine_cpu, machine_fractions, process_tree
+from .job_telemetry import RunTelemetry
 from .launch import JobPlan, Placed, replica_specs
 from .records import IterationRecord, read_records
 from .replica import EXIT_PEER_LOST, now_ms
@@ -161,6 +162,7 @@ def run_schedule(
     )
     watcher = CounterWatch(source, settings.poll_interval_s, fabric.chip)
     watcher.start()
+    telemetry = RunTelemetry(fabric, placed, settings.gnmi).start()  # job classes, 10 ms samples
     switch_pids = process_tree(fabric.switch_pid) if fabric.switch_pid else []
     cpu_before = (
         cpu_seconds(switch_pids),
@@ -236,6 +238,7 @@ def run_schedule(
                 resource.getrusage(resource.RUSAGE_CHILDREN),
             )
             watcher.stop()
+            series = telemetry.stop()
     records = tuple(
         r for p in placed if Path(p.spec.out).exists() for r in read_records(p.spec.out)
     )
@@ -264,6 +267,9 @@ def run_schedule(
         fidelity=fidelity,
         error=error,
         interrupted=interrupted,
+        telemetry=tuple(series.rows),
+        queues=tuple(series.queues),
+        telemetry_info=series.info,
     )
 
 

@@ -31,7 +31,8 @@ from typing import Any
 import pytest
 
 from controlplane.telemetry import GNMI_COLUMNS
-from emulation.emulate.runner import EmulateSettings, emulate, make_plan
+from emulation.emulate.runner import EmulateSettings, emulate, link_rates, make_plan
+from emulation.jobs.telemetry_rows import read_telemetry
 from scheduler.profiles import build_profile
 from scheduler.traces import TraceJob, write_trace
 from tests.helpers.leftovers import leftovers
@@ -102,7 +103,39 @@ def _run(tmp_path: Path, name: str, shift_fraction: float, prefix: str) -> dict[
     for row in rows:
         for column in ("lost_packets", *(c.replace("-", "_") for c in GNMI_COLUMNS)):
             assert row[column].isdigit(), (row["port"], column, row[column])
+    _check_telemetry(out / "runs" / "given", given)
     return given
+
+
+def _check_telemetry(run: Path, given: dict[str, Any]) -> None:
+    """telemetry.csv over the run sums to the switch's counters per link (ecn-links.csv,
+    P4 counters polled over P4Runtime) within one 10 ms sample's worth, on the clock of
+    iterations.csv; the overlap is in summary.json for every shared link."""
+    assert given["telemetry"]["source"] == "gnmi-stream"
+    assert given["telemetry"]["lost_samples"] == 0
+    assert given["telemetry"]["rate_hz"] == pytest.approx(100, rel=0.2)
+    rows = read_telemetry(run / "telemetry.csv")
+    assert {r.job for r in rows} >= {"a", "b"}
+    with (run / "ecn-links.csv").open() as fh:
+        counted = list(csv.DictReader(fh))
+    rates = link_rates(load_topology(TOPOLOGY), given["fidelity"]["scale"])
+    for link in {r["link"] for r in counted}:
+        one_sample = rates[link] * 1e9 * 0.01 / 8  # bytes the link carries in 10 ms
+        got = sum(r.bytes for r in rows if r.link == link)
+        want = sum(int(r["tx_bytes"]) for r in counted if r["link"] == link)
+        assert abs(got - want) <= one_sample, (link, got, want)
+        marks = sum(r.ce_marks for r in rows if r.link == link)
+        marked = sum(int(r["ecn_marked_packets"]) for r in counted if r["link"] == link)
+        assert abs(marks - marked) <= one_sample / 1500 + 1, (link, marks, marked)
+    with (run / "iterations.csv").open() as fh:
+        records = list(csv.DictReader(fh))
+    first_ms = min(float(r["start_ms"]) for r in records)
+    last_ms = max(float(r["end_ms"]) for r in records)
+    busy = [r.time_s for r in rows if r.job in ("a", "b")]
+    assert first_ms / 1e3 - 0.05 <= min(busy) and max(busy) <= last_ms / 1e3 + 0.5
+    with (run / "queues.csv").open() as fh:
+        assert next(csv.reader(fh)) == ["time_s", "link", "max_depth_cells"]
+    assert set(given["overlap"]) == SHARED
 
 
 @pytest.mark.root
@@ -113,6 +146,9 @@ def test_overlap_gives_marks_and_interleaving_few(tmp_path: Path, prefix: str) -
     # measured 58-290 against 0 (module docstring): bounds with a margin
     assert marks >= ITERATIONS, (marks, few)
     assert few * 10 <= marks, (marks, few)
+    # the 10 ms telemetry sees the Up phases together in the first case, in turns in the other
+    together, turns = overlap["overlap_shared_links"], interleaved["overlap_shared_links"]
+    assert together > turns, (together, turns)
     # contention stretches the overlapping Up phases: the interleaved jobs run faster
     assert interleaved["mean_iteration_ms"] < overlap["mean_iteration_ms"]
 
