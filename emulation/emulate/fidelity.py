@@ -106,12 +106,16 @@ class Verdict:
     trustworthy: bool | None  # None: unknown, the main witnesses were not measured
     reasons: tuple[str, ...]  # every limit passed; empty when trustworthy
     unmeasured: tuple[str, ...]  # witnesses that were not available
+    # The witnesses whose limit was passed, in `reasons`' order ("machine CPU", ...),
+    # so a report can say which one condemned the run; empty when trustworthy.
+    failed: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "trustworthy": self.trustworthy,
             "reasons": list(self.reasons),
             "unmeasured": list(self.unmeasured),
+            "failed_witnesses": list(self.failed),
         }
 
 
@@ -131,8 +135,10 @@ def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> V
     >>> print(verdict(FidelityFigures(machine_cpu_mean=0.5, switch_cpu_mean=0.4)).trustworthy)
     None
     >>> v = verdict(FidelityFigures(frames=1000, late_frames=50, frame_late_p99_ms=3.0))
-    >>> v.trustworthy, v.reasons[0]
-    (False, '5.0% of frames left more than 1.024 ms late (limit 1%)')
+    >>> v.trustworthy, v.reasons[0], v.failed
+    (False, '5.0% of frames left more than 1.024 ms late (limit 1%)', ('frame lateness',))
+    >>> verdict(FidelityFigures(frames=1000, late_frames=0, machine_cpu_mean=0.97)).failed
+    ('machine CPU',)
     """
     lim = limits or FidelityLimits()
     late = f"{lim.late_frame_ms:g} ms"
@@ -140,7 +146,8 @@ def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> V
     wakeups = _share(figures.late_wakeups, figures.loop_wakeups)
     woke = _share(figures.host_late_iterations, figures.host_iterations)
     slow = _share(figures.slow_up_phases, figures.up_phases)
-    # (witness, its figure or None when unmeasured, its limit, what passing it means)
+    # (witness, its figure or None when unmeasured, its limit, what passing it means);
+    # a row without a witness name is one more figure of the witness above it.
     checks: list[tuple[str, float | None, float, str]] = [
         ("frame lateness", frames, lim.late_frame_fraction,
          f"{{:.1%}} of frames left more than {late} late (limit {lim.late_frame_fraction:.0%})"),
@@ -164,12 +171,18 @@ def verdict(figures: FidelityFigures, limits: FidelityLimits | None = None) -> V
          f"{{:.0%}} of unmarked Up phases ran below {lim.slow_pace:.0%} of their pacing rate "
          f"(limit {lim.slow_up_fraction:.0%})"),
     ]  # fmt: skip
-    reasons = [text.format(value) for _, value, limit, text in checks
-               if value is not None and value > limit]  # fmt: skip
+    reasons: list[str] = []
+    failed: list[str] = []
+    witness = ""
+    for name, value, limit, text in checks:
+        witness = name or witness
+        if value is not None and value > limit:
+            reasons.append(text.format(value))
+            failed += [] if witness in failed else [witness]
     unmeasured = [name for name, value, _, _ in checks if name and value is None]
     blind = all(name in unmeasured for name in MAIN_WITNESSES)
     trustworthy = False if reasons else (None if blind else True)
-    return Verdict(trustworthy, tuple(reasons), tuple(unmeasured))
+    return Verdict(trustworthy, tuple(reasons), tuple(unmeasured), tuple(failed))
 
 
 def trust_word(trustworthy: bool | None) -> str:

@@ -96,7 +96,7 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
             "Fidelity (did the emulator keep up?)",
             ["scheduler", "p99 frame lateness ms", "late frames", "late loop wake-ups",
              "machine CPU %", "steal %", "switch CPU % of a core", "replicas woke late %",
-             "p99 replica wake-up lateness ms", "slow unmarked Up phases %", "limits passed",
+             "p99 replica wake-up lateness ms", "slow unmarked Up phases %", "limits exceeded",
              "not measured"],
             fidelity,
         ),
@@ -134,8 +134,45 @@ def _status(summary: Mapping[str, Any]) -> str:
             "this target, and CPU samples alone cannot say the switch kept up."
         )
     elif not summary["trustworthy"]:
-        bits.append("NOT TRUSTWORTHY: the emulator fell behind in at least one run (see Fidelity).")
+        bits.append(untrustworthy_status(summary["schedulers"]))
     return " ".join(bits)
+
+
+def untrustworthy_status(schedulers: Mapping[str, Mapping[str, Any]]) -> str:
+    """The banner of a run that is not trustworthy: which witness passed its limit in
+    which scheduler's run, and, when the switch's own witnesses (frame and packet-loop
+    lateness) were measured and within their limits everywhere, that the switch kept up.
+
+    >>> ok = {"trustworthy": True, "fidelity": {"failed_witnesses": [], "unmeasured": []}}
+    >>> cpu = {"trustworthy": False, "fidelity": {"failed_witnesses": ["machine CPU"],
+    ...                                           "unmeasured": []}}
+    >>> status = untrustworthy_status({"themis": cpu, "th+cassini": ok})
+    >>> status.split(";")[0]
+    'NOT TRUSTWORTHY: limits exceeded by machine CPU in themis'
+    >>> status.endswith("the switch kept up, the machine did not. See Fidelity.")
+    True
+    """
+    from .fidelity import MAIN_WITNESSES
+
+    by_witness: dict[str, list[str]] = {}
+    for name, s in schedulers.items():
+        if s["trustworthy"] is False:
+            failed = s["fidelity"].get("failed_witnesses") or ["a fidelity limit"]
+            for witness in failed:
+                by_witness.setdefault(witness, []).append(name)
+    named = "; ".join(f"{w} in {', '.join(runs)}" for w, runs in by_witness.items())
+    text = f"NOT TRUSTWORTHY: limits exceeded by {named}"
+    switch_failed = any(w in by_witness for w in MAIN_WITNESSES)
+    switch_measured = all(
+        not any(w in s["fidelity"].get("unmeasured", []) for w in MAIN_WITNESSES)
+        for s in schedulers.values()
+    )
+    if not switch_failed and switch_measured and "a fidelity limit" not in by_witness:
+        text += (
+            "; frame and packet-loop lateness were within their limits in every run: "
+            "the switch kept up, the machine did not"
+        )
+    return text + ". See Fidelity."
 
 
 _PLOT_TITLES = {
