@@ -212,3 +212,22 @@ def test_the_report_lists_the_figures_and_notes(tmp_path: Path) -> None:
         assert report.paths[f"vector_{name}"].read_bytes()[:4] == PDF
     page = (tmp_path / "report.html").read_text()
     assert page.count("src='data:image/png;base64,") == 8 + 3
+
+
+def test_marks_figures_stay_legible_with_many_jobs_and_models() -> None:
+    from emulation.emulate.report_telemetry_figures import JobMarks, draw_marks_cdf
+
+    rng = np.random.default_rng(0)
+    models = ["vgg19", "vgg16", "resnet50", "wideresnet101", "bert"]
+    series = {
+        s: {f"job-{k}": JobMarks(models[k % 5], np.arange(40) * 0.3, rng.poisson(5, 40) * 1.0)
+            for k in range(7)}
+        for s in ("themis", "th+cassini", "pollux")
+    }  # fmt: skip
+    colours = {f"job-{k}": f"C{k}" for k in range(7)}
+    for fig in (
+        draw_marks_series(plt, series, colours),
+        draw_marks_cdf(plt, series, {"themis": "C0", "th+cassini": "C1", "pollux": "C2"}),
+    ):
+        assert problems(fig) == []
+        plt.close(fig)
