@@ -30,6 +30,7 @@ from .common import (
     positive_float,
     positive_int_up_to,
 )
+from .fabric_run_cmds import add_transport_argument
 from .poll_flags import (
     Deferred,
     StoreWithDeferredHelp,
@@ -108,6 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--duration", default=None, help="stop each scheduler's jobs after this long, e.g. 60s"
     )
     emu.add_argument("--drift", default="5%", help="agents' re-align threshold: off, 5%%, 0.1")
+    add_transport_argument(emu)
     emu.add_argument("--seed", type=nonnegative_int, default=0, help="seed (default 0)")
     add_poll_interval_argument(emu)
     emu.add_argument(
@@ -153,6 +155,7 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
         compress=args.compress,
         schedule=schedule,
         poll_interval_s=poll_interval_or_default(args.poll_interval),
+        transport=args.transport,
     )
     # checked before anything is built, and recorded as the runner reads them
     return dataclasses.replace(settings, schedulers=tuple(scheduler_names(settings)))

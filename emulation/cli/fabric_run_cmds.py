@@ -50,7 +50,7 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
         help="iterations per job (default 40)",
     )
     add_scale_argument(run)
-    run.add_argument("--transport", choices=("tcp",), default="tcp", help="kernel TCP with ECN")
+    add_transport_argument(run)
     run.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
     run.add_argument(
         "--jobs-file", metavar="FILE", help="profiles JSON (`cassini profiles --json` schema)"
@@ -64,6 +64,25 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
     add_force_argument(run)
     run.add_argument("--json", action="store_true", help="print summary.json when done")
     run.set_defaults(handler=_run)
+
+
+def add_transport_argument(parser: argparse.ArgumentParser) -> None:
+    """--transport, as `fabric run` and `emulate` take it."""
+    parser.add_argument(
+        "--transport",
+        type=transport_name,
+        default="tcp",
+        help="tcp: kernel TCP with ECN (default); roce: RoCEv2 with DCQCN, hosts honour PFC",
+    )
+
+
+def transport_name(text: str) -> str:
+    """A --transport value, or argparse's one-line error naming it."""
+    from emulation.jobs.run_settings import TRANSPORTS
+
+    if text not in TRANSPORTS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(TRANSPORTS)}")
+    return text
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -95,6 +95,7 @@ class EmulateSettings:
     # ...]}, "shifts_ms": ..., "periods_ms": ...}): scheduler "given" runs it as it is,
     # the others run on its placement (`plan`'s docstring); None: each places the trace
     schedule: Mapping[str, Any] | None = None
+    transport: str = "tcp"  # the replicas' (`RunSettings.transport`)
 
 
 @dataclass
@@ -192,6 +193,7 @@ def run_settings(settings: EmulateSettings, gnmi: bool | None = None) -> RunSett
         drift_fraction=settings.drift_fraction,
         poll_interval_s=settings.poll_interval_s,
         gnmi=settings.gnmi_polls if gnmi is None else gnmi,
+        transport=settings.transport,
     )
 
 

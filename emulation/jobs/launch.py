@@ -256,6 +256,8 @@ def replica_specs(
     timeout_s: float = 10.0,
     base_port: int = BASE_PORT,
     nic_gbps: float | None = 50.0,
+    transport: str = "tcp",
+    pfc_priority: int = 3,
 ) -> tuple[Placed, ...]:
     """One replica per worker, in job then worker order.
 
@@ -263,7 +265,8 @@ def replica_specs(
     listens on `base_port + i`; worker w of job j writes
     `out_dir/j-w{w}.jsonl`. All jobs share `epoch_ms` (their grids' origin)
     and `deadline_ms`; connections are paced at `nic_gbps` x `scale` (the
-    topology's NIC rate; None: unpaced), in the pattern of the profile's parallelism.
+    topology's NIC rate; None: unpaced), in the pattern of the profile's parallelism,
+    over `transport` (RoCE data on PFC class `pfc_priority`, the switch's).
 
     >>> from scheduler.types import Phase
     >>> prof = Profile("x", "x", "data", 2, 10.0, (Phase(10.0, 0.0),))
@@ -299,6 +302,8 @@ def replica_specs(
                 epoch_ms=epoch_ms,
                 parallelism=job.profile.parallelism,
                 nic_gbps=nic_gbps,
+                transport=transport,
+                pfc_priority=pfc_priority,
             )
             out.append(Placed(server, spec))
     if port - 1 > 65535:

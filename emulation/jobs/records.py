@@ -53,6 +53,14 @@ class IterationRecord:
     late_max_ms: float | None = None  # the latest of them (ms)
     # per Up phase, in order: achieved rate / pacing rate (None: unpaced or not measured)
     up_pace: tuple[float, ...] | None = None
+    # RoCE only (None under TCP): CNPs this worker sent for the CE-marked packets it
+    # received (`ce_marks` counts those), rate cuts and go-back-N retransmits at its
+    # senders, PFC pause frames its NIC honoured and the time they paused it
+    cnps: int | None = None
+    rate_cuts: int | None = None
+    retransmits: int | None = None
+    pfc_pause_frames: int | None = None
+    pfc_paused_ms: float | None = None
 
     @property
     def iteration_ms(self) -> float:

@@ -63,9 +63,11 @@ from .patterns import (
 )
 from .records import IterationRecord, write_record
 from .ring import Address, PeerLost, Ring
-from .ring_plan import phase_bytes
+from .ring_plan import TCP_PAYLOAD_SHARE, phase_bytes
+from .roce_links import ROCE_PAYLOAD_SHARE, RoceCounts, RoceLinks
 from .transport import (
     CONGESTION_CONTROL,
+    PACING_SHARE,
     SO_MAX_PACING_RATE,
     available_congestion_controls,
     ecn_requested,
@@ -102,6 +104,9 @@ class ReplicaSpec:
     nic_gbps: float | None = 50.0
     count_ce: bool = True  # count received CE segments per iteration (needs CAP_NET_RAW)
     congestion_control: str = CONGESTION_CONTROL
+    transport: str = "tcp"  # "roce": the collectives' bytes as RoCEv2 (`roce_links`)
+    pfc_priority: int = 3  # the class RoCE data rides (the switch's TmConfig.pfc.priority)
+    honour_pfc: bool = True  # RoCE stops on the switch's pause frames for that class
 
     @property
     def iteration_ms(self) -> float:
@@ -137,6 +142,9 @@ class ReplicaSpec:
         if not self.count_ce:
             args += ["--no-ce-count"]
         args += ["--congestion-control", self.congestion_control]
+        args += ["--transport", self.transport, "--pfc-priority", str(self.pfc_priority)]
+        if not self.honour_pfc:
+            args += ["--ignore-pfc"]
         return args
 
 
@@ -183,6 +191,9 @@ def parse_args(argv: Sequence[str]) -> ReplicaSpec:
     parser.add_argument(
         "--congestion-control", default=CONGESTION_CONTROL, help="TCP's (default: %(default)s)"
     )
+    parser.add_argument("--transport", default="tcp", help="tcp (default) or roce")
+    parser.add_argument("--pfc-priority", type=int, default=3, help="RoCE's PFC class (0-7)")
+    parser.add_argument("--ignore-pfc", action="store_true", help="RoCE ignores pause frames")
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--deadline-ms", type=float, help="stop at this epoch time (ms)")
     parser.add_argument("--scale", type=float, default=0.001, help="emulation scale S")
@@ -202,6 +213,10 @@ def parse_args(argv: Sequence[str]) -> ReplicaSpec:
         raise UserInputError("--iterations, --timeout and --scale must be > 0")
     if args.nic_gbps <= 0:
         raise UserInputError(f"--nic-gbps {args.nic_gbps}: must be > 0")
+    if args.transport not in ("tcp", "roce"):
+        raise UserInputError(f"--transport {args.transport!r}: tcp or roce")
+    if not 0 <= args.pfc_priority <= 7:
+        raise UserInputError(f"--pfc-priority {args.pfc_priority}: must be 0..7")
     if args.phases:
         phases = parse_phases(args.phases)
         parallelism = args.parallelism or "data"
@@ -228,6 +243,7 @@ def parse_args(argv: Sequence[str]) -> ReplicaSpec:
         drift_fraction=drift, timeout_s=args.timeout, epoch_ms=args.epoch_ms,
         parallelism=parallelism, nic_gbps=None if args.no_pacing else args.nic_gbps,
         count_ce=not args.no_ce_count, congestion_control=args.congestion_control,
+        transport=args.transport, pfc_priority=args.pfc_priority, honour_pfc=not args.ignore_pfc,
     )  # fmt: skip
 
 
@@ -344,17 +360,43 @@ def _warn(spec: ReplicaSpec, message: str) -> None:
     print(f"replica: job {spec.job} worker {spec.worker}: {message}", file=sys.stderr, flush=True)
 
 
+def open_roce(spec: ReplicaSpec, ring: Ring) -> RoceLinks:
+    """The worker's RoCE QPs beside its connected ring, honouring PFC on the interface
+    holding its address (said once when it cannot read pause frames there)."""
+    ifname = interface_with_address(spec.peers[spec.worker].host)
+    honour = spec.honour_pfc and ifname is not None
+    if spec.honour_pfc and ifname is None:
+        _warn(spec, "no interface holds this worker's address: PFC pauses are not honoured")
+    nic = spec.nic_gbps or 50.0
+    try:
+        return RoceLinks(ring, nic, spec.scale, spec.pfc_priority, honour, ifname)
+    except PermissionError:
+        _warn(spec, "cannot read pause frames (needs CAP_NET_RAW): PFC is not honoured")
+        return RoceLinks(ring, nic, spec.scale, spec.pfc_priority, False, None)
+
+
+def roce_pacing(spec: ReplicaSpec, ring: Ring) -> dict[int, float]:
+    """Destination rank -> the payload bytes/s a RoCE QP sends at its line rate."""
+    rate = (spec.nic_gbps or 50.0) * 1e9 * spec.scale / 8 * PACING_SHARE * ROCE_PAYLOAD_SHARE
+    return dict.fromkeys(ring.sends_to, rate)
+
+
 def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
     """Connect, agree on the start, run the iterations; returns the iterations done."""
     workers = len(spec.peers)
     ring = make_ring(spec)
-    counter = open_ce_counter(spec) if spec.count_ce and ring is not None else None
+    roce = spec.transport == "roce" and ring is not None
+    counter = open_ce_counter(spec) if spec.count_ce and ring is not None and not roce else None
+    links: RoceLinks | None = None
+    share = ROCE_PAYLOAD_SHARE if roce else TCP_PAYLOAD_SHARE
     done = 0
     with open(spec.out, "a") as out:
         try:
             if ring is not None:
                 ring.connect()
-                if not ecn_requested() or not ring.ecn_negotiated():
+                if roce:
+                    links = open_roce(spec, ring)
+                elif not ecn_requested() or not ring.ecn_negotiated():
                     _warn(spec, "ECN is not negotiated: set net.ipv4.tcp_ecn=1 in the namespace")
                 t0 = ring.barrier()
             else:
@@ -373,7 +415,11 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
             # On a shared epoch the first iteration takes the first grid point
             # still ahead (no adjustment is counted for it).
             state = AgentState(realign=spec.epoch_ms is not None)
-            pace = None if ring is None else kernel_pacing(ring)
+            pace: Mapping[int, float] | None = None
+            if ring is not None:
+                pace = roce_pacing(spec, ring) if links is not None else kernel_pacing(ring)
+            if links is not None:
+                links.take()  # what the set-up did is no iteration's
             for k in range(spec.iterations):
                 state, start = plan_start(pacing, state, k, clock())
                 woke = [sleep_until(start.start_ms, clock)]  # each sleep's lateness (ms)
@@ -393,15 +439,20 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                         adjusted, first_up = drift.adjusted, False
                         header = header.merge(Header(skip=drift.skip))
                     comm_began = time.monotonic()
-                    plan = phase_plan(spec.parallelism, workers, phase_bytes(phase, spec.scale))
+                    size = phase_bytes(phase, spec.scale, share)
+                    plan = phase_plan(spec.parallelism, workers, size)
                     relayed = ring_steps(plan, workers, spec.worker)
                     if relayed is not None:  # the AllReduce's steps, cut through
-                        _, header = ring.relay(*relayed, header)
+                        mover = ring if links is None else links
+                        _, header = mover.relay(*relayed, header)
                         sent += sum(relayed[0])
                     else:
                         for step in plan:
-                            sends = step.sends(spec.worker)
-                            _, heard = exchange(ring, sends, step.receives(spec.worker), header)
+                            sends, receives = step.sends(spec.worker), step.receives(spec.worker)
+                            if links is None:
+                                _, heard = exchange(ring, sends, receives, header)
+                            else:
+                                _, heard = links.exchange(sends, receives, header)
                             header = header.merge(heard)
                             sent += sum(sends.values())
                     hops += len(plan)
@@ -418,29 +469,42 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                     and (spec.deadline_ms is not None or pacing.paced)
                     and hops < workers - 1
                 ):
-                    header = agree(ring, header)  # a deadline or skip wish reaches every worker
+                    # a deadline or skip wish reaches every worker
+                    header = agree(ring, header) if links is None else links.agree(header)
                 state = apply_skip(state, header.skip)  # the job's decision, on every worker
                 ended = clock()
                 late = [w for w in woke if w is not None]
+                roce_counts = None if links is None else links.take()
+                marks = None if counter is None else counter.read()
+                if roce_counts is not None:
+                    marks = roce_counts.marked
                 write_record(
                     out,
                     IterationRecord(
                         spec.job, spec.model, spec.worker, k, round(began, 3), round(ended, 3),
                         sent, round(comm_ms, 3), round(start.wait_ms, 3), adjusted,
-                        None if counter is None else counter.read(),
-                        round(sum(late), 3), round(max(late, default=0.0), 3),
+                        marks, round(sum(late), 3), round(max(late, default=0.0), 3),
                         None if pace is None else tuple(up_pace),
+                        *(() if roce_counts is None else roce_record(roce_counts)),
                     ),
                 )  # fmt: skip
                 done += 1
                 if header.stop:
                     break
         finally:
+            if links is not None:
+                links.close()
             if ring is not None:
                 ring.close()
             if counter is not None:
                 counter.close()
     return done
+
+
+def roce_record(c: RoceCounts) -> tuple[int, int, int, int, float]:
+    """A RoCE iteration's record fields after `up_pace`: CNPs this worker's NP sent,
+    rate cuts and retransmits at its senders, pause frames and paused ms."""
+    return c.cnps_sent, c.cuts, c.retransmits, c.pause_frames, round(c.paused_s * 1e3, 3)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from .agent import DEFAULT_DRIFT_FRACTION
 from .launch import BASE_PORT, JobPlan
 
-TRANSPORTS = ("tcp",)
+# kernel TCP with ECN (`transport`), or RoCEv2 with DCQCN and PFC (`roce_links`)
+TRANSPORTS = ("tcp", "roce")
 # (our choice) Without a deadline a run may take 3x its ideal time plus 30 s
 # to connect: long enough for a contended job, short enough that a stall ends.
 DEADLINE_FACTOR = 3.0
@@ -32,7 +33,7 @@ class RunSettings:
         if self.iterations < 1:
             raise ValueError(f"iterations must be >= 1, got {self.iterations}")
         if self.transport not in TRANSPORTS:
-            raise ValueError(f"transport {self.transport!r}: only {', '.join(TRANSPORTS)}")
+            raise ValueError(f"transport {self.transport!r}: one of {', '.join(TRANSPORTS)}")
         if self.poll_interval_s <= 0 or self.socket_timeout_s <= 0:
             raise ValueError("poll_interval_s and socket_timeout_s must be > 0")
 

@@ -149,6 +149,8 @@ def run_schedule(
         timeout_s=settings.socket_timeout_s,
         base_port=settings.base_port,
         nic_gbps=fabric.topo.nic_gbps(),
+        transport=settings.transport,
+        pfc_priority=fabric.profile.tm.pfc.priority,  # one setting for switch and hosts
     )
     slowest_ms = max(max(j.period_ms or 0.0, j.profile.iteration_ms) for j in jobs)
     hard_limit = (
@@ -254,6 +256,7 @@ def run_schedule(
         error = watcher.error
     summaries = tuple(summarize_job(j, records, job_errors.get(j.name)) for j in jobs)
     fidelity = _fidelity(records, cpu_before, cpu_after, duration, fabric.profile.scale)
+    fidelity["transport"] = describe_transport(settings.transport)
     return RunResult(
         jobs=tuple(jobs),
         summaries=summaries,
@@ -271,6 +274,13 @@ def run_schedule(
         queues=tuple(series.queues),
         telemetry_info=series.info,
     )
+
+
+def describe_transport(transport: str) -> str:
+    """What carried the collectives, for summary.json."""
+    if transport == "roce":
+        return "RoCEv2 from user space (go-back-N, DCQCN, PFC honoured by the hosts)"
+    return f"kernel TCP with ECN (tcp_ecn=1), congestion control {CONGESTION_CONTROL}"
 
 
 def _fidelity(

@@ -26,6 +26,11 @@
  * receiver(fd, cnp_interval, qpn, first_psn, packets, linger_s, timeout_s, drop)
  *   -> (status, err, accepted, dropped, naks, marked, cnps, lost)
  *   answers CE marks with CNPs and gaps with NAKs; drop: PSNs lost once on arrival (tests).
+ * transfer(...): several QPs of one worker through one step or a cut-through relay, each
+ *   paced at its DCQCN rate under the NIC's line rate, honouring PFC pause frames (see
+ *   the section "several QPs of one worker" below).
+ * pause_replay(frame, priority, link_bps) -> (quanta, seconds) or None: the pause an
+ *   802.1Qbb frame gives `priority` (pfc.py is the reference).
  * status: 0 done, 1 a send failed, 2 a receive failed (err: errno), 3 no progress for
  * timeout_s. A signal whose Python handler raises (Ctrl-C) ends either with that exception.
  */
@@ -33,6 +38,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <linux/if_packet.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -531,6 +537,405 @@ static void run_receiver(int fd, double cnp_interval, long qpn, long first, long
     res->naks = rx.naks;
 }
 
+/* --- several QPs of one worker in one loop (the replicas' collectives) -------------------
+ *
+ * transfer(settings, payload, overhead, rto, ack_every, timeout_s, cnp_interval, recv_fd,
+ *          senders, receivers, header, relay, pfc)
+ *   senders: (fd, qpn, first_psn, state, steps) per QP this worker sends on: a connected UDP
+ *     socket, the peer's QP number, the PSN this call starts at, a writable buffer of
+ *     RP_STATE_BYTES holding the QP's DCQCN state across calls (zeros: at line rate), and
+ *     the payload bytes of each step (each step adds its header byte in front).
+ *   receivers: (qpn, first_psn, steps) per QP this worker receives on, all through
+ *     recv_fd (one UDP socket per worker, told apart by the BTH's destination QP).
+ *   relay: packet i of send step k >= 1 leaves once packet i of receive step k-1 (of the
+ *     first receiver) is in, as the ring's relay cuts steps through (ring.Ring.relay).
+ *   pfc: None or (fd, priority, link_bps, paused_until): an AF_PACKET socket reading the
+ *     host port's 802.1Qbb frames; data stops while the priority is paused.
+ * -> (status, err, side, index, heard, pause_frames, paused_s, paused_until,
+ *     [(sent, cnps, cuts, retransmits, timeouts, naks, rc, min_rc)],
+ *     [(accepted, marked, cnps, naks, early)])
+ * Each step's first payload byte is the header: `header` merged with every header heard
+ * so far (stop: OR of bit 0; skip: the largest of bits 1-7, header.Header.merge).
+ * A whole NIC paces all its QPs at the line rate together, each QP at its DCQCN Rc. */
+
+#define MAX_QPS 32
+#define RP_STATE_BYTES 512
+_Static_assert(sizeof(rp_t) <= RP_STATE_BYTES, "a QP's DCQCN state fits its buffer");
+
+typedef struct {
+    int fd;
+    long qpn, first, packets, nsteps;
+    long *start; /* packet index where each step starts, nsteps + 1 entries */
+    long *bytes; /* bytes of each step, header included */
+    rp_t *rp;
+    tx_t tx;
+    double next_send;
+    long sent, naks, cnps0, cuts0;
+    double min_rc;
+} sq_t;
+
+typedef struct {
+    long qpn, first, packets, nsteps, end;
+    long *start, *bytes;
+    rx_t rx;
+    int np_sent;
+    double np_last;
+    long marked, cnps, early;
+} rq_t;
+
+static int merge_header(int a, int b) {
+    int skip = (a >> 1) > (b >> 1) ? (a >> 1) : (b >> 1);
+    return (skip << 1) | ((a | b) & 1);
+}
+
+/* The step holding packet `index` (start[] ascending, start[0] = 0). */
+static long step_of(const long *start, long nsteps, long index) {
+    long lo = 0, hi = nsteps - 1;
+    while (lo < hi) {
+        long mid = (lo + hi + 1) / 2;
+        if (start[mid] <= index)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Whether the relay lets packet `index` of the send stream leave yet. */
+static int relay_allows(const sq_t *q, const rq_t *r, long index) {
+    long k = step_of(q->start, q->nsteps, index);
+    if (k == 0)
+        return 1;
+    if (k - 1 >= r->nsteps)
+        return r->rx.expected == r->end;
+    long in = psn_diff(r->rx.expected, r->first) - r->start[k - 1];
+    long need = r->start[k] - r->start[k - 1];
+    long j = index - q->start[k] + 1;
+    if (j < need)
+        need = j;
+    return in >= need;
+}
+
+/* pfc.pause_seconds: quanta of 512 bit times at the link's rate. */
+static double pause_seconds(long quanta, double link_bps) { return (double)quanta * 512.0 / link_bps; }
+
+/* pfc.pause_quanta: the quanta an 802.1Qbb frame gives `priority`, or -1 (not one, or
+ * not for it). */
+static long pfc_quanta(const unsigned char *f, ssize_t n, int priority) {
+    if (n < 34 || f[12] != 0x88 || f[13] != 0x08 || f[14] != 0x01 || f[15] != 0x01)
+        return -1;
+    int enabled = (f[16] << 8) | f[17];
+    if (!(enabled & (1 << priority)))
+        return -1;
+    return (long)((f[18 + 2 * priority] << 8) | f[19 + 2 * priority]);
+}
+
+typedef struct {
+    int fd, priority;
+    double link_bps, paused_until, paused_s, mono_minus_real;
+    long frames;
+} pfc_t;
+
+static void read_pauses(pfc_t *p, double now) {
+    unsigned char frame[128];
+    char control[128];
+    for (int k = 0; k < 64; k++) {
+        struct sockaddr_ll from;
+        struct iovec iov = {frame, sizeof(frame)};
+        struct msghdr msg = {&from, sizeof(from), &iov, 1, control, sizeof(control), 0};
+        ssize_t n = recvmsg(p->fd, &msg, MSG_DONTWAIT);
+        if (n < 0)
+            return;
+        if (from.sll_pkttype == PACKET_OUTGOING)
+            continue;
+        long quanta = pfc_quanta(frame, n, p->priority);
+        if (quanta < 0)
+            continue;
+        double at = now; /* when the frame arrived, from its kernel time stamp if any */
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                struct timespec ts;
+                memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+                double stamped = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + p->mono_minus_real;
+                if (stamped < at)
+                    at = stamped;
+            }
+        double until = at + pause_seconds(quanta, p->link_bps);
+        double from_t = p->paused_until > at ? p->paused_until : at;
+        if (quanta == 0) { /* XON: what was left of the pause is not spent paused */
+            if (p->paused_until > at)
+                p->paused_s -= p->paused_until - at;
+            p->paused_until = at;
+            continue;
+        }
+        p->frames += 1;
+        if (until > from_t)
+            p->paused_s += until - from_t;
+        if (until > p->paused_until)
+            p->paused_until = until;
+    }
+}
+
+typedef struct {
+    int status, err, side;
+    long index;
+    int heard;
+} xfer_result_t;
+
+static void run_transfer(const settings_t *s, long payload, long overhead, double rto,
+                         long ack_every, double timeout_s, double cnp_interval, int recv_fd,
+                         sq_t *sq, int nsq, rq_t *rq, int nrq, int header, int relay,
+                         pfc_t *pfc, xfer_result_t *res, PyThreadState **ts) {
+    unsigned char out[BTH_LEN + MAX_PAYLOAD + ICRC_LEN], in[BTH_LEN + MAX_PAYLOAD + ICRC_LEN + 64];
+    unsigned char reply[BTH_LEN + CNP_PAD + ICRC_LEN];
+    char control[64];
+    memset(out, 0, sizeof(out));
+    int known = header, heard = 0;
+    double now = monotonic_s(), last_progress = now, nic_next = now;
+    for (int i = 0; i < nsq; i++) {
+        if (sq[i].rp->rc <= 0)
+            rp_start(s, sq[i].rp);
+        sq[i].tx = (tx_t){sq[i].first, sq[i].first, psn_add(sq[i].first, sq[i].packets), 0, 0.0,
+                          rto, 0, 0};
+        sq[i].next_send = now;
+        sq[i].min_rc = sq[i].rp->rc;
+        sq[i].cnps0 = sq[i].rp->cnps;
+        sq[i].cuts0 = sq[i].rp->cuts;
+    }
+    for (int i = 0; i < nrq; i++)
+        rq[i].rx = (rx_t){rq[i].first, 0, 0, 0, 0};
+    struct pollfd pfds[MAX_QPS + 2];
+    while (1) {
+        now = monotonic_s();
+        int done = 1;
+        for (int i = 0; i < nsq; i++) {
+            rp_advance(s, sq[i].rp, now);
+            tx_on_timer(&sq[i].tx, now);
+            if (sq[i].tx.base != sq[i].tx.end)
+                done = 0;
+        }
+        for (int i = 0; i < nrq; i++)
+            if (rq[i].rx.expected != rq[i].end)
+                done = 0;
+        if (done)
+            break;
+        if (now - last_progress > timeout_s) {
+            res->status = PATH_NO_PROGRESS;
+            res->side = 1; /* waiting for a receive unless every receive is in */
+            res->index = 0;
+            for (int i = 0; i < nrq; i++)
+                if (rq[i].rx.expected != rq[i].end) {
+                    res->index = i;
+                    goto out;
+                }
+            res->side = 0;
+            for (int i = 0; i < nsq; i++)
+                if (sq[i].tx.base != sq[i].tx.end)
+                    res->index = i;
+            goto out;
+        }
+        int paused = pfc != NULL && now < pfc->paused_until;
+        /* the QP due first among those with a packet allowed out */
+        int best = -1;
+        double due = now + 1e-3;
+        for (int i = 0; i < nsq && !paused; i++) {
+            if (sq[i].tx.next == sq[i].tx.end)
+                continue;
+            long index = psn_diff(sq[i].tx.next, sq[i].first);
+            if (relay && i == 0 && nrq > 0 && !relay_allows(&sq[i], &rq[0], index))
+                continue;
+            double at = sq[i].next_send > nic_next ? sq[i].next_send : nic_next;
+            if (best < 0 || at < due) {
+                best = i;
+                due = at;
+            }
+        }
+        if (paused && pfc->paused_until < due)
+            due = pfc->paused_until;
+        if (best >= 0 && now >= due) {
+            sq_t *q = &sq[best];
+            long index = psn_diff(q->tx.next, q->first);
+            long k = step_of(q->start, q->nsteps, index);
+            long offset = (index - q->start[k]) * payload;
+            long len = q->bytes[k] - offset < payload ? q->bytes[k] - offset : payload;
+            int opcode = q->packets == 1           ? OP_SEND_ONLY
+                         : index == 0              ? OP_SEND_FIRST
+                         : index == q->packets - 1 ? OP_SEND_LAST
+                                                   : OP_SEND_MIDDLE;
+            int ack_request = (index + 1) % ack_every == 0 || index == q->packets - 1;
+            long psn = tx_next(&q->tx, now);
+            put_bth(out, opcode, q->qpn, psn, ack_request, 0);
+            out[BTH_LEN] = offset == 0 ? (unsigned char)known : 0;
+            if (send(q->fd, out, (size_t)(BTH_LEN + len + ICRC_LEN), 0) < 0 && errno != EINTR &&
+                errno != ENOBUFS && errno != EAGAIN && errno != ECONNREFUSED) {
+                res->status = PATH_SEND_FAILED;
+                res->err = errno;
+                res->side = 0;
+                res->index = best;
+                goto out;
+            }
+            q->sent += 1;
+            double bits = 8.0 * (double)(BTH_LEN + len + ICRC_LEN + overhead);
+            rp_on_sent(s, q->rp, bits / 8.0, now);
+            double gap = bits / q->rp->rc, floor_at = now - PACING_CREDIT * gap;
+            q->next_send = (q->next_send > floor_at ? q->next_send : floor_at) + gap;
+            double nic_gap = bits / s->line, nic_floor = now - PACING_CREDIT * nic_gap;
+            nic_next = (nic_next > nic_floor ? nic_next : nic_floor) + nic_gap;
+            if (q->rp->rc < q->min_rc)
+                q->min_rc = q->rp->rc;
+            continue;
+        }
+        int nfd = 0;
+        for (int i = 0; i < nsq; i++)
+            pfds[nfd++] = (struct pollfd){sq[i].fd, POLLIN, 0};
+        if (recv_fd >= 0)
+            pfds[nfd++] = (struct pollfd){recv_fd, POLLIN, 0};
+        if (pfc != NULL)
+            pfds[nfd++] = (struct pollfd){pfc->fd, POLLIN, 0};
+        double wait = due - now;
+        if (wait > 1e-3)
+            wait = 1e-3;
+        if (wait < 0)
+            wait = 0;
+        struct timespec tw = {0, (long)(wait * 1e9)};
+        int ready = ppoll(pfds, (nfds_t)nfd, &tw, NULL);
+        if (ready < 0 && errno == EINTR && signalled(ts)) {
+            res->status = PATH_INTERRUPTED;
+            goto out;
+        }
+        if (ready <= 0)
+            continue;
+        now = monotonic_s();
+        for (int i = 0; i < nsq; i++) { /* ACKs, NAKs, CNPs */
+            if (!(pfds[i].revents & POLLIN))
+                continue;
+            for (int m = 0; m < 64; m++) {
+                ssize_t n = recv(sq[i].fd, in, sizeof(in), MSG_DONTWAIT);
+                if (n < 0)
+                    break;
+                if (n < BTH_LEN)
+                    continue;
+                long psn = (long)(get_u32(in + 8) & PSN_MASK);
+                if (in[0] == OP_CNP) {
+                    rp_on_cnp(s, sq[i].rp, now);
+                    if (sq[i].rp->rc < sq[i].min_rc)
+                        sq[i].min_rc = sq[i].rp->rc;
+                } else if (in[0] == OP_ACK && n >= BTH_LEN + AETH_LEN) {
+                    long base = sq[i].tx.base;
+                    if ((in[BTH_LEN] & 0x60) == 0x60) {
+                        sq[i].naks += 1;
+                        tx_on_nak(&sq[i].tx, psn, now);
+                    } else if ((in[BTH_LEN] & 0x60) == 0) {
+                        acked_through(&sq[i].tx, psn_add(psn, 1), now);
+                    }
+                    if (sq[i].tx.base != base)
+                        last_progress = now;
+                }
+            }
+        }
+        if (recv_fd >= 0 && (pfds[nsq].revents & POLLIN)) {
+            for (int m = 0; m < 64; m++) {
+                struct sockaddr_storage from;
+                struct iovec iov = {in, sizeof(in)};
+                struct msghdr msg = {&from, sizeof(from), &iov, 1, control, sizeof(control), 0};
+                ssize_t n = recvmsg(recv_fd, &msg, MSG_DONTWAIT);
+                if (n < 0)
+                    break;
+                if (n < BTH_LEN || in[0] > OP_SEND_ONLY)
+                    continue;
+                long qpn = (long)(get_u32(in + 4) & PSN_MASK);
+                rq_t *r = NULL;
+                for (int i = 0; i < nrq; i++)
+                    if (rq[i].qpn == qpn)
+                        r = &rq[i];
+                if (r == NULL)
+                    continue;
+                int tos = 0;
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+                    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
+                        tos = *(unsigned char *)CMSG_DATA(c);
+                if ((tos & 3) == 3) { /* CE: the notification point (np_on_packet) */
+                    r->marked += 1;
+                    if (!r->np_sent || now - r->np_last >= cnp_interval) {
+                        r->np_sent = 1;
+                        r->np_last = now;
+                        memset(reply, 0, sizeof(reply));
+                        put_bth(reply, OP_CNP, qpn, 0, 0, 1);
+                        if (sendto(recv_fd, reply, BTH_LEN + CNP_PAD + ICRC_LEN, 0,
+                                   (struct sockaddr *)&from, msg.msg_namelen) >= 0)
+                            r->cnps += 1;
+                    }
+                }
+                long psn = (long)(get_u32(in + 8) & PSN_MASK);
+                if (r->rx.expected == r->end && psn_diff(psn, r->rx.expected) >= 0) {
+                    /* (our choice) the next call's packet, early: left unanswered; the
+                     * sender's go-back-N sends it again once this worker listens for it */
+                    r->early += 1;
+                    continue;
+                }
+                int accept, code;
+                long reply_psn;
+                rx_packet(&r->rx, psn, in[8] >> 7, &accept, &code, &reply_psn);
+                if (accept) {
+                    last_progress = now;
+                    long index = psn_diff(psn, r->first);
+                    long k = step_of(r->start, r->nsteps, index);
+                    if (index == r->start[k] && n > BTH_LEN) {
+                        heard = merge_header(heard, in[BTH_LEN]);
+                        known = merge_header(known, in[BTH_LEN]);
+                    }
+                }
+                if (code == REPLY_NONE)
+                    continue;
+                memset(reply, 0, sizeof(reply));
+                put_bth(reply, OP_ACK, qpn, reply_psn, 0, 0);
+                put_u32(reply + BTH_LEN, (uint32_t)(code == REPLY_NAK ? 0x60 : 0x1F) << 24);
+                sendto(recv_fd, reply, BTH_LEN + AETH_LEN + ICRC_LEN, 0, (struct sockaddr *)&from,
+                       msg.msg_namelen);
+            }
+        }
+        if (pfc != NULL && (pfds[nfd - 1].revents & POLLIN))
+            read_pauses(pfc, now);
+    }
+out:
+    res->heard = heard;
+}
+
+/* Step byte counts (header included) and the packets each takes, from a sequence of
+ * payload sizes; fills start[] (nsteps + 1) and bytes[]. 0 on a bad value (exception set). */
+static int layout_steps(PyObject *steps, long payload, long **start, long **bytes, long *nsteps) {
+    PyObject *seq = PySequence_Fast(steps, "steps must be a sequence of byte counts");
+    if (seq == NULL)
+        return 0;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    *nsteps = (long)n;
+    *start = PyMem_Calloc((size_t)n + 1, sizeof(long));
+    *bytes = PyMem_Calloc((size_t)n + 1, sizeof(long));
+    if (*start == NULL || *bytes == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        long b = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
+        if (b < 0) {
+            Py_DECREF(seq);
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "step %zd has %ld bytes", k, b);
+            return 0;
+        }
+        (*bytes)[k] = b + 1;
+        (*start)[k + 1] = (*start)[k] + (b + 1 + payload - 1) / payload;
+    }
+    Py_DECREF(seq);
+    if (n == 0 || (*start)[n] >= PSN_HALF) {
+        PyErr_Format(PyExc_ValueError, "a flow needs 1 to 2^23 - 1 packets, got %ld",
+                     n == 0 ? 0 : (*start)[n]);
+        return 0;
+    }
+    return 1;
+}
+
 /* --- Python bindings ------------------------------------------------------------- */
 
 static int parse_settings(PyObject *tuple, settings_t *s) {
@@ -780,6 +1185,148 @@ static PyObject *receiver(PyObject *self, PyObject *args) {
                          res.marked, res.cnps, res.lost);
 }
 
+
+static PyObject *transfer(PyObject *self, PyObject *args) {
+    PyObject *stuple, *senders, *receivers, *pfc_obj;
+    long payload, overhead, ack_every;
+    double rto, timeout_s, cnp_interval;
+    int recv_fd, header, relay;
+    if (!PyArg_ParseTuple(args, "O!lldlddiOOipO", &PyTuple_Type, &stuple, &payload, &overhead,
+                          &rto, &ack_every, &timeout_s, &cnp_interval, &recv_fd, &senders,
+                          &receivers, &header, &relay, &pfc_obj))
+        return NULL;
+    settings_t s;
+    if (!parse_settings(stuple, &s))
+        return NULL;
+    if (payload < 1 || payload > MAX_PAYLOAD || ack_every < 1) {
+        PyErr_Format(PyExc_ValueError, "payload=%ld must be in [1, %d], ack_every=%ld >= 1",
+                     payload, MAX_PAYLOAD, ack_every);
+        return NULL;
+    }
+    PyObject *sseq = PySequence_Fast(senders, "senders must be a sequence");
+    PyObject *rseq = sseq ? PySequence_Fast(receivers, "receivers must be a sequence") : NULL;
+    sq_t sq[MAX_QPS];
+    rq_t rq[MAX_QPS];
+    Py_buffer views[MAX_QPS];
+    int nsq = 0, nrq = 0, nviews = 0, ok = 0;
+    memset(sq, 0, sizeof(sq));
+    memset(rq, 0, sizeof(rq));
+    pfc_t pfc;
+    memset(&pfc, 0, sizeof(pfc));
+    PyObject *result = NULL;
+    if (rseq == NULL)
+        goto cleanup;
+    if (PySequence_Fast_GET_SIZE(sseq) > MAX_QPS || PySequence_Fast_GET_SIZE(rseq) > MAX_QPS) {
+        PyErr_Format(PyExc_ValueError, "at most %d QPs each way", MAX_QPS);
+        goto cleanup;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(sseq); i++) {
+        PyObject *steps;
+        sq_t *q = &sq[nsq];
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(sseq, i),
+                              "illw*O;a sender is (fd, qpn, first_psn, state, steps)", &q->fd,
+                              &q->qpn, &q->first, &views[nviews], &steps))
+            goto cleanup;
+        nviews++;
+        nsq++;
+        if (views[nviews - 1].len < (Py_ssize_t)sizeof(rp_t)) {
+            PyErr_Format(PyExc_ValueError, "a QP's state needs %d bytes", RP_STATE_BYTES);
+            goto cleanup;
+        }
+        q->rp = (rp_t *)views[nviews - 1].buf;
+        q->first &= PSN_MASK;
+        if (!layout_steps(steps, payload, &q->start, &q->bytes, &q->nsteps))
+            goto cleanup;
+        q->packets = q->start[q->nsteps];
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(rseq); i++) {
+        PyObject *steps;
+        rq_t *r = &rq[nrq];
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(rseq, i),
+                              "llO;a receiver is (qpn, first_psn, steps)", &r->qpn, &r->first,
+                              &steps))
+            goto cleanup;
+        nrq++;
+        r->first &= PSN_MASK;
+        if (!layout_steps(steps, payload, &r->start, &r->bytes, &r->nsteps))
+            goto cleanup;
+        r->packets = r->start[r->nsteps];
+        r->end = psn_add(r->first, r->packets);
+    }
+    if (relay && (nsq < 1 || nrq < 1 || sq[0].nsteps != rq[0].nsteps)) {
+        PyErr_SetString(PyExc_ValueError, "a relay needs a sender and a receiver of as many steps");
+        goto cleanup;
+    }
+    if (nrq > 0 && recv_fd < 0) {
+        PyErr_SetString(PyExc_ValueError, "receivers need recv_fd");
+        goto cleanup;
+    }
+    if (pfc_obj != Py_None) {
+        if (!PyArg_ParseTuple(pfc_obj, "iidd;pfc is (fd, priority, link_bps, paused_until)",
+                              &pfc.fd, &pfc.priority, &pfc.link_bps, &pfc.paused_until))
+            goto cleanup;
+        if (pfc.priority < 0 || pfc.priority > 7 || pfc.link_bps <= 0) {
+            PyErr_SetString(PyExc_ValueError, "pfc: priority 0..7 and link_bps > 0");
+            goto cleanup;
+        }
+        struct timespec real;
+        clock_gettime(CLOCK_REALTIME, &real);
+        pfc.mono_minus_real = monotonic_s() - ((double)real.tv_sec + (double)real.tv_nsec * 1e-9);
+    }
+    ok = 1;
+    xfer_result_t res;
+    memset(&res, 0, sizeof(res));
+    Py_BEGIN_ALLOW_THREADS
+    run_transfer(&s, payload, overhead, rto, ack_every, timeout_s, cnp_interval, recv_fd, sq, nsq,
+                 rq, nrq, header & 0xFF, relay, pfc_obj == Py_None ? NULL : &pfc, &res, &_save);
+    Py_END_ALLOW_THREADS
+    if (res.status == PATH_INTERRUPTED)
+        goto cleanup;
+    PyObject *slist = PyList_New(nsq), *rlist = PyList_New(nrq);
+    if (slist == NULL || rlist == NULL) {
+        Py_XDECREF(slist);
+        Py_XDECREF(rlist);
+        goto cleanup;
+    }
+    for (int i = 0; i < nsq; i++)
+        PyList_SET_ITEM(slist, i,
+                        Py_BuildValue("(lllllldd)", sq[i].sent, sq[i].rp->cnps - sq[i].cnps0,
+                                      sq[i].rp->cuts - sq[i].cuts0, sq[i].tx.retransmits,
+                                      sq[i].tx.timeouts, sq[i].naks, sq[i].rp->rc, sq[i].min_rc));
+    for (int i = 0; i < nrq; i++)
+        PyList_SET_ITEM(rlist, i,
+                        Py_BuildValue("(lllll)", rq[i].rx.accepted, rq[i].marked, rq[i].cnps,
+                                      rq[i].rx.naks, rq[i].early));
+    result = Py_BuildValue("(iiilildd" "NN)", res.status, res.err, res.side, res.index, res.heard,
+                           pfc.frames, pfc.paused_s, pfc.paused_until, slist, rlist);
+cleanup:
+    (void)ok;
+    for (int i = 0; i < nviews; i++)
+        PyBuffer_Release(&views[i]);
+    for (int i = 0; i < MAX_QPS; i++) {
+        PyMem_Free(sq[i].start);
+        PyMem_Free(sq[i].bytes);
+        PyMem_Free(rq[i].start);
+        PyMem_Free(rq[i].bytes);
+    }
+    Py_XDECREF(sseq);
+    Py_XDECREF(rseq);
+    return result;
+}
+
+static PyObject *pause_replay(PyObject *self, PyObject *args) {
+    Py_buffer frame;
+    int priority;
+    double link_bps;
+    if (!PyArg_ParseTuple(args, "y*id", &frame, &priority, &link_bps))
+        return NULL;
+    long quanta = pfc_quanta(frame.buf, frame.len, priority);
+    PyBuffer_Release(&frame);
+    if (quanta < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(ld)", quanta, pause_seconds(quanta, link_bps));
+}
+
 static PyMethodDef methods[] = {
     {"dcqcn_replay", dcqcn_replay, METH_VARARGS, "DCQCN's reaction point over an event trace."},
     {"np_replay", np_replay, METH_VARARGS, "DCQCN's notification point over (now, ce) events."},
@@ -787,6 +1334,8 @@ static PyMethodDef methods[] = {
     {"gbn_tx_replay", gbn_tx_replay, METH_VARARGS, "The go-back-N requester over events."},
     {"sender", sender, METH_VARARGS, "Send one flow over a connected UDP socket."},
     {"receiver", receiver, METH_VARARGS, "Receive one flow from a UDP socket."},
+    {"transfer", transfer, METH_VARARGS, "One worker's QPs through one step or relay."},
+    {"pause_replay", pause_replay, METH_VARARGS, "An 802.1Qbb frame's quanta and seconds."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -795,4 +1344,11 @@ static struct PyModuleDef module = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__roce(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__roce(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "RP_STATE_BYTES", RP_STATE_BYTES) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

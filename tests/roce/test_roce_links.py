@@ -1,0 +1,124 @@
+"""A job's collectives over RoCE QPs (`jobs.roce_links.RoceLinks`) on loopback: a ring
+AllReduce relayed cut through and a pipeline-like exchange deliver every byte and every
+header byte, PSNs stay in step across calls, and data sent CE-marked is answered with
+CNPs that cut the sender's rate (at most one CNP per marked packet)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
+from emulation.jobs.header import Header
+from emulation.jobs.ring import Address, Ring
+from emulation.jobs.ring_plan import ring_allreduce_plan
+from emulation.jobs.roce_links import PAYLOAD, ROCE_PAYLOAD_SHARE, RoceLinks, packets
+from emulation.roce.native import compiled
+
+pytestmark = pytest.mark.skipif(compiled is None, reason="the compiled RoCE path is not built")
+T = TypeVar("T")
+NIC_GBPS, SCALE = 50.0, 0.002  # 100 Mbit/s
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def run_workers(n: int, body: Callable[[Ring, RoceLinks], T], **links: object) -> list[T]:
+    """`body` on every worker of an n-ring on loopback, each in a thread."""
+    peers = [Address("127.0.0.1", p) for p in free_ports(n)]
+    results: list[T | BaseException | None] = [None] * n
+
+    def worker(rank: int) -> None:
+        try:
+            with Ring("roce-test", rank, peers, timeout_s=5.0) as ring:
+                ring.connect()
+                roce = RoceLinks(ring, NIC_GBPS, SCALE, **links)  # type: ignore[arg-type]
+                try:
+                    ring.barrier(margin_ms=0.0)
+                    results[rank] = body(ring, roce)
+                finally:
+                    roce.close()
+        except BaseException as err:  # noqa: BLE001 - reported below
+            results[rank] = err
+
+    threads = [threading.Thread(target=worker, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results  # type: ignore[return-value]
+
+
+def test_packets_per_call_hand_counted() -> None:
+    # a header byte in front of each step: 1 B, 1024 B and 1025 B -> 1 + 1 + 2 packets
+    assert packets([0, 1023, 1024]) == 4
+    assert packets([PAYLOAD * 3 - 1]) == 3
+    # 1024 of 1106 wire bytes per packet, less an ACK's 86 every 16 packets
+    assert pytest.approx(1024 / (1106 + 86 / 16)) == ROCE_PAYLOAD_SHARE
+
+
+def test_ring_allreduce_relayed_over_roce_delivers_every_byte_and_wish() -> None:
+    total = 300_001
+
+    def body(ring: Ring, roce: RoceLinks) -> tuple[int, int, Header, Header]:
+        out = []
+        for k in range(3):  # PSNs must stay in step across calls
+            plan = ring_allreduce_plan(total + k, ring.n, ring.rank)
+            mine = Header(stop=ring.rank == 1 and k == 2, skip=ring.rank + k)
+            got, heard = roce.relay(
+                [s.send_bytes for s in plan], [s.recv_bytes for s in plan], mine
+            )
+            out.append((got, sum(s.recv_bytes for s in plan), heard))
+        return out[-1][0], out[-1][1], out[0][2], out[-1][2]  # type: ignore[return-value]
+
+    for got, want, first, last in run_workers(3, body):
+        assert got == want
+        assert first == Header(False, 2)  # every worker's wish went round: the largest skip
+        assert last == Header(True, 4)
+
+
+def test_exchange_and_agree_over_roce() -> None:
+    def body(ring: Ring, roce: RoceLinks) -> tuple[int, Header]:
+        sends = {ring.right_rank: 5000 + ring.rank}
+        receives = {ring.left_rank: 5000 + ring.left_rank}
+        got, heard = roce.exchange(sends, receives, Header(skip=ring.rank))
+        agreed = roce.agree(Header(stop=ring.rank == 0))
+        return got, heard.merge(agreed)
+
+    results = run_workers(3, body)
+    assert [g for g, _ in results] == [5002, 5000, 5001]
+    assert all(h.stop for _, h in results)
+
+
+def test_ce_marked_data_is_answered_with_cnps_that_cut_the_rate() -> None:
+    def body(ring: Ring, roce: RoceLinks) -> tuple[int, int, int, int, float]:
+        for sock in roce.send.values():  # as if the fabric had marked every data packet
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x6B)
+        sends = [200_000]
+        roce.relay(sends, sends)
+        c = roce.take()
+        return c.marked, c.cnps_sent, c.cnps_received, c.cuts, c.min_rate_bps
+
+    results = run_workers(2, body)
+    sent_packets = packets([200_000])
+    for marked, cnps_sent, cnps_received, cuts, min_rate in results:
+        assert marked >= sent_packets  # every packet (and any resend) was CE
+        assert 0 < cnps_sent <= marked  # at most one CNP per marked packet
+        assert 0 < cuts <= cnps_received
+        assert min_rate < NIC_GBPS * 1e9 * SCALE * 0.6  # cut well below the line rate
+    # each worker's CNPs went to the other's sender; the last may come after it finished
+    sent, received = sum(r[1] for r in results), sum(r[2] for r in results)
+    assert sent - 4 <= received <= sent
