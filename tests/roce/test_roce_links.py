@@ -13,6 +13,7 @@ from typing import TypeVar
 import pytest
 
 from emulation.jobs.header import Header
+from emulation.jobs.patterns import neighbours, phase_plan, ring_steps
 from emulation.jobs.ring import Address, Ring
 from emulation.jobs.ring_plan import ring_allreduce_plan
 from emulation.jobs.roce_links import PAYLOAD, ROCE_PAYLOAD_SHARE, RoceLinks, packets
@@ -33,14 +34,20 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def run_workers(n: int, body: Callable[[Ring, RoceLinks], T], **links: object) -> list[T]:
-    """`body` on every worker of an n-ring on loopback, each in a thread."""
+def run_workers(
+    n: int, body: Callable[[Ring, RoceLinks], T], parallelism: str = "data", **links: object
+) -> list[T]:
+    """`body` on every worker of an n-worker job on loopback, each in a thread, with
+    the QPs of the job's pattern (`patterns.neighbours`)."""
     peers = [Address("127.0.0.1", p) for p in free_ports(n)]
     results: list[T | BaseException | None] = [None] * n
 
     def worker(rank: int) -> None:
         try:
-            with Ring("roce-test", rank, peers, timeout_s=5.0) as ring:
+            sends_to, receives_from = neighbours(parallelism, n, rank)
+            with Ring(
+                "roce-test", rank, peers, 5.0, sends_to=sends_to, receives_from=receives_from
+            ) as ring:
                 ring.connect()
                 roce = RoceLinks(ring, NIC_GBPS, SCALE, **links)  # type: ignore[arg-type]
                 try:
@@ -101,6 +108,29 @@ def test_exchange_and_agree_over_roce() -> None:
     results = run_workers(3, body)
     assert [g for g, _ in results] == [5002, 5000, 5001]
     assert all(h.stop for _, h in results)
+
+
+@pytest.mark.parametrize("parallelism", ["pipeline", "hybrid"])
+def test_every_pattern_moves_its_plan_over_roce(parallelism: str) -> None:
+    """What the replica does with a phase's plan: the ring's steps relayed, or each
+    step of another pattern exchanged with several QPs at once."""
+    n, size = 3, 40_000
+
+    def body(ring: Ring, roce: RoceLinks) -> tuple[int, int]:
+        plan = phase_plan(parallelism, n, size)
+        relayed = ring_steps(plan, n, ring.rank)
+        if relayed is not None:
+            got, _ = roce.relay(*relayed)
+            return got, sum(relayed[1])
+        got = want = 0
+        for step in plan:
+            receives = step.receives(ring.rank)
+            moved, _ = roce.exchange(step.sends(ring.rank), receives)
+            got, want = got + moved, want + sum(receives.values())
+        return got, want
+
+    for got, want in run_workers(n, body, parallelism):
+        assert got == want > 0
 
 
 def test_ce_marked_data_is_answered_with_cnps_that_cut_the_rate() -> None:
