@@ -8,14 +8,17 @@ not. Processes outside any namespace that no run file recorded are found by
 their command line: the caller says which programs a run may leave behind
 (a `ProcessMatch`, e.g. `emulation.softswitch.processes.is_switch_process`),
 and such a process is a run's when it names one of the run's interfaces as
-`PORT@IFACE`. Items are described as 'netns NAME', 'link NAME', 'process
-PID' and 'folder PATH'. `NetnsLab` removes what it built with the same
+`PORT@IFACE`. A switch killed outright leaves its interface lock files
+(`run_files.InterfaceLocks`) behind: `clean` removes those no process holds.
+Items are described as 'netns NAME', 'link NAME', 'process PID', 'folder
+PATH' and 'lock PATH'. `NetnsLab` removes what it built with the same
 functions.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .prefixes import PROJECT_PREFIXES
-from .run_files import RunRecord, remove_folders, runs
+from .run_files import RunRecord, remove_folders, run_dir, runs
 
 ProcessMatch = Callable[[Sequence[str]], bool]
 """Is this command line (argv) a program a run may leave running?"""
@@ -176,6 +179,70 @@ def cleanup_all(
     return removed
 
 
+# --- interface locks whose holder is gone ---------------------------------------
+
+# `run_files.InterfaceLocks` names a lock file iface-<netns inode>-<interface>.lock.
+LOCK_PREFIX, LOCK_SUFFIX = "iface-", ".lock"
+
+
+def lock_interface(name: str) -> str | None:
+    """The interface an interface lock file is for; None for any other file name.
+
+    >>> lock_interface("iface-4026531833-cas1e64p1.lock"), lock_interface("run-cas1.json")
+    ('cas1e64p1', None)
+    """
+    if not (name.startswith(LOCK_PREFIX) and name.endswith(LOCK_SUFFIX)):
+        return None
+    netns, sep, ifname = name[len(LOCK_PREFIX) : -len(LOCK_SUFFIX)].partition("-")
+    return ifname if sep and netns.isdigit() and ifname else None
+
+
+def _unheld(path: Path) -> bool:
+    """Whether no process holds the lock on `path`; if none does, the file is removed
+    while we hold it (a switch that opened it meanwhile sees another inode and retries,
+    as `InterfaceLocks` does)."""
+    try:
+        handle = open(path, "a+")  # noqa: SIM115 (closed below)
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        try:
+            if os.stat(path).st_ino != os.fstat(handle.fileno()).st_ino:
+                return False  # replaced meanwhile: its holder is someone else
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+
+def stale_locks(prefixes: Iterable[str], remove: bool = False) -> list[str]:
+    """'lock PATH' of every interface lock file under the prefixes that no process holds
+    (removed when `remove`; a dry run only tests the lock and leaves the file)."""
+    prefix_tuple = tuple(prefixes)
+    folder = run_dir()
+    found = []
+    for name in sorted(os.listdir(folder)):
+        ifname = lock_interface(name)
+        if ifname is None or not ifname.startswith(prefix_tuple):
+            continue
+        path = folder / name
+        if remove:
+            if _unheld(path):
+                found.append(f"lock {path}")
+            continue
+        with contextlib.suppress(OSError), open(path) as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            found.append(f"lock {path}")
+    return found
+
+
 # --- `cassini clean`: runs whose owner is gone -----------------------------------
 
 
@@ -194,6 +261,7 @@ class Survey:
 
     runs: tuple[RunState, ...]
     unrecorded: tuple[str, ...]
+    stale_locks: tuple[str, ...] = ()  # interface locks no process holds
 
 
 def survey(
@@ -213,7 +281,7 @@ def survey(
         for item in leftovers(prefix_tuple, processes)
         if item not in claimed and not _item_name(item).startswith(own_prefixes or ("\0",))
     )
-    return Survey(tuple(states), unrecorded)
+    return Survey(tuple(states), unrecorded, tuple(stale_locks(prefix_tuple)))
 
 
 def clean(
@@ -222,7 +290,8 @@ def clean(
     processes: ProcessMatch | None = None,
 ) -> list[str]:
     """Remove what runs whose owner is gone left behind (all runs with include_live,
-    and then also items under the prefixes that no run recorded). Returns what went."""
+    and then also items under the prefixes that no run recorded), and the interface
+    locks no process holds. Returns what went."""
     prefix_tuple = tuple(prefixes)
     removed: list[str] = []
     for run in runs(prefix_tuple):
@@ -230,7 +299,7 @@ def clean(
             removed += _remove_run(run, processes)
     if include_live:
         removed += cleanup_all(prefix_tuple, processes)
-    return removed
+    return removed + stale_locks(prefix_tuple, remove=True)
 
 
 def _item_name(item: str) -> str:

@@ -42,7 +42,7 @@ if [[ "$what" == bmv2 || "$what" == all ]]; then
     echo "built $out/bmv2/cassini.json and cassini.p4info.txt (p4c-bm2-ss)"
     built=1
   else
-    missing+=("p4c (or p4c-bm2-ss) for cassini.p4: install p4c (packaged as p4lang-p4c)")
+    missing+=("p4c (or p4c-bm2-ss) for cassini.p4: neither Debian nor PyPI has it; on Ubuntu, p4lang's own apt repository (home:p4lang on the openSUSE Build Service, see p4c's README) has the package p4lang-p4c; on Debian build p4c from its sources (github.com/p4lang/p4c; release 1.2.4.8 builds with Debian 12's libraries)")
   fi
 fi
 

@@ -273,6 +273,9 @@ def _clean(args: argparse.Namespace) -> int:
         for item in found.unrecorded:
             print(f"{'would remove' if args.all else 'left alone (no run file; --all)'} {item}")
             count += int(args.all)
+        for item in found.stale_locks:
+            print(f"would remove {item} (no process holds it)")
+        count += len(found.stale_locks)
         print(f"{count} item(s) would be removed under prefixes {', '.join(prefixes)}")
         return 0
     removed = clean(prefixes, include_live=args.all, processes=is_switch_process)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -118,3 +119,49 @@ def test_switch_serve_on_port_0_prints_the_port_it_bound(prefix: str) -> None:
         serving.terminate()
         serving.wait(30)
         subprocess.run(["ip", "link", "delete", a], capture_output=True)
+
+
+def test_make_p4_without_p4c_names_where_p4c_comes_from(tmp_path: Path) -> None:
+    # A PATH with only what the script needs besides a compiler.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("dirname", "mkdir"):
+        (tools / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
+    result = subprocess.run(
+        ["/bin/bash", str(ROOT / "scripts" / "build_p4.sh"), "bmv2"],
+        capture_output=True, text=True, timeout=30, env={"PATH": str(tools)},
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    hint = next(line for line in result.stderr.splitlines() if "not found: p4c" in line)
+    # Debian has no p4lang-p4c package: the hint says where that name exists and what
+    # to do on Debian.
+    assert "packaged as p4lang-p4c" not in hint
+    assert "neither Debian nor PyPI has it" in hint
+    assert "on Ubuntu, p4lang's own apt repository" in hint and "p4lang-p4c" in hint
+    assert "on Debian build p4c from its sources" in hint
+
+
+def test_cassini_clean_removes_interface_locks_no_process_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emulation.clean import clean
+    from emulation.run_files import InterfaceLocks
+
+    monkeypatch.setenv("CASSINI_RUN_DIR", str(tmp_path))
+    netns = os.stat("/proc/self/ns/net").st_ino
+    stale = tmp_path / f"iface-{netns}-cas9f9fp1.lock"  # a switch killed outright left it
+    stale.write_text("pid 1 (gone)\n")
+    other = tmp_path / f"iface-{netns}-veth7.lock"  # not under the prefix asked for
+    other.write_text("")
+    with InterfaceLocks(["cas9f9fp2"]):  # a live switch's lock
+        held = tmp_path / f"iface-{netns}-cas9f9fp2.lock"
+        assert held.exists()
+        assert main(["clean", "--prefix", "cas9f9f", "--dry-run"]) == 0
+        shown = capsys.readouterr().out
+        assert f"would remove lock {stale} (no process holds it)" in shown, shown
+        assert str(held) not in shown
+        assert stale.exists()  # a dry run removes nothing
+        removed = clean(("cas9f9f",))
+        assert removed == [f"lock {stale}"]
+        assert not stale.exists() and held.exists() and other.exists()
