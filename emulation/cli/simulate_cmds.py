@@ -176,12 +176,14 @@ def _simulate(args: argparse.Namespace) -> int:
         return 0
     by = {s.name: s for s in exp.summaries}
     print(
-        f"{'scheduler':12s} {'mean ms':>8s} {'p99 ms':>8s} {'JCT s':>8s} {'oversub link-s':>15s} {'marked Gbit':>12s}"
+        f"{'scheduler':14s} {'mean ms':>8s} {'p99 ms':>8s} {'JCT s':>8s} {'makespan s':>10s} "
+        f"{'comm ovh':>8s} {'oversub link-s':>15s} {'marked Gbit':>12s}"
     )
     for n in names:
         x = by[n]
         print(
-            f"{n:12s} {x.mean_ms:8.1f} {x.p99_ms:8.1f} {x.mean_jct_s:8.1f} {x.oversub_link_s:15.1f} {x.marked_gbit:12.1f}"
+            f"{n:14s} {x.mean_ms:8.1f} {x.p99_ms:8.1f} {x.mean_jct_s:8.1f} {x.makespan_s:10.1f} "
+            f"{x.comm_overhead:8.1%} {x.oversub_link_s:15.1f} {x.marked_gbit:12.1f}"
         )
     for variant, sp in exp.speedups.items():
         print(
