@@ -18,8 +18,13 @@ Every namespace, interface and process is recorded in a run file, so
 name this file defines to its own globals; this file defines `cleanup`,
 so where `mn` would call Mininet's global cleanup (after an exception or
 Ctrl-C: `killall`/`pkill -f` on machine-wide names, `rm /tmp/*.log`) it
-removes only this process's runs. It also runs at exit. Nothing else is
-defined here at the top level that `mn` also uses.
+removes only this process's runs. It also runs at exit. It defines
+`Mininet` and `CLI` too, on purpose: `mn` then builds the project's network
+and CLI (`emulation.mininet_net.CassiniNet`, `emulation.mininet_cli.CassiniCLI`),
+whose `iperf` is bounded and ends only its own processes (Mininet's runs
+`killall -9 iperf` on the machine), whose `link HOST chip up` restores the
+host's ARP entries and whose `dpctl dump-flows` lists the P4 tables. Nothing
+else is defined here at the top level that `mn` also uses.
 
 Run by a Python that cannot import the project (Debian's `/usr/bin/mn`),
 this file stops `mn` with one line naming the project's `mn`: `mn` runs
@@ -46,6 +51,8 @@ def _wrong_python(err: BaseException) -> str:
 
 
 try:
+    from emulation.mininet_cli import CassiniCLI as _CassiniCLI
+    from emulation.mininet_net import CassiniNet as _CassiniNet
     from emulation.mininet_switches import SoftSwitch as _SoftSwitch
 except Exception as _err:  # noqa: BLE001 (any failure here must stop mn before its cleanup)
     raise SystemExit(_wrong_python(_err)) from None
@@ -144,3 +151,5 @@ def cleanup() -> None:
 
 topos = {"cassini": cassini_topo}
 switches = {"cassini": CassiniMnSwitch}
+Mininet = _CassiniNet  # mn's network class (`mn` reads its global `Mininet`)
+CLI = _CassiniCLI  # mn's CLI ("--custom files can set CLI", mn says)

@@ -8,6 +8,7 @@ session and must leave nothing behind.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -134,3 +135,28 @@ def test_ctrl_c_twice_at_the_prompt_ends_the_session_and_tears_down(
     assert session.wait(60) == 130
     assert f"SIGINT after bring-up; fabric {prefix} down" in session.output
     assert leftovers(prefix) == []
+
+
+def test_the_projects_mn_builds_our_network_and_cli_so_iperf_is_ours_too() -> None:
+    root = Path(__file__).resolve().parents[2]
+    mn = Path(sys.executable).parent / "mn"  # the venv's (PyPI's mininet, a dependency)
+    # Only once the network is ours does the session go on to iperf: Mininet's own
+    # runs `killall -9 iperf` on the whole machine.
+    stdin = "py type(net).__name__\npy type(net).iperf.__module__\n"
+    first = subprocess.run(
+        [str(mn), "--custom", str(root / "emulation" / "mn_custom.py"),
+         "--topo", f"cassini,{SMALL},0.01", "--switch", "cassini", "--controller", "none"],
+        input=stdin + "exit\n", capture_output=True, text=True, timeout=120, cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    shown = first.stdout + first.stderr
+    assert first.returncode == 0, shown
+    assert "CassiniNet" in shown and "emulation.mininet_net" in shown, shown
+    second = subprocess.run(
+        first.args, input="iperf s01 s04\ndpctl dump-flows\nexit\n", capture_output=True,
+        text=True, timeout=120, cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    shown = second.stdout + second.stderr
+    assert second.returncode == 0, shown
+    assert re.search(r"\*\*\* Results: \['[\d.]+ \w+/sec', '[\d.]+ \w+/sec'\]", shown), shown
+    assert re.search(r"\d+ entries \(all tables, device 1\)", shown), shown
