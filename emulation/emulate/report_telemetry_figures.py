@@ -41,6 +41,7 @@ from .telemetry_series import (
     queue_depth,
     read_queues,
     read_telemetry,
+    same_clock,
     sample_interval,
 )
 
@@ -144,10 +145,15 @@ def save_telemetry_figures(
         else:
             got, notes = load_run(out, run.scheduler)
         drawn.notes += notes
-        if got is not None and len(got.telemetry):
-            data[run.scheduler] = got
-        elif got is not None:
+        if got is not None and not len(got.telemetry):
             drawn.notes.append(f"{run.scheduler}: {TELEMETRY_FILE} holds no sample.")
+        elif got is not None and not same_clock(got.telemetry, job_starts(run.records)):
+            drawn.notes.append(
+                f"{run.scheduler}: no iteration starts within {TELEMETRY_FILE}'s samples "
+                "(not on the clock of iterations.csv): figures not drawn."
+            )
+        elif got is not None:
+            data[run.scheduler] = got
     if not data:
         return drawn
     title = title_of(summary.get("settings", {}))

@@ -168,6 +168,24 @@ def job_starts(records: Iterable[IterationRecord]) -> dict[str, JobStarts]:
     return out
 
 
+def same_clock(telemetry: Telemetry, starts: Mapping[str, JobStarts]) -> bool:
+    """Do the samples and the iterations share a clock: does some iteration start within
+    the samples' span? (A run without iterations has nothing to disagree with.)
+
+    >>> t = Telemetry.of([(100.01, "l", "a", 1, 1, 0), (101.5, "l", "a", 1, 1, 0)])
+    >>> a = JobStarts("a", "m", np.array([100.2, 100.5]), np.array([100.5, 100.8]))
+    >>> same_clock(t, {"a": a}), same_clock(t, {"a": JobStarts("a", "m", a.starts_s - 99,
+    ...                                                         a.ends_s - 99)})
+    (True, False)
+    """
+    spans = [s.starts_s for s in starts.values() if s.starts_s.size]
+    if not spans or not len(telemetry):
+        return True
+    every = np.concatenate(spans)
+    first, last = float(telemetry.time_s.min()), float(telemetry.time_s.max())
+    return bool(np.any((every >= first - 1.0) & (every <= last)))
+
+
 def choose_window(
     starts: Mapping[str, JobStarts], first_s: float, last_s: float, iterations: int = 4
 ) -> tuple[float, float]:

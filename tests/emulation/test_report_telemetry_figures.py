@@ -231,3 +231,17 @@ def test_marks_figures_stay_legible_with_many_jobs_and_models() -> None:
     ):
         assert problems(fig) == []
         plt.close(fig)
+
+
+def test_samples_on_another_clock_than_the_iterations_are_a_note(tmp_path: Path) -> None:
+    runs = _runs()[:1]
+    folder = tmp_path / "runs" / "themis"
+    write_synthetic(runs[0], folder)
+    rows = (folder / "telemetry.csv").read_text().splitlines()
+    shifted = [rows[0]] + [",".join([f"{float(r.split(',')[0]) + 3600:.6f}", *r.split(",")[1:]])
+                           for r in rows[1:]]  # fmt: skip
+    (folder / "telemetry.csv").write_text("\n".join(shifted) + "\n")
+    drawn = save_telemetry_figures(runs, _summary(runs), tmp_path)
+    assert drawn.paths == {}
+    assert drawn.notes == ["themis: no iteration starts within telemetry.csv's samples (not on "
+                           "the clock of iterations.csv): figures not drawn."]  # fmt: skip
