@@ -35,3 +35,34 @@ def receiver(
     drop: Sequence[int],
     /,
 ) -> tuple[int, int, int, int, int, int, int, int]: ...
+
+RP_STATE_BYTES: int
+
+def transfer(
+    settings: tuple[float | int | bool, ...],
+    payload: int,
+    overhead: int,
+    rto: float,
+    ack_every: int,
+    timeout_s: float,
+    cnp_interval: float,
+    recv_fd: int,
+    senders: Sequence[tuple[int, int, int, bytearray, Sequence[int]]],
+    receivers: Sequence[tuple[int, int, Sequence[int]]],
+    header: int,
+    relay: bool,
+    pfc: tuple[int, int, float, float] | None,
+    /,
+) -> tuple[
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    float,
+    float,
+    list[tuple[int, int, int, int, int, int, float, float]],
+    list[tuple[int, int, int, int, int]],
+]: ...
+def pause_replay(frame: bytes, priority: int, link_bps: float, /) -> tuple[int, float] | None: ...
