@@ -93,8 +93,10 @@ def test_the_run_folder_holds_every_file_with_the_totals(tmp_path: Path) -> None
     written = {p.name for p in write_run(result, tmp_path)}
     assert written == {
         "iterations.csv", "summary.json", "schedule.json", "profiles.json",
-        "emulation-profile.txt", "ecn.csv", "ecn-links.csv",
+        "emulation-profile.txt", "ecn.csv", "ecn-links.csv", "telemetry.csv", "queues.csv",
     }  # fmt: skip
+    telemetry = (tmp_path / "telemetry.csv").read_text().splitlines()
+    assert telemetry == ["time_s,link,job,bytes,packets,ce_marks"]  # no samples in this result
     rows = list(csv.reader((tmp_path / "iterations.csv").open()))
     assert tuple(rows[0]) == COLUMNS and len(rows) == 1 + len(records)
     summary = json.loads((tmp_path / "summary.json").read_text())
