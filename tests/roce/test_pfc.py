@@ -4,6 +4,8 @@ built by scapy and by the software switch."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl
 from scapy.layers.inet import IP
@@ -18,7 +20,7 @@ PFC_DST = "01:80:c2:00:00:01"
 
 
 def scapy_frame(enabled: dict[int, int]) -> bytes:
-    fields = {f"c{p}_enabled": 1 for p in enabled} | {
+    fields: dict[str, Any] = {f"c{p}_enabled": 1 for p in enabled} | {
         f"c{p}_pause_time": q for p, q in enabled.items()
     }
     frame = Ether(dst=PFC_DST, src="02:00:00:00:00:aa") / MACControlClassBasedFlowControl(**fields)

@@ -89,7 +89,7 @@ def test_ring_allreduce_relayed_over_roce_delivers_every_byte_and_wish() -> None
                 [s.send_bytes for s in plan], [s.recv_bytes for s in plan], mine
             )
             out.append((got, sum(s.recv_bytes for s in plan), heard))
-        return out[-1][0], out[-1][1], out[0][2], out[-1][2]  # type: ignore[return-value]
+        return out[-1][0], out[-1][1], out[0][2], out[-1][2]
 
     for got, want, first, last in run_workers(3, body):
         assert got == want
