@@ -15,13 +15,14 @@ import argparse
 import multiprocessing
 import os
 import time
+from typing import Any
 
 from controlplane.job_samples import CounterSampler
 from controlplane.p4info import load_p4info
 from controlplane.session import P4RuntimeSession
 
 
-def _serve(queue: multiprocessing.Queue[str], stop: multiprocessing.Event) -> None:  # type: ignore[type-arg]
+def _serve(queue: multiprocessing.Queue[str], stop: Any) -> None:
     from emulation.softswitch.p4runtime_service import serve
 
     server = serve(device_id=1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent import futures
+from typing import Any
 
 import grpc
 import numpy as np
@@ -111,7 +112,7 @@ def test_a_10_ms_stream_sums_to_the_counters_written(served: tuple[str, Writer])
     assert stream.lost == 0, "a reader looking every 10 ms at an 8-slot ring loses nothing"
     assert len(got) == 60
     assert sums(got) == writer.totals()
-    assert [s.max_depth_cells.get(2, 0) for s in got[:6]] == [0, 1, 2, 3, 4, 0]
+    assert [(s.max_depth_cells or {}).get(2, 0) for s in got[:6]] == [0, 1, 2, 3, 4, 0]
     gaps = np.diff([s.time_s for s in got])
     assert np.median(gaps) == pytest.approx(0.01, abs=0.004)
 
@@ -144,7 +145,7 @@ def test_pygnmi_subscribes_to_one_port_at_10_ms(served: tuple[str, Writer]) -> N
         assert first.get("sync_response")
         for k in range(5):
             writer.write(k)
-        seen = []
+        seen: list[dict[str, Any]] = []
         while len(seen) < 5:
             seen.append(stream.get_update(timeout=5)["update"])
         stream.close()
