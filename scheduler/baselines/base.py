@@ -59,6 +59,7 @@ class ClusterView:
     free: Mapping[str, int]
     jobs: tuple[JobStatus, ...]
     reason: str = "arrival"
+    sharing: tuple[tuple[str, ...], ...] = ()  # running jobs time-sharing GPU slots, in stage order
 
     def running(self) -> list[JobStatus]:
         return [j for j in self.jobs if j.running]
@@ -86,6 +87,8 @@ class Allocation:
     periods_ms: Mapping[str, float] = field(default_factory=dict)
     new_schedule: bool = False
     groups: tuple[tuple[str, ...], ...] = ()
+    # Jobs time-sharing the same GPU slots, each group in stage order (`scheduler.timeshare`).
+    sharing: tuple[tuple[str, ...], ...] = ()
 
 
 class Scheduler(Protocol):

@@ -1,4 +1,4 @@
-"""Schedulers by CLI name: themis, pollux, random, ideal, delay, and their Cassini variants."""
+"""Schedulers by CLI name: themis, pollux, random, ideal, delay, nags, muri, and Cassini variants."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from .augmented import CassiniAugmented
 from .base import ClusterInfo, ProfileBook, Scheduler
 from .delay import DelayScheduler
 from .ideal import IdealScheduler
+from .muri import muri_scheduler
+from .nags import SharingScheduler
 from .pollux import PolluxScheduler
 from .random_placement import RandomScheduler
 from .themis import ThemisScheduler
@@ -23,6 +25,8 @@ SCHEDULER_NAMES = (
     "ideal",
     "delay",
     "delay+cassini",
+    "nags",
+    "muri",
 )
 CASSINI_BASE = {"th+cassini": "themis", "po+cassini": "pollux", "delay+cassini": "delay"}
 # The six the Cassini paper compares: what a sweep runs when its file names none.
@@ -70,6 +74,10 @@ def make_scheduler(
         return PolluxScheduler(info, book, period_s=period_s, candidates=candidates, seed=seed)
     if key == "delay":
         return DelayScheduler(info, book, candidates=candidates, seed=seed)
+    if key == "nags":
+        return SharingScheduler(info, book, router or JobRouter(topology), topology.capacity_gbps())
+    if key == "muri":
+        return muri_scheduler(info, book, router or JobRouter(topology), topology.capacity_gbps())
     if key in CASSINI_BASE:
         base = make_scheduler(
             CASSINI_BASE[key],

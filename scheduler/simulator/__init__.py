@@ -16,6 +16,18 @@ whose offered demand reaches capacity, so an event re-solves max-min only for
 the group of flows it changed (exact). The event loop itself is compiled
 (`fluid_events`); Python handles what happens once per iteration.
 
+GPU time-sharing: an allocation's `sharing` groups run on the same GPU
+slots. Each member runs the profile `scheduler.timeshare.share` lays out for
+its place in the group's stage order (its compute stage, stretched to the
+stage, then its transfers), paced by its agent on the group's cycle with its
+stage offset, so one member computes while the previous one communicates.
+The GPU's one-compute-at-a-time rule holds as long as contention does not
+stretch a transfer past its stage (a late member then starts at once, as
+any paced agent does). A job whose group changes restarts its in-flight
+iteration on its new profile; a group that stays the same keeps its grid.
+A member's recorded ideal is its own iteration alone, so its slowdown is its
+sharing factor.
+
 The package, one question per module:
 
 - `results`: what a run measures (`SimSettings`, `JobResult`, `LinkSeries`, `SimResult`).

@@ -158,7 +158,8 @@ class Component:
         self.ph_gbps = np.array([p.gbps for m in members for p in m.profile.phases])
         self.first_ms = self.ph_ms[self.ph_lo].copy() if n else np.zeros(0)  # see _set_first
         self.ended = np.zeros(n, dtype=np.int64)
-        self.period = np.array([m.profile.iteration_ms for m in members])
+        # time alone per iteration (recorded as the ideal; a time-shared job's is its own profile's)
+        self.period = np.array([m.alone_ms or m.profile.iteration_ms for m in members])
         self.grid_period = np.array([m.run.grid_period for m in members])
         self.mode = np.full(n, _WAIT, dtype=np.int64)
         self.phase = np.zeros(n, dtype=np.int64)

@@ -19,6 +19,7 @@ from ..baselines.base import Allocation, ClusterView, JobStatus, ProfileBook, Sc
 from ..fluid_events import DONE as _DONE
 from ..fluid_events import TOL_MS as _TOL_MS
 from ..fluid_events import WAIT as _WAIT
+from ..timeshare import SharedGroup, share, slots_in_use
 from ..traces import TraceJob, check_fits
 from ..traffic import JobRouter
 from ..types import Profile
@@ -74,6 +75,9 @@ class _Run:
         self.comps: list[Component] = []
         self.book = book or ProfileBook(nic_gbps=topology.nic_gbps())
         self.flow_cache: dict[tuple[tuple[str, ...], str], list[list[int]]] = {}
+        # GPU time-sharing (`scheduler.timeshare`): each shared job's group as last applied
+        self.sharing: dict[str, tuple[str, ...]] = {}
+        self.shared_cache: dict[tuple[tuple[str, str, int, int | None], ...], SharedGroup] = {}
         self.decisions = 0
         self.events_retired = 0
         self.ff_retired = 0.0
@@ -204,8 +208,32 @@ class _Run:
     def coupling(self) -> npt.NDArray[np.bool_]:
         return self.peak_load > self.capacity * (1 + 1e-9)
 
+    def live_sharing(self) -> tuple[tuple[str, ...], ...]:
+        """The sharing groups as applied, restricted to jobs still placed (two or more)."""
+        out: list[tuple[str, ...]] = []
+        for group in dict.fromkeys(self.sharing.values()):
+            left = tuple(n for n in group if n in self.runs and self.runs[n].servers)
+            if len(left) > 1:
+                out.append(left)
+        return tuple(out)
+
+    def shared_group(self, group: tuple[str, ...]) -> SharedGroup:
+        """The layout of one sharing group (cycle, offsets, profiles), from the jobs' own profiles."""
+        key = tuple(
+            (n, self.runs[n].trace.model, len(self.runs[n].servers), self.runs[n].trace.batch_size)
+            for n in group
+        )
+        laid = self.shared_cache.get(key)
+        if laid is None:
+            profiles = {n: self.profile(m, w, b) for n, m, w, b in key}
+            laid = share(profiles, order=group)
+            self.shared_cache[key] = laid
+        return laid
+
     def _view(self, now: float, reason: str) -> ClusterView:
-        used = slots_used({n: self.runs[n].servers for n in self.live})
+        placed = {n: self.runs[n].servers for n in self.live}
+        sharing = self.live_sharing()
+        used = slots_in_use(placed, sharing) if sharing else slots_used(placed)
         free = {s: g - used.get(s, 0) for s, g in self.gpus.items()}
         jobs = []
         for name in self.live:
@@ -227,31 +255,51 @@ class _Run:
                     batch_size=tj.batch_size,
                 )
             )
-        return ClusterView(now / 1e3, self.gpus, free, tuple(jobs), reason)
+        return ClusterView(now / 1e3, self.gpus, free, tuple(jobs), reason, sharing)
 
     def _apply(self, alloc: Allocation, now: float) -> None:
         placement = {k: tuple(v) for k, v in alloc.placement.items() if v}
         for name in placement:
             if name not in self.runs or name not in self.live:
                 raise RuntimeError(f"scheduler placed unknown or finished job {name}")
+        new_sharing = {n: tuple(g) for g in alloc.sharing if len(g) > 1 for n in g}
+        unplaced = sorted(n for n in new_sharing if n not in placement)
+        if unplaced:
+            raise RuntimeError(
+                f"scheduler {self.scheduler.name} shares GPUs of unplaced {unplaced}"
+            )
+        used = slots_in_use(placement, alloc.sharing) if alloc.sharing else slots_used(placement)
         if not self.scheduler.dedicated:
-            used = slots_used(placement)
             over = {s: u for s, u in used.items() if u > self.gpus.get(s, 0)}
             if over:
                 raise RuntimeError(f"scheduler {self.scheduler.name} over-allocated servers {over}")
         if self.on_event is not None:
-            self.on_event(now / 1e3, slots_used(placement), self.gpus)
+            self.on_event(now / 1e3, used, self.gpus)
         changed: set[str] = set()
         resync: set[str] = set()
+        # Time-sharing: a job whose group changed runs a new profile (its in-flight
+        # iteration restarts, our choice); one whose group is unchanged keeps its grid.
+        reshaped: set[str] = set()
+        steady: set[str] = set()
         for name in self.live:
             run = self.runs[name]
             new = placement.get(name, ())
             if sorted(new) != sorted(run.servers):
                 changed.add(name)
+            elif new and new_sharing.get(name, ()) != self.sharing.get(name, ()):
+                reshaped.add(name)
+            elif new and name in new_sharing:
+                steady.add(name)
             paced_now = not math.isnan(run.grid_period)
-            if new and alloc.new_schedule and (name in alloc.periods_ms or paced_now):
+            if (
+                new
+                and alloc.new_schedule
+                and (name in alloc.periods_ms or paced_now)
+                and name not in steady
+            ):
                 resync.add(name)
-        if not changed and not resync:
+        self.sharing = new_sharing
+        if not changed and not resync and not reshaped:
             return
         new_links: set[int] = set()
         for name in changed:
@@ -270,7 +318,7 @@ class _Run:
         touched = []
         for comp in self.comps:
             names = {r.trace.name for r in comp.runs}
-            if names & (changed | resync) or (
+            if names & (changed | resync | reshaped) or (
                 not self.scheduler.dedicated and hot_new.intersection(comp.global_links.tolist())
             ):
                 touched.append(comp)
@@ -281,7 +329,7 @@ class _Run:
                 name = run.trace.name
                 if name in self.finished:
                     continue
-                run.carry = None if name in changed else comp.carry_out(j)
+                run.carry = None if name in changed or name in reshaped else comp.carry_out(j)
                 regroup.append(name)
             self._retire(comp)
             self.comps.remove(comp)
@@ -301,7 +349,11 @@ class _Run:
             if name not in regroup:
                 regroup.append(name)
         members: list[Member] = []
-        first_dues = self._first_dues(alloc, regroup, now) if alloc.new_schedule else {}
+        first_dues = (
+            self._first_dues(alloc, [n for n in regroup if n not in steady], now)
+            if alloc.new_schedule
+            else {}
+        )
         for name in regroup:
             run = self.runs[name]
             if not run.servers:
@@ -309,15 +361,28 @@ class _Run:
             run.work_per_iter = float(alloc.work_per_iteration.get(name, 1.0))
             tj = run.trace
             prof = self.profile(tj.model, len(run.servers), tj.batch_size)
+            alone_ms = 0.0
+            if name in new_sharing:
+                alone_ms = prof.iteration_ms
+                prof = self.shared_group(new_sharing[name]).profiles[name]
             first_due = math.nan
             new_grid = alloc.new_schedule or run.carry is None
-            if alloc.new_schedule:
+            if name in steady:
+                new_grid = run.carry is None  # the group's grid goes on
+            elif alloc.new_schedule:
                 run.grid_period = float(alloc.periods_ms.get(name, math.nan))
                 first_due = first_dues.get(name, math.nan)
             elif run.carry is None:
                 run.grid_period = math.nan  # moved without a schedule: runs free
             members.append(
-                Member(run, prof, self.flows(run.servers, prof.parallelism), first_due, new_grid)
+                Member(
+                    run,
+                    prof,
+                    self.flows(run.servers, prof.parallelism),
+                    first_due,
+                    new_grid,
+                    alone_ms,
+                )
             )
         for group in self._groups(members):
             comp = Component(
