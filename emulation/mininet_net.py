@@ -157,7 +157,7 @@ class CassiniHost(Host):
     user-space switch must see real frames, and nothing the tests did not
     send); `net.ipv4.tcp_ecn=1` so TCP negotiates ECN. `neighbours`
     ((ip, mac) of the other servers) become static ARP entries at config
-    time, for networks that `static_arp` is not run on (`mn --custom`).
+    time, for networks that `static_arp` is not run on (`.venv/bin/mn --custom`).
     """
 
     def __init__(

@@ -5,7 +5,9 @@ switch holding every logical switch (the software switch, or bmv2 with
 `--target bmv2`), entries installed by the control plane; on request a pcap
 per switch port (`--pcap`) and the switch's log (`--log-dir`). Runs until Ctrl-C or SIGTERM (then it tears down, says so and
 exits 130 or 143, as during bring-up); `--check` pings every server pair
-once and exits instead. Either way a switch process that dies is reported (which pid,
+once and exits instead; `--cli` opens Mininet's CLI (`emulation.mininet_cli`:
+Ctrl-C there interrupts the command at hand, and only Ctrl-C twice at the
+prompt, `exit` or SIGTERM tear down). Either way a switch process that dies is reported (which pid,
 which signal or exit code, its last log lines) and the command exits with
 status 1 after tearing the fabric down, rather than staying "up" with
 nothing forwarding.
@@ -79,7 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--cli",
         action="store_true",
-        help="open Mininet's CLI on the running fabric (`s01 ping -c1 s24`); tear down on exit",
+        help="open Mininet's CLI on the running fabric (`s01 ping -c1 s24`, `iperf s01 s24`, "
+        "`dpctl dump-flows`); Ctrl-C interrupts a command, twice at the prompt or `exit` tears "
+        "down",
     )
     up.add_argument("--json", action="store_true", help="machine-readable output")
     up.set_defaults(handler=_up)
