@@ -38,6 +38,7 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
             _fmt(s["ecn_marks"]),
             _fmt(s["ecn_marks_shared_links"]),
             _fmt(s["host_ce_marks"]),
+            _fmt(_pct(s.get("overlap_shared_links")), 0),  # emulation.emulate.results.link_overlap
             {True: "yes", False: "NOT TRUSTWORTHY", None: "unknown"}[s["trustworthy"]],
         ]
         for name, s in sch.items()
@@ -81,7 +82,8 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
         (
             "Per scheduler",
             ["scheduler", "mean ms", "p99 ms", "simulated mean ms", "ECN marks (switch)",
-             "on shared links", "CE received (hosts)", "trustworthy"],
+             "on shared links", "CE received (hosts)", "overlap on shared links %",
+             "trustworthy"],
             main,
         ),
         ("Cassini speed-up (mean iteration time, base / variant)", ["variant", "base", "speed-up"],

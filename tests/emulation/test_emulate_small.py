@@ -104,6 +104,9 @@ def _run(tmp_path: Path, name: str, shift_fraction: float, prefix: str) -> dict[
         for column in ("lost_packets", *(c.replace("-", "_") for c in GNMI_COLUMNS)):
             assert row[column].isdigit(), (row["port"], column, row[column])
     _check_telemetry(out / "runs" / "given", given)
+    table = (out / "report.md").read_text()
+    overlap = given["overlap_shared_links"]
+    assert "overlap on shared links %" in table and f"| {100 * overlap:.0f} |" in table
     return given
 
 
