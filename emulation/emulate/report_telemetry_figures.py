@@ -48,7 +48,9 @@ from .telemetry_series import (
 WINDOW_ITERATIONS = 4  # iterations of the slowest job on a link in its utilisation window
 MAX_WINDOW_SAMPLES = 3000  # (our choice) a window never holds more samples than this
 MAX_SERIES_POINTS = 2000  # (our choice) points per line in a time series, after thinning
-# Figure names: util_<scheduler>_<link>, and these two.
+# Figure names: these two, and per shared link `util:<scheduler>:<link>` (its files
+# util_<scheduler>_<link>.png/.pdf with the names' other characters as '_').
+UTIL = "util"
 ECN_SERIES = "ecn_iteration_series"
 ECN_CDF = "ecn_iteration_cdf"
 TITLES = {
@@ -77,12 +79,12 @@ class Drawn:
 def plot_items(paths: Mapping[str, Path]) -> list[tuple[str, Path]]:
     """(title, PNG) of every figure of this module in `paths`, in the report's order."""
     items = [(t, paths[k]) for k, t in TITLES.items() if k in paths]
-    items += [(_util_title(k), p) for k, p in paths.items() if k.startswith("util_")]
+    for key, path in paths.items():
+        kind, _, rest = key.partition(":")
+        if kind == UTIL:
+            scheduler, _, link = rest.partition(":")
+            items.append((f"Per-job utilisation and queue depth on {link}: {scheduler}", path))
     return items
-
-
-def _util_title(key: str) -> str:
-    return f"Per-job utilisation and queue depth on a shared link: {key[len('util_') :]}"
 
 
 def telemetry_files(out: Path, scheduler: str, name: str) -> list[Path]:
@@ -160,9 +162,10 @@ def save_telemetry_figures(
     colours = job_colours(runs)
     starts = {run.scheduler: job_starts(run.records) for run in runs}
 
-    def keep(fig: Any, name: str) -> None:
+    def keep(fig: Any, name: str, key: str | None = None) -> None:
         fig.suptitle(title, fontsize=9)
-        drawn.paths.update(save_figure(fig, out, name))
+        saved = save_figure(fig, out, name)
+        drawn.paths.update({k.replace(name, key or name): p for k, p in saved.items()})
         plt.close(fig)
 
     for run in runs:
@@ -180,7 +183,8 @@ def save_telemetry_figures(
                 continue
             mine = {j: starts[run.scheduler][j] for j in jobs if j in starts[run.scheduler]}
             fig = draw_link(plt, run.scheduler, link, capacity, data[run.scheduler], mine, colours)
-            keep(fig, f"util_{slug(run.scheduler)}_{slug(link)}")
+            file = f"{UTIL}_{slug(run.scheduler)}_{slug(link)}"
+            keep(fig, file, f"{UTIL}:{run.scheduler}:{link}")
     series = {s: marks_by_job(data[s], starts[s]) for s in starts if s in data}
     keep(draw_marks_series(plt, series, colours), ECN_SERIES)
     keep(draw_marks_cdf(plt, series, {r.scheduler: f"C{i}" for i, r in enumerate(runs)}), ECN_CDF)

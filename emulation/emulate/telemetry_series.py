@@ -234,13 +234,13 @@ def link_utilisation(
     window: tuple[float, float],
     interval_s: float,
 ) -> Utilisation:
-    """Per job (`other` last), its utilisation of `link` at every sample time of the window,
-    zero where a job had no row: bytes * 8 / (interval_s * capacity_gbps * 1e9).
+    """Per job (`other` last), its utilisation of `link` in every sample of the window,
+    bytes * 8 / (interval_s * capacity_gbps * 1e9), zero where a job had no row.
 
-    (our choice) Samples sit on a grid of `interval_s` steps in phase with the file's
-    first sample (the window's start moved back onto it), a row going to the nearest grid
-    point, so an idle sample (no row at all) reads as zero and a late one is not counted
-    twice.
+    (our choice) A sample is a distinct `time_s` (every row of one sample carries its
+    time), so a period that drifts from `interval_s` never puts two samples in one slot;
+    where no sample came for longer than 1.5 periods (nothing moved anywhere) a zero is
+    put one period before the next, so a step plot does not stretch a sample over it.
 
     >>> t = Telemetry.of([(0.01, "l", "a", 625, 1, 0), (0.02, "l", "b", 1250, 1, 0),
     ...                   (0.02, "x", "a", 99, 1, 0), (0.04, "l", "a", 1250, 1, 0)])
@@ -250,9 +250,9 @@ def link_utilisation(
     """
     if capacity_gbps <= 0:
         raise ValueError(f"link {link}: capacity {capacity_gbps} Gbit/s, not positive")
-    times, slot_of = _grid(telemetry.time_s, window, interval_s)
+    times, index_of = _samples(telemetry.time_s, window, interval_s)
     on_link = telemetry.link == link
-    slot, inside = slot_of(telemetry.time_s[on_link])
+    slot, inside = index_of(telemetry.time_s[on_link])
     slot, who = slot[inside], telemetry.job[on_link][inside]
     nbytes = telemetry.bytes[on_link][inside]
     jobs = sorted(set(who.tolist()) - {OTHER_JOB}) + ([OTHER_JOB] if OTHER_JOB in who else [])
@@ -267,39 +267,39 @@ def link_utilisation(
 def queue_depth(
     queues: Queues, link: str, window: tuple[float, float], interval_s: float
 ) -> tuple[FloatArray, IntArray]:
-    """The link's deepest queue at every sample time of the window (on the grid of
-    `link_utilisation`), zero where the file has no row (an idle link has none).
+    """The link's deepest queue in every sample of the window (as `link_utilisation`
+    takes samples), zero where the file has no row for it (an idle link has none).
 
-    >>> q = Queues.of([(0.02, "l", 5), (0.01, "l", 3), (0.01, "x", 9), (0.5, "l", 1)])
+    >>> q = Queues.of([(0.02, "l", 5), (0.01, "l", 3), (0.01, "x", 9), (0.04, "x", 2),
+    ...                (0.5, "l", 1)])
     >>> [a.tolist() for a in queue_depth(q, "l", (0.0, 0.04), 0.01)]
     [[0.01, 0.02, 0.03, 0.04], [3, 5, 0, 0]]
     """
-    times, slot_of = _grid(queues.time_s, window, interval_s)
+    times, index_of = _samples(queues.time_s, window, interval_s)
     mine = queues.link == link
-    slot, inside = slot_of(queues.time_s[mine])
+    slot, inside = index_of(queues.time_s[mine])
     depth = np.zeros(times.size, dtype=np.int64)
     np.maximum.at(depth, slot[inside], queues.max_depth_cells[mine][inside])
     return times, depth
 
 
-def _grid(
-    sample_times: FloatArray, window: tuple[float, float], interval_s: float
+def _samples(
+    row_times: FloatArray, window: tuple[float, float], interval_s: float
 ) -> tuple[FloatArray, Any]:
-    """The sample times of a window, in phase with the file's first sample, and a function
-    from times to (grid index, inside the window)."""
+    """The window's sample times (the rows' distinct times in (lo, hi], a zero point one
+    period before a sample that follows a gap), and a function from row times to
+    (index, inside the window)."""
     lo, hi = window
-    if sample_times.size:
-        phase = float(sample_times.min())
-        lo = phase + np.floor((lo - phase) / interval_s + 1e-6) * interval_s
-    steps = max(1, int(round((hi - lo) / interval_s)))
-    times = np.round(lo + interval_s * np.arange(1, steps + 1), 9)
+    seen = np.unique(row_times[(row_times > lo) & (row_times <= hi + 1e-9)])
+    after_gap = seen[1:][np.diff(seen) > 1.5 * interval_s]
+    times = np.union1d(seen, np.round(after_gap - interval_s, 9))
 
-    def slot_of(t: FloatArray) -> tuple[IntArray, npt.NDArray[np.bool_]]:
-        k = np.round((t - lo) / interval_s).astype(np.int64) - 1
-        inside = (k >= 0) & (k < steps)
-        return np.where(inside, k, 0), inside
+    def index_of(t: FloatArray) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+        k = np.clip(np.searchsorted(times, t), 0, max(0, times.size - 1))
+        inside = (t > lo) & (t <= hi + 1e-9) & (times.size > 0)
+        return k.astype(np.int64), inside
 
-    return times, slot_of
+    return times, index_of
 
 
 def iteration_marks(

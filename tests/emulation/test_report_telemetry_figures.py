@@ -88,8 +88,9 @@ def test_figures_for_every_shared_link_as_png_and_pdf(tmp_path: Path) -> None:
         write_synthetic(run, tmp_path / "runs" / run.scheduler)
     drawn = save_telemetry_figures(runs, _summary(runs), tmp_path)
     assert drawn.notes == []
-    names = {"util_themis_tor1__agg1", "util_th_cassini_tor1__agg1", ECN_SERIES, ECN_CDF}
+    names = {"util:themis:tor1->agg1", "util:th+cassini:tor1->agg1", ECN_SERIES, ECN_CDF}
     assert set(drawn.paths) == names | {f"vector_{n}" for n in names}
+    assert drawn.paths["util:th+cassini:tor1->agg1"].name == "util_th_cassini_tor1__agg1.png"
     for name in names:
         assert drawn.paths[name].read_bytes()[:8] == PNG, name
         assert drawn.paths[f"vector_{name}"].read_bytes()[:4] == PDF, name
@@ -146,7 +147,7 @@ def test_a_run_folder_without_telemetry_gets_a_note_not_a_failure(tmp_path: Path
     assert all("\n" not in note for note in drawn.notes)
     assert drawn.notes[0].startswith("themis: no queues.csv")
     assert drawn.notes[1].startswith("th+cassini: no telemetry.csv")
-    assert "util_themis_tor1__agg1" in drawn.paths
+    assert "util:themis:tor1->agg1" in drawn.paths
     assert not any("th_cassini" in name for name in drawn.paths)
     nothing = save_telemetry_figures(runs, _summary(runs), tmp_path / "old")
     assert nothing.paths == {} and len(nothing.notes) == 2
@@ -205,10 +206,11 @@ def test_the_report_lists_the_figures_and_notes(tmp_path: Path) -> None:
     assert len(summary["figure_notes"]) == 1
     assert summary["figure_notes"][0].startswith("th+cassini: no telemetry.csv")
     md = (tmp_path / "report.md").read_text()
-    assert "![Per-job utilisation and queue depth on a shared link: themis_tor1__agg1]" in md
+    assert "![Per-job utilisation and queue depth on tor1->agg1: themis]" in md
+    assert "(util_themis_tor1__agg1.png)" in md
     assert "(ecn_iteration_cdf.png)" in md
     assert "- th+cassini: no telemetry.csv" in md
-    for name in ("iteration_cdf", "links_themis", "util_themis_tor1__agg1"):
+    for name in ("iteration_cdf", "links_themis", "util:themis:tor1->agg1"):
         assert report.paths[f"vector_{name}"].read_bytes()[:4] == PDF
     page = (tmp_path / "report.html").read_text()
     assert page.count("src='data:image/png;base64,") == 8 + 3

@@ -54,17 +54,22 @@ def test_utilisation_uses_the_topologys_scaled_rate_and_splits_the_link_by_job()
     )
 
 
-def test_late_samples_and_a_window_off_the_grid_count_once() -> None:
-    tel = Telemetry.of(
-        [(0.01, "l", "a", 1250, 1, 0), (0.0203, "l", "a", 625, 1, 0), (0.0298, "l", "a", 625, 1, 0)]
-    )
-    u = link_utilisation(tel, "l", 1e-3, (0.0, 0.03), 0.01)
-    np.testing.assert_allclose(u.share, [[1.0, 0.5, 0.5]])
-    # a window starting half a sample off the samples' grid: moved back onto it
-    half = link_utilisation(tel, "l", 1e-3, (0.005, 0.035), 0.01)
-    assert half.times_s.tolist()[:3] == [0.01, 0.02, 0.03]
-    np.testing.assert_allclose(half.share[0, :3], [1.0, 0.5, 0.5])
-    assert half.share.sum() == pytest.approx(2.0)
+def test_samples_off_the_nominal_period_are_each_their_own_point() -> None:
+    # a period of 10.1 ms against a nominal 10 ms: 100 samples later a fixed grid would be
+    # a whole sample off and put two samples in one slot
+    times = [round(0.0101 * k, 6) for k in range(1, 201)]
+    tel = Telemetry.of([(t, "l", "a", 625, 1, 0) for t in times])
+    u = link_utilisation(tel, "l", 1e-3, (0.0, 2.1), 0.01)
+    assert u.times_s.tolist() == times
+    np.testing.assert_allclose(u.share, [[0.5] * 200])
+
+
+def test_a_gap_without_samples_reads_as_zero_one_period_before_the_next() -> None:
+    tel = Telemetry.of([(0.01, "l", "a", 1250, 1, 0), (0.02, "l", "a", 625, 1, 0),
+                        (0.06, "l", "a", 1250, 1, 0), (0.07, "m", "b", 1, 1, 0)])  # fmt: skip
+    u = link_utilisation(tel, "l", 1e-3, (0.0, 0.1), 0.01)
+    assert u.times_s.tolist() == [0.01, 0.02, 0.05, 0.06, 0.07]
+    np.testing.assert_allclose(u.share, [[1.0, 0.5, 0.0, 1.0, 0.0]])
 
 
 def test_a_link_without_a_rate_is_refused_naming_it() -> None:
@@ -149,13 +154,14 @@ def test_sample_interval_is_the_common_step_when_idle_samples_have_no_row() -> N
     assert sample_interval(t) == 0.01
 
 
-def test_queue_depth_on_the_sample_grid_zero_where_no_row() -> None:
+def test_queue_depth_per_sample_zero_where_no_row() -> None:
     q = Queues.of([(1.02, "l", 7), (1.01, "l", 4), (1.01, "m", 99), (0.99, "l", 1),
-                   (1.0502, "l", 3), (1.0503, "l", 2), (1.09, "l", 8)])  # fmt: skip
+                   (1.03, "m", 5), (1.05, "l", 3), (1.05, "l", 2), (1.09, "l", 8)])  # fmt: skip
     t, d = queue_depth(q, "l", (1.0, 1.06), 0.01)
-    assert t.tolist() == [1.01, 1.02, 1.03, 1.04, 1.05, 1.06]
-    # 1.03-1.04 idle (no row: zero); two rows near 1.05: the deeper one
-    assert d.tolist() == [4, 7, 0, 0, 3, 0]
+    # 1.03: a sample without a row for l (zero); 1.04 none at all (zero before 1.05);
+    # two rows at 1.05: the deeper one
+    assert t.tolist() == [1.01, 1.02, 1.03, 1.04, 1.05]
+    assert d.tolist() == [4, 7, 0, 0, 3]
 
 
 def test_files_read_by_column_name_and_a_missing_column_is_named(tmp_path: Path) -> None:
