@@ -247,3 +247,16 @@ def test_samples_on_another_clock_than_the_iterations_are_a_note(tmp_path: Path)
     assert drawn.paths == {}
     assert drawn.notes == ["themis: no iteration starts within telemetry.csv's samples (not on "
                            "the clock of iterations.csv): figures not drawn."]  # fmt: skip
+
+
+def test_the_report_prints_nothing_over_a_progress_bar(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # `cassini emulate` writes the report while its terminal bar is live: a note or a
+    # warning printed then would tear the bar, so notes go into the report only
+    runs = _runs()
+    write_synthetic(runs[0], tmp_path / "runs" / "themis")  # th+cassini: none, a note
+    capfd.readouterr()
+    report = write_report(runs, {"trace": "four-jobs", "scale": 0.001}, tmp_path)
+    assert report.summary["figure_notes"]
+    assert capfd.readouterr() == ("", "")
