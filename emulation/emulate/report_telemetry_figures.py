@@ -32,6 +32,7 @@ from .telemetry_series import (
     Queues,
     Telemetry,
     TelemetryFileError,
+    Utilisation,
     cdf_points,
     choose_window,
     downsample,
@@ -43,6 +44,7 @@ from .telemetry_series import (
     read_telemetry,
     same_clock,
     sample_interval,
+    shared_range,
 )
 
 WINDOW_ITERATIONS = 4  # iterations of the slowest job on a link in its utilisation window
@@ -168,6 +170,7 @@ def save_telemetry_figures(
         drawn.paths.update({k.replace(name, key or name): p for k, p in saved.items()})
         plt.close(fig)
 
+    views = []
     for run in runs:
         if run.scheduler not in data:
             continue
@@ -182,9 +185,14 @@ def save_telemetry_figures(
                 )
                 continue
             mine = {j: starts[run.scheduler][j] for j in jobs if j in starts[run.scheduler]}
-            fig = draw_link(plt, run.scheduler, link, capacity, data[run.scheduler], mine, colours)
-            file = f"{UTIL}_{slug(run.scheduler)}_{slug(link)}"
-            keep(fig, file, f"{UTIL}:{run.scheduler}:{link}")
+            views.append(link_view(run.scheduler, link, capacity, data[run.scheduler], mine))
+    # one scale for every scheduler's figure, as for the heatmaps
+    util_top = max([1.05, *(1.05 * float(v.util.share.sum(axis=0).max(initial=0)) for v in views)])
+    queue_top = 1.05 * shared_range(v.depth for v in views if v.depth is not None)[1]
+    for view in views:
+        fig = draw_link(plt, view, colours, (util_top, queue_top))
+        keep(fig, f"{UTIL}_{slug(view.scheduler)}_{slug(view.link)}",
+             f"{UTIL}:{view.scheduler}:{view.link}")  # fmt: skip
     series = {s: marks_by_job(data[s], starts[s]) for s in starts if s in data}
     keep(draw_marks_series(plt, series, colours), ECN_SERIES)
     keep(draw_marks_cdf(plt, series, {r.scheduler: f"C{i}" for i, r in enumerate(runs)}), ECN_CDF)
@@ -208,27 +216,56 @@ def marks_by_job(run: RunTelemetry, starts: Mapping[str, JobStarts]) -> dict[str
     }
 
 
-def draw_link(
-    plt: Any,
+@dataclass(frozen=True)
+class LinkView:
+    """What the figure of one shared link shows: the window (s on the run's clock), each
+    job's utilisation, the queue depth (None: no queues.csv), the jobs' iteration starts."""
+
+    scheduler: str
+    link: str
+    capacity_gbps: float
+    interval_s: float
+    origin_s: float  # the run's first sample: the figure's zero
+    window: tuple[float, float]
+    util: Utilisation
+    queue_times_s: np.ndarray | None
+    depth: np.ndarray | None
+    starts: Mapping[str, np.ndarray]
+
+
+def link_view(
     scheduler: str,
     link: str,
     capacity_gbps: float,
     run: RunTelemetry,
     starts: Mapping[str, JobStarts],
-    colours: Mapping[str, str],
-) -> Any:
-    """Stacked per-job utilisation of `link` over a few iterations, its queue depth below."""
+) -> LinkView:
+    """The window of a few iterations of the link's jobs, and what falls in it."""
     tel = run.telemetry
     first, last = float(tel.time_s.min()), float(tel.time_s.max())
     lo, hi = choose_window(starts, first - run.interval_s, last, WINDOW_ITERATIONS)
     hi = min(hi, lo + MAX_WINDOW_SAMPLES * run.interval_s)
     util = link_utilisation(tel, link, capacity_gbps, (lo, hi), run.interval_s)
-    with_queue = run.queues is not None
+    qt, depth = (None, None)
+    if run.queues is not None:
+        qt, depth = queue_depth(run.queues, link, (lo, hi), run.interval_s)
+    inside = {j: s.starts_s[(s.starts_s >= lo) & (s.starts_s <= hi)] for j, s in starts.items()}
+    return LinkView(scheduler, link, capacity_gbps, run.interval_s, first, (lo, hi), util, qt,
+                    depth, inside)  # fmt: skip
+
+
+def draw_link(
+    plt: Any, view: LinkView, colours: Mapping[str, str], tops: tuple[float, float]
+) -> Any:
+    """Stacked per-job utilisation of the link over the view's window, its queue depth
+    below; `tops`: the utilisation and queue axes' upper limits (one for all schedulers)."""
+    with_queue = view.depth is not None
     fig, axes = plt.subplots(
         2 if with_queue else 1, 1, figsize=(8.0, 5.2 if with_queue else 3.8), sharex=True,
         squeeze=False, gridspec_kw={"height_ratios": [3, 1.2] if with_queue else [1]},
     )  # fmt: skip
     ax = axes[0][0]
+    first, (lo, hi), util = view.origin_s, view.window, view.util
     x = util.times_s - first  # the figures' clock: seconds since the run's first sample
     base = np.zeros(x.size)
     for j, job in enumerate(util.jobs):
@@ -237,27 +274,26 @@ def draw_link(
                         lw=0, label=job)  # fmt: skip
         base = top
     marked = False
-    for job, s in sorted(starts.items()):
-        inside = s.starts_s[(s.starts_s >= lo) & (s.starts_s <= hi)] - first
-        for t in inside:
+    for job, times in sorted(view.starts.items()):
+        for t in times - first:
             ax.axvline(t, color=colours.get(job, "0.3"), ls="--", lw=1.0,
                        label=None if marked else "iteration start (dashed, job's colour)")  # fmt: skip
             marked = True
-    ax.set_ylim(0, max(1.05, float(base.max()) * 1.05 if base.size else 1.05))
+    ax.set_ylim(0, tops[0])
     ax.set_xlim(lo - first, hi - first)
     ax.set_ylabel("utilisation of the link")
-    ax.set_title(f"{scheduler}: {link} ({capacity_gbps * 1e3:.3g} Mbit/s), "
-                 f"{run.interval_s * 1e3:.3g} ms samples", fontsize=10)  # fmt: skip
+    ax.set_title(f"{view.scheduler}: {view.link} ({view.capacity_gbps * 1e3:.3g} Mbit/s), "
+                 f"{view.interval_s * 1e3:.3g} ms samples", fontsize=10)  # fmt: skip
     ax.grid(alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
-    if with_queue and run.queues is not None:
-        qt, depth = queue_depth(run.queues, link, (lo, hi), run.interval_s)
-        qx, qy = downsample(qt - first, depth.astype(float), MAX_SERIES_POINTS)
+    if view.depth is not None and view.queue_times_s is not None:
+        qx, qy = downsample(view.queue_times_s - first, view.depth.astype(float),
+                            MAX_SERIES_POINTS)  # fmt: skip
         qax = axes[1][0]
         qax.step(qx, qy, where="pre", color="0.2", lw=1.0)
         qax.set_ylabel("max queue\n(cells)")
         qax.grid(alpha=0.3)
-        qax.set_ylim(bottom=0)
+        qax.set_ylim(0, tops[1])
     axes[-1][0].set_xlabel("time since the run's first sample (s)")
     _legend_band(fig, handles, labels)
     return fig

@@ -106,10 +106,10 @@ def test_utilisation_figure_stacks_the_jobs_over_a_few_iterations_with_the_queue
     loaded, notes = load_run(tmp_path, run.scheduler)
     assert notes == [] and loaded is not None
     assert loaded.interval_s == 0.01
-    from emulation.emulate.report_telemetry_figures import draw_link, job_colours
+    from emulation.emulate.report_telemetry_figures import draw_link, job_colours, link_view
 
-    starts = job_starts(run.records)
-    fig = draw_link(plt, "themis", LINK, GBPS, loaded, starts, job_colours([run]))
+    view = link_view("themis", LINK, GBPS, loaded, job_starts(run.records))
+    fig = draw_link(plt, view, job_colours([run]), (1.3, 50.0))
     util, queue = fig.axes
     assert util.get_shared_x_axes().joined(util, queue)
     lo, hi = util.get_xlim()
@@ -123,8 +123,37 @@ def test_utilisation_figure_stacks_the_jobs_over_a_few_iterations_with_the_queue
     dashed = [ln for ln in util.get_lines() if ln.get_linestyle() == "--"]
     assert 6 <= len(dashed) <= 10
     assert max(float(np.max(ln.get_ydata())) for ln in queue.get_lines()) == 40  # both queued
+    assert (util.get_ylim(), queue.get_ylim()) == ((0.0, 1.3), (0.0, 50.0))
     assert problems(fig) == []
     plt.close(fig)
+
+
+def test_every_schedulers_link_figure_has_the_same_axes_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = _runs()
+    write_synthetic(runs[0], tmp_path / "runs" / "themis")
+    folder = tmp_path / "runs" / "th+cassini"
+    write_synthetic(runs[1], folder)
+    # th+cassini's queue half as deep: same axis, so the figures compare by eye
+    rows = (folder / "queues.csv").read_text().splitlines()
+    (folder / "queues.csv").write_text("\n".join(
+        [rows[0]] + [r.rsplit(",", 1)[0] + f",{int(r.rsplit(',', 1)[1]) // 2}" for r in rows[1:]]
+    ) + "\n")  # fmt: skip
+    from emulation.emulate import report_telemetry_figures as figs
+
+    limits = []
+    real_draw = figs.draw_link
+
+    def spy(plt_: Any, view: Any, colours: Any, tops: tuple[float, float]) -> Any:
+        limits.append((view.scheduler, tops))
+        return real_draw(plt_, view, colours, tops)
+
+    monkeypatch.setattr(figs, "draw_link", spy)
+    save_telemetry_figures(runs, _summary(runs), tmp_path)
+    # both stack to 1.2 of the link; themis queues 40 cells deep, th+cassini 20
+    assert [s for s, _ in limits] == ["themis", "th+cassini"]
+    assert [t for _, t in limits] == [pytest.approx((1.26, 42.0))] * 2
 
 
 def test_the_heatmaps_of_two_schedulers_share_one_colour_scale() -> None:
