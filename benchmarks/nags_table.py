@@ -67,9 +67,9 @@ def main() -> None:
         for name in [n for n in ORDER if (cell, n) in by]:
             runs = by[(cell, name)]
             out = []
-            for key, _, digits in METRICS:
-                scale = 100.0 if key == "comm_overhead" else 1.0
-                m, h = interval([float(r[key]) * scale for r in runs.values()])  # type: ignore[arg-type]
+            for metric, _, digits in METRICS:
+                scale = 100.0 if metric == "comm_overhead" else 1.0
+                m, h = interval([float(r[metric]) * scale for r in runs.values()])  # type: ignore[arg-type]
                 out.append(f"{m:.{digits}f} ± {h:.{digits}f}")
             print(f"| {cell} | {name} | {len(runs)} | " + " | ".join(out) + " |")
     print()
@@ -82,11 +82,11 @@ def main() -> None:
             v, b = by[(cell, variant)], by[(cell, base)]
             seeds = sorted(set(v) & set(b))
             out = []
-            for key in ("makespan_s", "mean_jct_s", "mean_ms", "p99_ms"):
+            for metric in ("makespan_s", "mean_jct_s", "mean_ms", "p99_ms"):
                 red = [
-                    100.0 * (1.0 - float(v[s][key]) / float(b[s][key]))  # type: ignore[arg-type]
+                    100.0 * (1.0 - float(v[s][metric]) / float(b[s][metric]))  # type: ignore[arg-type]
                     for s in seeds
-                    if float(b[s][key]) > 0  # type: ignore[arg-type]
+                    if float(b[s][metric]) > 0  # type: ignore[arg-type]
                 ]
                 m, h = interval(red)
                 out.append(f"{m:.1f} ± {h:.1f} (best {max(red):.1f})")
