@@ -152,6 +152,8 @@ class Bmv2Switch(ChipSwitch):
         argv += ["--thrift-port", str(self.thrift_port), "--log-level", self.log_level]
         if self.log_file:
             argv += ["--log-file", self.log_file, "--log-flush"]
+        else:  # its log on stdout, which the fabric reads (a build without Thrift says so there)
+            argv += ["--log-console"]
         return [
             *argv,
             "--",
@@ -187,7 +189,7 @@ class Bmv2Switch(ChipSwitch):
             if failure is not None:
                 raise RuntimeError(failure)
             if self._listening():
-                self.configure_queues()
+                self.configure_queues(log)
                 return self.grpc_address
             time.sleep(0.05)
         raise RuntimeError(
@@ -206,16 +208,60 @@ class Bmv2Switch(ChipSwitch):
         """What `configure_queues` feeds simple_switch_CLI."""
         return "".join(line + "\n" for line in self.queue_commands)
 
-    def configure_queues(self) -> None:
-        """Send `queue_commands` to bmv2's Thrift server (after it is up)."""
-        if self.queue_commands:
+    def configure_queues(self, log: SwitchLog | None = None) -> None:
+        """Send `queue_commands` to bmv2's Thrift server (after it is up).
+
+        A simple_switch_grpc built without Thrift (its configure's default) has no
+        server to send them to: its log says so (`no_thrift`), and that is the error."""
+        if not self.queue_commands:
+            return
+        try:
             run_cli(self.queue_commands, self.thrift_port, BMV2_CLI)
+        except UserInputError:
+            # bmv2 logs the warning just after it starts listening on gRPC.
+            deadline = time.monotonic() + NO_THRIFT_WAIT_S
+            while time.monotonic() < deadline:
+                if no_thrift(self._log_lines(log)):
+                    raise UserInputError(NO_THRIFT_ERROR) from None
+                time.sleep(0.05)
+            raise
+
+    def _log_lines(self, log: SwitchLog | None) -> list[str]:
+        """What bmv2 has logged so far: its --log-file, or its console (the pipe)."""
+        lines = list(log.tail) if log is not None else []
+        if self.log_file is not None and Path(self.log_file).exists():
+            lines += Path(self.log_file).read_text(errors="replace").splitlines()
+        return lines
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
         super().stop(deleteIntfs)
         for ifname in self.cable_interfaces.values():
             if Path("/sys/class/net", ifname).exists():
                 subprocess.run(["ip", "link", "delete", ifname], capture_output=True)
+
+
+# What simple_switch_grpc logs when given --thrift-port but built without Thrift
+# (behavioral-model, targets/simple_switch_grpc/switch_runner.cpp).
+NO_THRIFT_LOG = "compiled without Thrift support"
+# How long after a refused simple_switch_CLI the fabric looks for that line.
+NO_THRIFT_WAIT_S = 2.0
+NO_THRIFT_ERROR = (
+    "--target bmv2: this simple_switch_grpc was built without Thrift (its log says so), "
+    "so simple_switch_CLI cannot set its queues' depth and rate; rebuild behavioral-model "
+    "and simple_switch_grpc with `./configure --with-thrift` (see emulation/README.md)"
+)
+
+
+def no_thrift(log_lines: Sequence[str]) -> bool:
+    """Whether bmv2's log says its simple_switch_grpc has no Thrift server.
+
+    >>> no_thrift(["[12:00:00.000] [bmv2] [W] [thread 7] You used the '--thrift-port' "
+    ...            "command-line option, but this target was compiled without Thrift support."])
+    True
+    >>> no_thrift(["Thrift server was started"])
+    False
+    """
+    return any(NO_THRIFT_LOG in line for line in log_lines)
 
 
 def bmv2_available() -> str | None:

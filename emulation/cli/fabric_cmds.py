@@ -56,9 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--device-id", type=device_id, default=1, help="P4Runtime device id (default 1)")
     up.add_argument(
         "--grpc-server-addr",
-        default="127.0.0.1:9559",
+        default="127.0.0.1:0",
         type=listen_address,
-        help="address of the switch's P4Runtime service (default 127.0.0.1:9559; port 0 = any)",
+        help="address of the switch's P4Runtime service (default 127.0.0.1:0: a free port, "
+        "named in the banner, so two fabrics on one machine do not collide; e.g. "
+        "127.0.0.1:9559 for a fixed one)",
     )
     up.add_argument(
         "--prefix",
