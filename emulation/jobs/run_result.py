@@ -9,7 +9,7 @@ records (`emulation.emulate.fidelity` judges it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -61,6 +61,7 @@ class JobSummary:
     adjustments: int
     adjustments_per_minute: float
     error: str | None = None
+    cnps: int | None = None  # RoCE: CNPs its receivers sent; None under TCP
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,22 @@ class RunResult:
         counted = [r.ce_marks for r in self.records if r.ce_marks is not None]
         return sum(counted) if counted else None
 
+    @property
+    def drops(self) -> int:
+        """Every loss the switch's ports counted over the run (`PortDelta.lost_packets`)."""
+        return sum(r.lost_packets for r in self.ports)
+
+    @property
+    def pfc_pause_frames(self) -> int | None:
+        """The switch's pause frames the hosts' RoCE senders honoured; None under TCP."""
+        return _total(r.pfc_pause_frames for r in self.records)
+
+    @property
+    def pfc_paused_ms(self) -> float | None:
+        """How long those pauses stopped the hosts' senders, summed; None under TCP."""
+        paused = _total(r.pfc_paused_ms for r in self.records)
+        return None if paused is None else round(paused, 3)
+
     def schedule(self) -> dict[str, Any]:
         """The schedule that ran, in the schedule file's keys."""
         return {
@@ -110,6 +127,9 @@ class RunResult:
             "jobs": {s.name: asdict(s) for s in self.summaries},
             "switch_ecn_marked": self.switch_ecn_marked,
             "host_ce_marks": self.host_ce_marks,
+            "drops": self.drops,
+            "pfc_pause_frames": self.pfc_pause_frames,
+            "pfc_paused_ms": self.pfc_paused_ms,
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
             "interrupted": self.interrupted,
@@ -148,7 +168,14 @@ def summarize_job(
         adjustments=adjustments,
         adjustments_per_minute=round(counted.per_minute, 3) if counted else 0.0,
         error=error,
+        cnps=_total(r.cnps for r in mine),
     )
+
+
+def _total(values: Iterable[int | float | None]) -> Any:
+    """The sum of the values counted; None when none was (not measured)."""
+    counted = [v for v in values if v is not None]
+    return sum(counted) if counted else None
 
 
 def host_lateness(

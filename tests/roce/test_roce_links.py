@@ -152,3 +152,34 @@ def test_ce_marked_data_is_answered_with_cnps_that_cut_the_rate() -> None:
     # each worker's CNPs went to the other's sender; the last may come after it finished
     sent, received = sum(r[1] for r in results), sum(r[2] for r in results)
     assert sent - 4 <= received <= sent
+
+
+def test_summary_json_counts_cnps_per_job_and_pauses_and_drops_per_run() -> None:
+    from emulation.jobs.launch import JobPlan
+    from emulation.jobs.records import IterationRecord
+    from emulation.jobs.run_result import RunResult, summarize_job
+    from emulation.jobs.run_settings import RunSettings
+    from scheduler.types import Phase, Profile
+
+    profile = Profile("p", "p", "data", 2, 10.0, (Phase(10.0, 0.0),))
+    jobs = (
+        JobPlan("a-0", "p", ("s01", "s02"), profile),
+        JobPlan("b-0", "p", ("s03", "s04"), profile),
+    )
+
+    def rec(job: str, worker: int, cnps: int | None, frames: int | None) -> IterationRecord:
+        paused = None if frames is None else 1.5 * frames
+        return IterationRecord(job, "p", worker, 0, 0.0, 10.0, 100, 5.0, 0.0, False, cnps,
+                               cnps=cnps, pfc_pause_frames=frames, pfc_paused_ms=paused)  # fmt: skip
+
+    records = (rec("a-0", 0, 3, 2), rec("a-0", 1, 4, 0), rec("b-0", 0, None, None))
+    result = RunResult(
+        jobs=jobs, summaries=tuple(summarize_job(j, records) for j in jobs), records=records,
+        ports=(), links=(), settings=RunSettings(iterations=1, transport="roce"), scale=0.001,
+        emulation_profile="", duration_s=1.0,
+    )  # fmt: skip
+    summary = result.summary()
+    assert summary["jobs"]["a-0"]["cnps"] == 7
+    assert summary["jobs"]["b-0"]["cnps"] is None  # a TCP-like job counts none
+    assert (summary["pfc_pause_frames"], summary["pfc_paused_ms"], summary["drops"]) == (2, 3.0, 0)
+    assert summary["settings"]["transport"] == "roce"
