@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+import numpy as np
+from pygnmi.spec.v080 import gnmi_pb2
 
 from controlplane.gnmi import (
     JOB_LEAVES,
@@ -35,7 +37,17 @@ from controlplane.gnmi import (
 )
 from topologies.port_names import port_name
 
-from .gnmi_tree import Keyed, Match, PathError, bare_name, notification, select
+from .gnmi_tree import (
+    Elem,
+    Keyed,
+    Match,
+    PathError,
+    bare_name,
+    leaves,
+    notification,
+    select,
+    set_path,
+)
 from .sample_ring import Sample, SampleReader, SampleRing
 from .state import JOB_CLASSES
 
@@ -45,12 +57,14 @@ def is_telemetry(elems: Sequence[Any]) -> bool:
     return bool(elems) and bare_name(elems[0].name) == TELEMETRY_ROOT[0]
 
 
-def _port_entry(name: str, depth: int, jobs: Mapping[str, Any]) -> dict[str, Any]:
-    return {"name": name, "state": {QUEUE_LEAF: depth}, "job": Keyed("class", jobs)}
+# (our choice) No leaf repeats a list's key (OpenConfig's name/name): the keys are in
+# every update's path already, and at 100 samples a second each update costs.
+def _port_entry(depth: int, jobs: Mapping[str, Any]) -> dict[str, Any]:
+    return {"state": {QUEUE_LEAF: depth}, "job": Keyed("class", jobs)}
 
 
-def _job_entry(job_class: int, values: Sequence[int]) -> dict[str, Any]:
-    return {"class": job_class, "state": dict(zip(JOB_LEAVES, values, strict=True))}
+def _job_entry(values: Sequence[int]) -> dict[str, Any]:
+    return {"state": dict(zip(JOB_LEAVES, values, strict=True))}
 
 
 def _wrap(state: Mapping[str, int], ports: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,22 +90,19 @@ def telemetry_tree(sample: Sample, names: Mapping[int, str], lost: int) -> dict[
         if depth == 0 and not sent.any():
             continue
         jobs = {
-            str(c): _job_entry(
-                c, (int(sent[c]), int(sample.bytes[i, c]), int(sample.ce_marks[i, c]))
-            )
+            str(c): _job_entry((int(sent[c]), int(sample.bytes[i, c]), int(sample.ce_marks[i, c])))
             for c in range(JOB_CLASSES)
             if sent[c]
         }
-        name = port_name(port, names)
-        ports[name] = _port_entry(name, depth, jobs)
+        ports[port_name(port, names)] = _port_entry(depth, jobs)
     state = dict(zip(SAMPLE_LEAVES, (sample.number, sample.intervals, lost), strict=True))
     return _wrap(state, ports)
 
 
 def telemetry_schema(ports: Sequence[int], names: Mapping[int, str]) -> dict[str, Any]:
     """The tree with every port and class (zeros): what a path is checked against."""
-    jobs = {str(c): _job_entry(c, (0,) * len(JOB_LEAVES)) for c in range(JOB_CLASSES)}
-    entries = {port_name(p, names): _port_entry(port_name(p, names), 0, jobs) for p in ports}
+    jobs = {str(c): _job_entry((0,) * len(JOB_LEAVES)) for c in range(JOB_CLASSES)}
+    entries = {port_name(p, names): _port_entry(0, jobs) for p in ports}
     return _wrap(dict.fromkeys(SAMPLE_LEAVES, 0), entries)
 
 
@@ -119,6 +130,108 @@ def _state_matches(tree: Mapping[str, Any]) -> list[Match]:
     return [Match((*path, (leaf, ())), state[leaf]) for leaf in SAMPLE_LEAVES]
 
 
+def whole_tree(paths: Sequence[Sequence[Any]]) -> bool:
+    """Does a subscription select everything (/cassini or /cassini/telemetry)?"""
+    return all(len(elems) <= 2 and not any(e.key for e in elems) for elems in paths)
+
+
+def _varint(n: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative integer.
+
+    >>> _varint(1), _varint(300)
+    (b'\\x01', b'\\xac\\x02')
+    """
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        if not n:
+            out.append(low)
+            return bytes(out)
+        out.append(low | 0x80)
+
+
+def _tag(message: Any, field: str, wire: int) -> bytes:
+    """The key of `field` of a message class: field number and wire type (0 varint,
+    2 length-delimited), from the descriptor, so the stubs stay the one source."""
+    return _varint(message.DESCRIPTOR.fields_by_name[field].number << 3 | wire)
+
+
+_TIMESTAMP = _tag(gnmi_pb2.Notification, "timestamp", 0)
+_PREFIX = _tag(gnmi_pb2.Notification, "prefix", 2)
+_UPDATE = _tag(gnmi_pb2.Notification, "update", 2)
+_PATH = _tag(gnmi_pb2.Update, "path", 2)
+_VAL = _tag(gnmi_pb2.Update, "val", 2)
+_UINT = _tag(gnmi_pb2.TypedValue, "uint_val", 0)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    return tag + _varint(len(payload)) + payload
+
+
+def fast_notification(
+    sample: Sample,
+    names: Mapping[int, str],
+    lost: int,
+    prefix: Any,
+    cache: dict[Any, tuple[bytes, ...]],
+) -> Any:
+    """`sample_notification` of the whole tree in PROTO, encoded from the sample's non-zero
+    cells with each leaf's path serialised once per subscription (`cache`) and the
+    message parsed once: the tree, `select` and messages built field by field cost
+    2.1 ms for a sample of 20 busy ports (0.2 of a core at 100 samples a second).
+    Tested equal to `sample_notification`."""
+    root: tuple[Elem, ...] = tuple((name, ()) for name in TELEMETRY_ROOT)
+    parts = [_TIMESTAMP + _varint(round(sample.wall_s * 1e9))]
+    if prefix is not None and (prefix.target or prefix.origin):
+        head = gnmi_pb2.Path(target=prefix.target, origin=prefix.origin)
+        parts.append(_field(_PREFIX, head.SerializeToString()))
+
+    def paths(key: Any, leaf_paths: Callable[[], Sequence[Sequence[Elem]]]) -> tuple[bytes, ...]:
+        """The serialised path fields of a group of leaves, made once per subscription."""
+        found = cache.get(key)
+        if found is None:
+            made = []
+            for elems in leaf_paths():
+                message = gnmi_pb2.Path()
+                set_path(message, elems)
+                made.append(_field(_PATH, message.SerializeToString()))
+            found = cache[key] = tuple(made)
+        return found
+
+    def add(path: bytes, value: int) -> None:
+        parts.append(_field(_UPDATE, path + _field(_VAL, _UINT + _varint(value))))
+
+    state = paths("state", lambda: [(*root, ("state", ()), (leaf, ())) for leaf in SAMPLE_LEAVES])
+    for path, value in zip(state, (sample.number, sample.intervals, lost), strict=True):
+        add(path, int(value))
+    rows, classes = np.nonzero(sample.packets)
+    depths = sample.max_depth_cells
+    for i in sorted(set(rows.tolist()) | set(np.flatnonzero(depths).tolist())):
+
+        def depth_path(i: int = i) -> list[tuple[Elem, ...]]:  # a port that sent or queued
+            port = ("port", (("name", port_name(sample.ports[i], names)),))
+            return [(*root, port, ("state", ()), (QUEUE_LEAF, ()))]
+
+        (path,) = paths(i, depth_path)
+        add(path, int(depths[i]))
+    values = zip(
+        sample.packets[rows, classes].tolist(),
+        sample.bytes[rows, classes].tolist(),
+        sample.ce_marks[rows, classes].tolist(),
+        strict=True,
+    )
+    for i, c, counts in zip(rows.tolist(), classes.tolist(), values, strict=True):
+
+        def job_paths(i: int = i, c: int = c) -> list[tuple[Elem, ...]]:
+            port = ("port", (("name", port_name(sample.ports[i], names)),))
+            job = ("job", (("class", str(c)),))
+            return [(*root, port, job, ("state", ()), (leaf, ())) for leaf in JOB_LEAVES]
+
+        for path, value in zip(paths((i, c), job_paths), counts, strict=True):
+            add(path, value)
+    return gnmi_pb2.Notification.FromString(b"".join(parts))
+
+
 def sample_notification(
     sample: Sample,
     names: Mapping[int, str],
@@ -133,8 +246,9 @@ def sample_notification(
     state_path = matches[0].path[:-1]
     for elems in paths:
         for match in select(tree, elems, absent_ok=True):
-            if match.path[: len(state_path)] != state_path:  # the state leaves are in already
-                matches.append(match)
+            for leaf in leaves(match):  # one update per leaf, the state leaves once
+                if leaf.path[: len(state_path)] != state_path:
+                    matches.append(leaf)
     return notification(matches, encoding, round(sample.wall_s * 1e9), prefix)
 
 
@@ -155,6 +269,8 @@ def stream_samples(
     this generator at its `yield`, never the packet loop, which goes on
     overwriting the ring; the reader then finds samples gone and says so.
     """
+    fast = encoding == gnmi_pb2.PROTO and whole_tree(paths)
+    cache: dict[Any, tuple[bytes, ...]] = {}  # serialised leaf paths of this subscription
     due = time.monotonic_ns()
     while not ended.is_set() and active():
         due += interval_ns
@@ -165,7 +281,10 @@ def stream_samples(
         got = reader.read()
         lost = got.lost
         for sample in got.samples:
-            yield sample_notification(sample, names, lost, paths, encoding, prefix)
+            if fast:
+                yield fast_notification(sample, names, lost, prefix, cache)
+            else:
+                yield sample_notification(sample, names, lost, paths, encoding, prefix)
             lost = 0
         if lost:  # every sample of this look was overwritten: say so without data
             root, container = TELEMETRY_ROOT

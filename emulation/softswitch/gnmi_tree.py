@@ -303,7 +303,7 @@ def _json_value(match: Match, ietf: bool) -> Any:
     return to_json(match.value, name, ietf, _module(name))
 
 
-def _set_path(path: Any, elems: Sequence[Elem]) -> None:
+def set_path(path: Any, elems: Sequence[Elem]) -> None:
     for name, keys in elems:
         elem = path.elem.add(name=name)
         for key, value in keys:
@@ -319,7 +319,7 @@ def add_updates(into: Any, matches: Sequence[Match], encoding: int) -> None:
         for match in matches:
             for leaf in leaves(match):
                 update = into.add()
-                _set_path(update.path, leaf.path)
+                set_path(update.path, leaf.path)
                 if isinstance(leaf.value, str):
                     update.val.string_val = leaf.value
                 else:
@@ -329,7 +329,7 @@ def add_updates(into: Any, matches: Sequence[Match], encoding: int) -> None:
     for match in matches:
         text = json.dumps(_json_value(match, ietf)).encode()
         update = into.add()
-        _set_path(update.path, match.path)
+        set_path(update.path, match.path)
         if ietf:
             update.val.json_ietf_val = text
         else:

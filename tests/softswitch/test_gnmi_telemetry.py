@@ -27,8 +27,12 @@ from controlplane.p4names import JOB_ECN_MARKED, JOB_TX, PORT_TX
 from controlplane.session import P4RuntimeSession
 from emulation.netns import NetnsLab
 from emulation.softswitch.gnmi_service import add_gnmi_service
-from emulation.softswitch.gnmi_telemetry import TelemetrySource
-from emulation.softswitch.sample_ring import SampleRing, ring_words
+from emulation.softswitch.gnmi_telemetry import (
+    TelemetrySource,
+    fast_notification,
+    sample_notification,
+)
+from emulation.softswitch.sample_ring import Sample, SampleRing, ring_words
 from emulation.softswitch.switch import SoftwareSwitch
 from emulation.softswitch.tm_config import TmConfig
 from tests.helpers.hosts import make_hosts
@@ -78,6 +82,35 @@ def sums(samples: list[JobSample]) -> dict[tuple[int, int], tuple[int, int, int]
             for i, v in enumerate(values):
                 total[i] += v
     return {c: (v[0], v[1], v[2]) for c, v in out.items()}
+
+
+def test_the_fast_encoding_equals_the_tree_s() -> None:
+    """The whole tree of one sample, encoded from the cells directly, holds the same
+    updates as the tree selected leaf by leaf (ports that sent or queued; classes that
+    sent; a 64-bit count; the state leaves once)."""
+    ports = (1, 2, 30, 31)
+    z = np.zeros((len(ports), JOB_CLASSES), np.int64)
+    packets, byte_counts, marks = z.copy(), z.copy(), z.copy()
+    packets[0, 0], byte_counts[0, 0] = 1, 64
+    packets[2, 5], byte_counts[2, 5], marks[2, 5] = 300, 2**40, 7
+    packets[2, 15], byte_counts[2, 15] = 2, 3000
+    sample = Sample(9, 1.0, 1796000000.0123, 3, ports, packets, byte_counts, marks,
+                    np.array([0, 0, 4, 11], np.int64))  # fmt: skip
+    prefix = gnmi_pb2.Path(target="chip")
+    whole = [list(gnmi_path_generator("/cassini/telemetry").elem)]
+    names = {1: "tor1-eth1", 30: "agg1-eth1"}
+    slow = sample_notification(sample, names, 2, whole, gnmi_pb2.PROTO, prefix)
+    cache: dict[object, tuple[bytes, ...]] = {}
+    for _ in range(2):  # the second time from the cache
+        fast = fast_notification(sample, names, 2, prefix, cache)
+
+        def key(n: gnmi_pb2.Notification) -> list[tuple[bytes, int]]:
+            return sorted((u.path.SerializeToString(deterministic=True), u.val.uint_val)
+                          for u in n.update)  # fmt: skip
+
+        assert key(fast) == key(slow)
+        assert (fast.timestamp, fast.prefix.target) == (slow.timestamp, "chip")
+    assert len(slow.update) == 3 + 3 + 3 * 3  # state, 3 ports' depths, 3 cells' counts
 
 
 @pytest.fixture
