@@ -17,6 +17,7 @@
 - gnmi: a device's interface counters (every loss by cause) over gNMI
 - telemetry: per-port and per-link ECN/traffic/loss time series from counters
 - counter_watch: polling a device's counters into those series (`ecn watch`, the runner)
+- job_samples: per-(port, job) counts every 10 ms, from the gNMI STREAM or counter reads
 - p4/: the P4 programs (bmv2 and Tofino) and the P4Info, shipped as package data
 - tofino / bmv2: what each target needs beyond P4Runtime
 """

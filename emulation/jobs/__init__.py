@@ -13,5 +13,7 @@
 - `run_settings`: how one schedule runs (iterations, deadline, drift rule, polling).
 - `supervisor`: a schedule's replicas started, watched and stopped on a running fabric.
 - `run_result`: what that run measured, per job and in all (pure summaries).
+- `job_telemetry`: a run's job classes on the switch and its 10 ms samples collected.
+- `telemetry_rows`: telemetry.csv and queues.csv rows, and the overlap metric (pure).
 - `run_folder`: the files the run leaves.
 """
