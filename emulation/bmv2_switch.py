@@ -139,6 +139,18 @@ class Bmv2Switch(ChipSwitch):
             self.cable_interfaces[a] = if_a
             self.cable_interfaces[b] = if_b
 
+    def set_ports_enabled(self, ports: dict[int, str], enabled: bool) -> None:
+        """The cable's veth ends down or up (bmv2's sends to a down veth fail: dropped)."""
+        for port in sorted(ports):
+            ifname = self.cable_interfaces.get(port)
+            if ifname is None:
+                raise UserInputError(f"chip port {port} is not a cable end of this bmv2")
+            subprocess.run(
+                ["ip", "link", "set", ifname, "up" if enabled else "down"],
+                check=True,
+                capture_output=True,
+            )
+
     def all_interfaces(self) -> dict[int, str]:
         """{chip port: interface} of every port bmv2 is given: server ports and cable ends."""
         return {**self.port_interfaces(), **self.cable_interfaces}

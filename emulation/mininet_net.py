@@ -24,7 +24,7 @@ From Python (the fabric builds and programs the network):
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -35,9 +35,11 @@ from mininet.topo import Topo
 
 from topologies.addressing import SERVER_PREFIX_LEN
 from topologies.chip_mapping import ChipMap
+from topologies.errors import UserInputError
 from topologies.model import Topology
 
 from .mininet_iperf import run_iperf
+from .mininet_logical import LogicalLink, LogicalSwitch, logical_link, logical_switches
 from .netns import OFFLOADS, NetnsLab
 from .signals import signals_deferred
 from .softswitch.tm_config import MTU_FRAME_BYTES
@@ -76,6 +78,7 @@ class CassiniTopo(Topo):
         """`host_params` go to every host (`mn` has no partial: cls, lab, neighbours);
         `nic_mbit` is each server's emulated NIC rate (`EmulationProfile.nic_mbit`),
         `wire_overhead` the bytes per frame the switch's TM charges on top."""
+        self.cassini_topology, self.cassini_chip = topology, chip  # for its logical switches
         self.addSwitch(CHIP, dpid="1", **switch_params)
         for index, server in enumerate(topology.servers, start=1):
             port = chip.server_port[server.name]
@@ -269,7 +272,7 @@ def static_arp(hosts: Sequence[Host], only: Sequence[Host] | None = None) -> Non
 
 
 class CassiniNet(Mininet):
-    """Mininet's network, with the two verbs that did not fit the fabric made to fit.
+    """Mininet's network, with the verbs that did not fit the fabric made to fit.
 
     `iperf` (the CLI's `iperf` and `iperfudp`) runs `emulation.mininet_iperf.run_iperf`:
     bounded in time, touching only the two processes it starts, where Mininet's
@@ -277,7 +280,32 @@ class CassiniNet(Mininet):
     chip down`/`up`) gives a host back its static ARP entries when its cable comes
     up: the kernel drops even permanent neighbours with the interface, and the
     chip answers no ARP, so the host stayed cut off.
+
+    The logical switches are nodes too (`emulation.mininet_logical`): `nodes`
+    lists them, `net["tor1"]` names its chip ports and links, and
+    `configLinkStatus("tor1", "agg2", "down")` (`link tor1 agg2 down`) fails
+    the loopback cable between them on the chip, both ends, until `up`.
+    What the traffic does then is what the routing says: the chip's entries
+    are static (one egress per ingress port and destination, from
+    `topologies.routing.Router`; no control plane reacts to a link's state),
+    so the pairs whose path crosses the link stop, their frames dropped at
+    the down port and counted, the others go on, and on `up` they resume on
+    the same path.
     """
+
+    logical: dict[str, LogicalSwitch]
+
+    def build(self) -> None:
+        super().build()
+        topo = self.topo
+        self.logical = {}
+        if isinstance(topo, CassiniTopo):
+            self.logical = logical_switches(topo.cassini_topology, topo.cassini_chip)
+            self.nameToNode.update(self.logical)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from super().__iter__()
+        yield from getattr(self, "logical", {})
 
     def iperf(  # noqa: PLR0913 (Mininet's signature)
         self,
@@ -295,6 +323,10 @@ class CassiniNet(Mininet):
         return result
 
     def configLinkStatus(self, src: str, dst: str, status: str) -> None:  # noqa: N802
+        logical = getattr(self, "logical", {})
+        if src in logical or dst in logical:
+            self.config_logical_link(src, dst, status)
+            return
         super().configLinkStatus(src, dst, status)
         if status != "up":
             return
@@ -302,3 +334,24 @@ class CassiniNet(Mininet):
         came_up = [node for node in ends if node in self.hosts]
         if came_up:
             static_arp(self.hosts, came_up)
+
+    def config_logical_link(self, a: str, b: str, status: str) -> LogicalLink:
+        """Fail (`down`) or restore (`up`) the loopback cable between logical switches
+        `a` and `b`, both ends, on the chip; the link. UserInputError for anything
+        that is not such a link, naming what is."""
+        if status not in ("up", "down"):
+            raise UserInputError(f"link {a} {b} {status}: the status is up or down")
+        for name in (a, b):
+            if name not in self.logical:
+                raise UserInputError(
+                    f"link {a} {b}: {name} is not a logical switch (a server's cable is "
+                    f"`link SERVER {CHIP} down|up`; switches: {', '.join(sorted(self.logical))})"
+                )
+        link = logical_link(self.logical, a, b)
+        chip = self.nameToNode[CHIP]
+        chip.set_ports_enabled(link.ports(), status == "up")
+        output(
+            f"*** {link.name_a} (chip port {link.port_a}) <-> {link.name_b} "
+            f"(chip port {link.port_b}): {status}\n"
+        )
+        return link

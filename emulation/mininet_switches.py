@@ -35,7 +35,7 @@ from topologies.chip_mapping import ChipMap, map_to_chip
 from topologies.errors import UserInputError
 from topologies.io import save_topology_file
 from topologies.model import Topology
-from topologies.port_names import interface_names
+from topologies.port_names import interface_names, port_name
 
 from .mininet_net import start_recorded_shell
 from .netns import OFFLOADS, NetnsLab
@@ -249,6 +249,11 @@ class ChipSwitch(Switch):
             return f"dpctl dump-flows: {err}\n"
         return "".join(f"{line}\n" for line in lines)
 
+    def set_ports_enabled(self, ports: dict[int, str], enabled: bool) -> None:
+        """Take chip `ports` ({port: name as gNMI names it}) down or up: a loopback cable
+        failed or restored (`CassiniNet.config_logical_link`)."""
+        raise UserInputError(f"{self.WHAT} cannot take a port down")
+
     # --- what the fabric asks of the running switch ----------------------------
 
     def wait_ready(self, log: SwitchLog, timeout: float) -> str:
@@ -347,6 +352,16 @@ class SoftSwitch(ChipSwitch):
         failure = self.failure(log)
         raise RuntimeError(failure or f"{self.WHAT} did not become ready:\n{log.text()}")
 
+    def set_ports_enabled(self, ports: dict[int, str], enabled: bool) -> None:
+        """gNMI's config/enabled of each port (the packet loop drops what is sent to a
+        down port, counted with its tail drops)."""
+        from .softswitch.gnmi_config import set_enabled
+
+        if self.p4runtime_address is None:
+            raise UserInputError(f"{self.WHAT} does not answer gNMI (not started)")
+        names = gnmi_names(ports, self.topology_file is not None)
+        set_enabled(self.p4runtime_address, names, enabled)
+
     def wait_ready_in_file(self, timeout: float = 30.0) -> str:
         """The address the readiness line names, once `log_file` holds it (a switch no
         one reads a pipe from, e.g. under `mn`); RuntimeError if the process ends."""
@@ -365,6 +380,16 @@ class SoftSwitch(ChipSwitch):
                 )
             time.sleep(0.05)
         raise RuntimeError(f"{self.WHAT} did not become ready in {timeout:g} s:\n{text}")
+
+
+def gnmi_names(ports: dict[int, str], named: bool) -> list[str]:
+    """The names the switch's gNMI knows `ports` by: theirs when it was given the topology
+    (`topologies.port_names`), else `port<N>`.
+
+    >>> gnmi_names({27: "tor1-eth6"}, True), gnmi_names({27: "tor1-eth6"}, False)
+    (['tor1-eth6'], ['port27'])
+    """
+    return [name if named else port_name(port) for port, name in sorted(ports.items())]
 
 
 class InProcessSwitch(ChipSwitch):
@@ -410,6 +435,12 @@ class InProcessSwitch(ChipSwitch):
         """The address its P4Runtime service listens on (it is up once started)."""
         assert self.switch is not None and self.switch.grpc_address is not None
         return self.switch.grpc_address
+
+    def set_ports_enabled(self, ports: dict[int, str], enabled: bool) -> None:
+        if self.switch is None:
+            raise UserInputError(f"{self.WHAT} is not running")
+        for name in gnmi_names(ports, self.interface_names is not None):
+            self.switch.set_enabled(name, enabled)
 
     def stop_serving(self) -> None:
         switch, self.switch = self.switch, None

@@ -394,6 +394,11 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
     }
     long depth = p->queue_cells[out_port];
     Py_ssize_t length = PyBytes_GET_SIZE(frame);
+    if (COUNT(p, R_PORT_DOWN, out_port)) { /* its link is down (the loop's flag) */
+        COUNT(p, R_TAIL_DROPPED, out_port)++;
+        COUNT(p, R_TAIL_DROPPED_BYTES, out_port) += length;
+        return 0;
+    }
     if (depth == 0 && p->tx_free_at[out_port] <= now + TIME_EPSILON_S &&
         p->paused_until[out_port] <= now) {
         double end = now + (double)(length + p->wire_overhead) * p->seconds_per_byte[out_port];

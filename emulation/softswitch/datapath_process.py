@@ -209,6 +209,19 @@ class DatapathProcess:
             return {}
         return self.shared.read_fidelity_histograms()
 
+    def set_port_enabled(self, port: int, enabled: bool) -> None:
+        """Take `port` down (its frames dropped, counted as tail drops) or up; returns once
+        the loop has done it."""
+        with self._lock:
+            if self._control is None:
+                raise RuntimeError("the packet loop is not running")
+            self._sequence += 1
+            self._control.send(("port", self._sequence, port, enabled))
+            while True:
+                reply = self._receive(ACK_TIMEOUT_S, f"setting port {port}")
+                if reply == ("ack", self._sequence):
+                    return
+
     def stall(self, seconds: float) -> None:
         """Make the loop sleep once, as if it had lost its core (for tests)."""
         with self._lock:
@@ -318,6 +331,10 @@ def _child(control: Connection, memory_fd: int) -> int:
                     apply_batch(state, message[2])
                 finally:
                     shared.end()
+                control.send(("ack", message[1]))
+            elif kind == "port":  # ("port", sequence, port, enabled): an operator's
+                pipeline.port_down[message[2]] = 0 if message[3] else 1
+                pipeline.publish_stats()
                 control.send(("ack", message[1]))
             elif kind == "stall":
                 datapath.stall(message[1])

@@ -6,7 +6,8 @@ P4Runtime server; `source()` returns the ports' `PortCounters`, whose tree
 (and what a path selects of it) is `gnmi_tree`.
 
 Capabilities, Get and Subscribe (ONCE, POLL, STREAM with SAMPLE, ON_CHANGE
-or TARGET_DEFINED) are served; Set is not. An enum value gNMI does not define
+or TARGET_DEFINED) are served; Set only of a port's config/enabled
+(`gnmi_config`, where the switch gives `set_enabled`). An enum value gNMI does not define
 is INVALID_ARGUMENT, one it defines that we do not serve UNIMPLEMENTED.
 Our choices where gNMI leaves it to the target: a STREAM ends when the client
 closes its side of the stream; STREAM samples no faster than `MIN_SAMPLE_NS`
@@ -35,6 +36,7 @@ from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 from controlplane.gnmi import CASSINI_MODULE
 
+from .gnmi_config import serve_set
 from .gnmi_telemetry import (
     TelemetrySource,
     check_interval,
@@ -199,8 +201,10 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         fidelity: Callable[[], Mapping[str, tuple[Sequence[int], float]]] | None = None,
         limits: ServiceLimits | None = None,
         telemetry: TelemetrySource | None = None,
+        set_enabled: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.source = source
+        self.set_enabled = set_enabled  # a port's config/enabled; None: Set is not served
         self.clock_ns = clock_ns
         self.fidelity = fidelity
         self.telemetry = telemetry
@@ -287,10 +291,8 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         return gnmi_pb2.GetResponse(notification=notices)
 
     def Set(self, request: Any, context: Any) -> Any:  # noqa: N802
-        context.abort(
-            grpc.StatusCode.UNIMPLEMENTED,
-            "Set is not served: the interface counters are read-only state",
-        )
+        """Only a port's config/enabled, where the switch can change it (`gnmi_config`)."""
+        return serve_set(request, context, self.set_enabled)
 
     def Subscribe(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:  # noqa: N802
         """At most `max_subscriptions` at once: each holds a thread while it is open."""
@@ -480,10 +482,14 @@ def add_gnmi_service(
     fidelity: Callable[[], Mapping[str, tuple[Sequence[int], float]]] | None = None,
     limits: ServiceLimits | None = None,
     telemetry: TelemetrySource | None = None,
+    set_enabled: Callable[[str, bool], None] | None = None,
 ) -> None:
     """Register the gNMI servicer for `source()`'s interface counters (and, given, the
     packet loop's lateness histograms and its 10 ms sample ring) on `server`, within
     `limits`."""
     gnmi_pb2_grpc.add_gNMIServicer_to_server(
-        GnmiServicer(source, fidelity=fidelity, limits=limits, telemetry=telemetry), server
+        GnmiServicer(
+            source, fidelity=fidelity, limits=limits, telemetry=telemetry, set_enabled=set_enabled
+        ),
+        server,
     )

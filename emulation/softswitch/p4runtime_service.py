@@ -326,6 +326,7 @@ def serve(
     dataplane: Dataplane | None = None,
     tls: ServerTlsSettings | None = None,
     telemetry: TelemetrySource | None = None,
+    set_enabled: Callable[[str, bool], None] | None = None,
 ) -> RunningServer:
     """Start a P4Runtime server for one device on `address` (port 0: any free port).
 
@@ -336,7 +337,8 @@ def serve(
     port_counters, the same server also answers gNMI for the interface
     counters it returns (as Stratum serves both on one port), and with
     fidelity the packet loop's lateness histograms under /fidelity, with
-    telemetry its 10 ms per-job samples under /cassini/telemetry. With tls, the
+    telemetry its 10 ms per-job samples under /cassini/telemetry, with
+    set_enabled a gNMI Set of a port's config/enabled (`gnmi_config`). With tls, the
     port (P4Runtime and gNMI alike) speaks only TLS; without it, a server
     reachable beyond loopback logs a warning, since anyone who reaches it
     can take the primary role. `limits` caps what clients may hold at once.
@@ -363,7 +365,7 @@ def serve(
     if port_counters is not None:
         from emulation.softswitch.gnmi_service import add_gnmi_service
 
-        add_gnmi_service(server, port_counters, fidelity, limits, telemetry)
+        add_gnmi_service(server, port_counters, fidelity, limits, telemetry, set_enabled)
     try:
         if tls is None:
             port = server.add_insecure_port(address)

@@ -91,7 +91,7 @@ class ReferenceSwitchProgram:
         self.to_unknown_port = [0] * n
         self.rx_overruns = [0] * n  # frames the kernel dropped before we read them
         self.send_errors = [0] * n  # finished frames a host socket refused
-        self.port_down = [0] * n  # 1 once the loop found the port's interface gone
+        self.port_down = self.tm.port_down  # 1: interface gone or cable failed (the TM drops)
         names = tuple(counter_names) if counter_names is not None else checked_counter_names()
         tm = self.tm
         self._counter_sources = [

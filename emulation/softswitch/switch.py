@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from topologies.errors import UserInputError, did_you_mean
+from topologies.port_names import port_name
+
 from ..run_files import InterfaceLocks
 from .datapath_process import DatapathProcess, DatapathSpec
 from .port_stats import Lateness, PortCounters, port_counters
@@ -111,6 +114,7 @@ class SoftwareSwitch:
                     fidelity=self.fidelity_histograms,
                     tls=self.tls,
                     telemetry=TelemetrySource(self.datapath.sample_ring, self.interface_names),
+                    set_enabled=self.set_enabled,
                 )
                 log.info("device %d: P4Runtime service on %s", self.device_id, self.grpc_address)
         except BaseException:
@@ -157,6 +161,14 @@ class SoftwareSwitch:
     def port_counters(self) -> list[PortCounters]:
         """Interface counters of every port (attached and cabled), as gNMI serves them."""
         return port_counters(self.stats(), self.interface_names, self._ports)
+
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        """Take the port named `name` (as gNMI names it) down or up: gNMI's config/enabled
+        (`gnmi_config`). UserInputError naming the ports for a name there is not."""
+        names = {port_name(port, self.interface_names): port for port in self._ports}
+        if name not in names:
+            raise UserInputError(did_you_mean(name, names, "interface"))
+        self._running().set_port_enabled(names[name], enabled)
 
     def stall(self, seconds: float) -> None:
         """Make the packet loop sleep once for `seconds` (for tests)."""

@@ -123,6 +123,10 @@ class TrafficManager:
         self.wred_dropped_bytes = [0] * n
         self.tail_dropped_packets = [0] * n
         self.tail_dropped_bytes = [0] * n
+        # 1: the port is down (its interface gone, or its cable failed by an operator,
+        # gNMI config/enabled false): frames sent to it are tail drops, as on a port
+        # whose link is down. The packet loop's flag (port_stats' "port_down").
+        self.port_down = [0] * n
         # ... and per (port, job class), at port * JOB_CLASSES + class.
         self.job_tx_packets = [0] * JOB_COUNTER_CELLS
         self.job_tx_bytes = [0] * JOB_COUNTER_CELLS
@@ -204,6 +208,10 @@ class TrafficManager:
         events = self.events
         if events and events[0][0] < now:
             self.advance(now)  # the queue this frame joins is the queue at `now`
+        if self.port_down[out_port]:
+            self.tail_dropped_packets[out_port] += 1
+            self.tail_dropped_bytes[out_port] += len(frame)
+            return Verdict.TAIL_DROPPED
         depth = self.queue_cells[out_port]
         if (
             depth == 0

@@ -23,6 +23,7 @@ from tests.emulation.pty_session import PtySession
 from tests.helpers.leftovers import cleanup_all, leftovers
 from topologies.chip_mapping import forwarding_entries, map_to_chip
 from topologies.library import load_topology
+from topologies.routing import Router
 
 SMALL = "leaf-spine:2:2:2"  # 4 servers, s01..s04; s01 and s02 under leaf1
 PROMPT = r"mininet> "
@@ -66,6 +67,37 @@ def test_link_down_then_up_gives_the_host_its_reachability_back(
     shown = _command(session, "s01 ping -c1 -W2 s04")
     assert "1 packets transmitted, 1 received" in shown, shown
     assert "PERMANENT" in _command(session, "s01 ip neigh show 10.0.0.4")
+
+
+def test_a_failed_logical_link_stops_the_pairs_routed_over_it_until_it_is_up(
+    cli: tuple[PtySession, str],
+) -> None:
+    session, _ = cli
+    router = Router(load_topology(SMALL))
+    spine = router.path("s01", "s03")[2]  # the link leaf1 <-> spine the chip routes s01->s03 on
+    nodes = _command(session, "nodes")
+    assert all(n in nodes.split() for n in ("chip", "leaf1", "leaf2", "spine1", "spine2", "s01"))
+    shown = _command(session, 'py net["leaf1"]')
+    assert "<LogicalSwitch leaf1: chip ports leaf1-eth1:" in shown, shown
+    down = _command(session, f"link leaf1 {spine} down")
+    assert re.search(rf"leaf1-eth\d \(chip port \d+\) <-> {spine}-eth\d .*: down", down), down
+    # The entries are static (no control plane reacts to a link's state): a pair whose
+    # path crosses the link stops, a pair whose paths do not goes on.
+    assert " 0 received" in _command(session, "s01 ping -c2 -W1 s03", timeout=30)
+    crossing = {("leaf1", spine), (spine, "leaf1")}
+    spared = [
+        (a, b)
+        for a, b in (("s01", "s02"), ("s01", "s04"), ("s02", "s04"), ("s02", "s03"))
+        if not crossing & set(router.path_links(router.path(a, b)) + router.path_links(
+            router.path(b, a)))
+    ]  # fmt: skip
+    assert ("s01", "s02") in spared
+    for a, b in spared:
+        assert "1 received" in _command(session, f"{a} ping -c1 -W2 {b}"), (a, b)
+    refused = _command(session, "link leaf1 leaf2 down")
+    assert "no link between leaf1 and leaf2" in refused and "Traceback" not in refused
+    assert ": up" in _command(session, f"link leaf1 {spine} up")
+    assert "1 received" in _command(session, "s01 ping -c1 -W2 s03")
 
 
 def test_dpctl_dump_flows_lists_the_p4_tables_and_other_commands_say_they_do_not_apply(
