@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from topologies.model import DirectedLink
 
-from ..timeshare import share
+from ..timeshare import share, stages
 from ..traffic import JobRouter
 from .base import (
     Allocation,
@@ -168,9 +168,9 @@ class SharingScheduler:
         if best is None or best.score is None:
             return Option(pick)
         me = self.member(job, pick)
-        frag = (me.profile.iteration_ms + _comm(me) * (load.stretch(me) - 1.0)) / max(
-            me.profile.iteration_ms, _EPS
-        )
+        own = stages(me.profile)
+        stretched = own.compute_ms + own.comm_ms * load.stretch(me)
+        frag = stretched / max(own.alone_ms, _EPS)  # its slowdown alone on the fragments
         return best if best.score.factor < frag - _EPS else Option(pick)
 
     def rank(self, score: GroupScore) -> float:
@@ -215,7 +215,7 @@ class SharingScheduler:
         now_score = evaluate(hosts, aware)
         if self.policy.same_gpus_only:
             # Muri: a group must beat running its jobs one after another
-            alone = [stages_alone(m) for m in (*hosts, me)]
+            alone = [stages(m.profile).alone_ms for m in (*hosts, me)]
             if score.group.cycle_ms > len(alone) * min(alone) + _EPS:
                 return None
         else:
@@ -288,12 +288,3 @@ class SharingScheduler:
 
     def next_tick(self, now_s: float, view: ClusterView) -> float:
         return math.inf
-
-
-def _comm(m: Member) -> float:
-    return sum(p.duration_ms for p in m.profile.phases if p.gbps > 0)
-
-
-def stages_alone(m: Member) -> float:
-    """A member's iteration alone at its profile (Muri's fixed communication)."""
-    return m.profile.iteration_ms

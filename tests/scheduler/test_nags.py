@@ -215,6 +215,29 @@ def test_nags_shares_across_gpu_counts() -> None:
     assert set(alloc.placement["w"]) < set(_rack(1)) and len(alloc.placement["w"]) == 2
 
 
+@pytest.mark.parametrize(("iterations", "moves"), [(1000, True), (100, False)])
+def test_a_member_leaves_its_group_for_free_gpus_only_when_that_pays_back(
+    iterations: int, moves: bool
+) -> None:
+    # r1 and w (VGG16, 4 GPUs) share rack 1, racks 2-5 busy, rack 6 free. Sharing
+    # still costs each remaining iteration 265.8 - 232.9 = 32.9 ms: 32.9 s over
+    # 1,000 iterations (> the 15 s migration: r1 moves), 3.3 s over 100 (stays).
+    vgg = BOOK.get("vgg16", 4)
+    r1 = JobStatus("r1", "vgg16", 4, iterations, 0.0, 0.0, _rack(0), 0.0, vgg.iteration_ms)
+    w = JobStatus("w", "vgg16", 4, iterations, 0.0, 0.0, _rack(0), 0.0, vgg.iteration_ms)
+    busy = [_status(f"b{i}", "gpt3", _rack(i)) for i in range(1, 5)]
+    jobs = [r1, w, *busy]
+    used = {s: 1 for j in (r1, *busy) for s in j.servers}
+    free = {s: g - used.get(s, 0) for s, g in INFO.gpus.items()}
+    view = ClusterView(10.0, INFO.gpus, free, tuple(jobs), "departure", (("r1", "w"),))
+    alloc = _nags().decide(view)
+    if moves:
+        assert alloc.sharing == () and alloc.placement["r1"] == _rack(5)
+        assert alloc.placement["w"] == _rack(0) and alloc.new_schedule
+    else:
+        assert alloc.sharing == (("r1", "w"),) and not alloc.new_schedule
+
+
 def test_muri_groups_only_jobs_of_the_same_gpu_count() -> None:
     muri = make_scheduler("muri", TOPO, book=BOOK)
     running = _full_cluster(["resnet50", "vgg16", "gpt3", "gpt3", "gpt3", "gpt3"])
