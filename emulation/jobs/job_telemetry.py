@@ -103,8 +103,9 @@ class RunTelemetry:
         if self._collector is None:
             return Series(info={"error": self.error})
         collected = self._collector.stop()
-        with contextlib.suppress(Exception), self.fabric.session(ELECTION_ID) as session:
-            clear_job_classes(session)
+        if self.fabric.switch_failure() is None:  # a dead switch would only time out
+            with contextlib.suppress(Exception), self.fabric.session(ELECTION_ID) as session:
+                clear_job_classes(session)
         rows, queues = series_rows(collected.samples, link_names(self.fabric.chip), self.names)
         intervals = [s.interval_s for s in collected.samples]
         info = {
