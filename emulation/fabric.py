@@ -259,12 +259,13 @@ class EmulatedFabric:
 
         ports = self.chip.server_port
         run = self.lab.claim()
-        for index, server in enumerate(self.topo.servers, start=1):
+        for server in self.topo.servers:
             port = ports[server.name]
-            names = (host_ifname(self.prefix, index), switch_ifname(self.prefix, port))
-            for name in names:  # recorded before they exist
-                run.add("links", name)
-            self.lab.root_links += list(names)
+            names = (host_ifname(server.name), switch_ifname(self.prefix, port))
+            # The root namespace's end is recorded before it exists (deleting it deletes
+            # the pair); the server's end is made inside its namespace and goes with it.
+            run.add("links", names[1])
+            self.lab.root_links.append(names[1])
             self.hosts[server.name] = HostPort(
                 server.name,
                 self.prefix + server.name,

@@ -41,19 +41,43 @@ from topologies.model import Topology
 from .mininet_iperf import run_iperf
 from .mininet_logical import LogicalLink, LogicalSwitch, logical_link, logical_switches
 from .netns import OFFLOADS, NetnsLab
+from .prefixes import IFNAMSIZ
 from .signals import signals_deferred
 from .softswitch.tm_config import MTU_FRAME_BYTES
 
 CHIP = "chip"  # the Mininet name of the one switch holding every logical switch
 
 
-def host_ifname(prefix: str, index: int) -> str:
-    """The server end of server `index`'s cable (inside its namespace)."""
-    return f"{prefix}h{index}"
+def host_ifname(server: str) -> str:
+    """The server end of its cable, as Mininet names a host's first interface.
+
+    It is made inside the server's own namespace (Mininet creates a host's end
+    of a link from the host's shell) and never exists in the root namespace,
+    so two fabrics on one machine, each with an `s01-eth0`, cannot collide and
+    `cassini clean` need not know it: it goes with the namespace.
+
+    A server name too long for Linux's 15 characters gives plain `eth0` (alone
+    in its namespace, it is still unique).
+
+    >>> host_ifname("s01"), host_ifname("server-rack12-07")
+    ('s01-eth0', 'eth0')
+    """
+    name = f"{server}-eth0"
+    return name if len(name) <= IFNAMSIZ else "eth0"
 
 
 def switch_ifname(prefix: str, port: int) -> str:
-    """The chip end of chip port `port` (root namespace)."""
+    """The chip end of chip port `port`: `<prefix>p<port>`, by its chip port.
+
+    It lives in the root namespace with the switch process, where every fabric on
+    the machine puts its ports, so the run's prefix keeps two fabrics' ports
+    apart and lets `cassini clean` find them; gNMI names the port `tor1-eth1`
+    (`topologies.port_names`), which does not fit Linux's 15 characters beside
+    a prefix (our choice: the chip port's number instead).
+
+    >>> switch_ifname("cas3fa1", 7)
+    'cas3fa1p7'
+    """
     return f"{prefix}p{port}"
 
 
@@ -80,7 +104,7 @@ class CassiniTopo(Topo):
         `wire_overhead` the bytes per frame the switch's TM charges on top."""
         self.cassini_topology, self.cassini_chip = topology, chip  # for its logical switches
         self.addSwitch(CHIP, dpid="1", **switch_params)
-        for index, server in enumerate(topology.servers, start=1):
+        for server in topology.servers:
             port = chip.server_port[server.name]
             ip = f"{server.ip}/{SERVER_PREFIX_LEN}" if server.ip else None
             self.addHost(
@@ -96,7 +120,7 @@ class CassiniTopo(Topo):
                 server.name,
                 CHIP,
                 port2=port,
-                intfName1=host_ifname(prefix, index),
+                intfName1=host_ifname(server.name),
                 intfName2=switch_ifname(prefix, port),
                 addr1=server.mac,
             )
@@ -119,8 +143,8 @@ def nic_qdisc(ifname: str, mbit: float, wire_overhead: int) -> str:
     switch's traffic manager charges, or the host would send a few per cent
     faster than a port drains.
 
-    >>> nic_qdisc("cash1", 50.0, 24)
-    'qdisc replace dev cash1 root stab overhead 24 tbf rate 50000kbit burst 3028 latency 100ms'
+    >>> nic_qdisc("s01-eth0", 50.0, 24)
+    'qdisc replace dev s01-eth0 root stab overhead 24 tbf rate 50000kbit burst 3028 latency 100ms'
     """
     return (
         f"qdisc replace dev {ifname} root stab overhead {wire_overhead} tbf "
@@ -138,8 +162,8 @@ def one_frame_per_packet(ifname: str) -> str:
     in 100 ms windows), so one flow alone built a queue at its first hop and was
     marked. With one segment per packet every frame is charged in full.
 
-    >>> one_frame_per_packet("cash1")
-    'link set dev cash1 gso_max_segs 1'
+    >>> one_frame_per_packet("s01-eth0")
+    'link set dev s01-eth0 gso_max_segs 1'
     """
     return f"link set dev {ifname} gso_max_segs 1"
 

@@ -23,6 +23,7 @@ import emulation.mn_custom
 from controlplane.p4names import ECN_MARKED
 from emulation.bmv2_switch import Bmv2Switch, bmv2_available, fixed_address
 from emulation.capture import pcap_name
+from emulation.clean import root_links
 from emulation.cpu_split import split_cpus
 from emulation.fabric import EmulatedFabric
 from emulation.fabric_options import FabricOptions
@@ -37,6 +38,7 @@ from topologies.addressing import SERVER_PREFIX_LEN
 from topologies.chip_mapping import forwarding_entries, map_to_chip
 from topologies.errors import UserInputError
 from topologies.library import load_topology
+from topologies.routing import Router
 
 SMALL = "leaf-spine:2:2:2"
 
@@ -68,6 +70,22 @@ def test_fabric_is_a_mininet_network_usable_from_python(prefix: str) -> None:
         # The same namespace by its name, as the rest of the project reaches it.
         named = fabric.run(hosts[0], ["ip", "-o", "link", "show", fabric.hosts[hosts[0]].ifname])
         assert fabric.hosts[hosts[0]].mac in named.stdout
+        # Named as Mininet names a host's interface, inside its namespace only; the chip's
+        # end, in the root namespace beside other fabrics', by the prefix and chip port.
+        port = fabric.hosts["s01"]
+        assert (port.ifname, port.switch_ifname) == ("s01-eth0", f"{prefix}p{port.port}")
+        assert "s01-eth0" not in root_links() and port.switch_ifname in root_links()
+        # Mininet's Python API fails a logical link (the chip routes s01 -> s03 over it).
+        spine = Router(fabric.topo).path("s01", "s03")[2]
+        link = fabric.net["leaf1"].links[spine]
+        assert link.port_a == fabric.chip.link_ports[("leaf1", spine)]
+        assert fabric.chip.peer_port(link.port_a) == link.port_b
+        assert link.name_a.startswith("leaf1-eth") and link.name_b.startswith(f"{spine}-eth")
+        s03 = fabric.net["s03"].IP()
+        fabric.net.configLinkStatus("leaf1", spine, "down")
+        assert " 100% packet loss" in first.cmd(f"ping -c2 -W1 {s03}")
+        fabric.net.configLinkStatus("leaf1", spine, "up")
+        assert " 0% packet loss" in first.cmd(f"ping -c1 -W2 {s03}")
 
 
 @pytest.mark.root
