@@ -69,6 +69,9 @@ class ModelSpec:
     compute_ms: float
     ref_workers: int = 1
     structures: Mapping[str, tuple[Step, ...]] | None = None
+    # Profiles measured on the fabric, by worker count (`with_measured_profiles`):
+    # `build_profile` returns them instead of deriving one.
+    measured: Mapping[int, Profile] | None = None
 
 
 def normalize_model_name(name: str) -> str:
@@ -308,6 +311,9 @@ def build_profile(
     batch = batch_size if batch_size is not None else spec.batch_size
     if batch < 1:
         raise UserInputError(f"model '{model}': batch size must be >= 1, got {batch}")
+    found = (spec.measured or {}).get(workers)
+    if found is not None and par == spec.parallelism and batch == spec.batch_size:
+        return replace(found, name=key, model=key)
     ratio = batch / spec.batch_size
     if workers == 1:
         compute = spec.compute_ms * ratio * (spec.ref_workers if par != "data" else 1)
@@ -446,14 +452,91 @@ def profiles_from_list(
 
 def load_profiles_file(path: str | Path) -> dict[str, Profile]:
     """Measured or hand-written profiles, in the `cassini profiles --json` schema."""
+    return {name: prof for name, (prof, _) in load_profiles_with_periods(path).items()}
+
+
+def _period_from_dict(raw: Mapping[str, Any], prof: Profile, ctx: str) -> float | None:
+    """The optional `period_ms` of an entry (`cassini profile` writes it: the grid period
+    the agents keep); at least the iteration time, so the grid never runs ahead of it."""
+    period = raw.get("period_ms")
+    if period is None:
+        return None
+    ok = isinstance(period, int | float) and not isinstance(period, bool)
+    if not ok or not math.isfinite(period) or not period <= FIELD_MAXIMA["compute_ms"]:
+        raise UserInputError(
+            f"{ctx} ('{prof.name}') field 'period_ms' must be a number, got {shown(period)}"
+        )
+    if period < prof.iteration_ms * (1 - 1e-6):
+        raise UserInputError(
+            f"{ctx} ('{prof.name}') field 'period_ms' is {period:g} ms, shorter than its "
+            f"iteration time {prof.iteration_ms:g} ms"
+        )
+    measured = raw.get("measured")
+    if measured is not None and not isinstance(measured, Mapping):
+        raise UserInputError(f"{ctx} ('{prof.name}') field 'measured' must be an object")
+    return float(period)
+
+
+def load_profiles_with_periods(path: str | Path) -> dict[str, tuple[Profile, float | None]]:
+    """`load_profiles_file`'s profiles with each entry's optional grid `period_ms`.
+
+    Entries may carry two optional fields older files lack (older readers ignore
+    them): `period_ms`, the grid period the agents keep (`cassini profile` chooses it
+    from the measured spread), and `measured`, the spread itself (iteration time,
+    Up duration and start offset: mean, p50, p90, p95, p99).
+    """
     p = Path(path)
     doc = read_data_file(p, "profiles")
     if not isinstance(doc, list) or not doc:
         raise UserInputError(f"{p}: expected a non-empty JSON list of profiles")
-    out: dict[str, Profile] = {}
+    out: dict[str, tuple[Profile, float | None]] = {}
     for i, raw in enumerate(doc):
         prof = _profile_from_dict(raw, i, str(p))
         if prof.name in out:
             raise UserInputError(f"{p}: entry {i} field 'name': duplicate name '{prof.name}'")
-        out[prof.name] = prof
+        out[prof.name] = (prof, _period_from_dict(raw, prof, f"{p}: entry {i}"))
+    return out
+
+
+def grid_profile(profile: Profile, period_ms: float | None) -> Profile:
+    """The profile as the agents pace it: its last Down phase lengthened (or one added)
+    so the phases fill `period_ms` (None or not longer: the profile as it is).
+
+    >>> p = Profile("x", "x", "data", 2, 200.0, (Phase(100.0, 0.0), Phase(100.0, 50.0)))
+    >>> [(ph.duration_ms, ph.gbps) for ph in grid_profile(p, 210.0).phases]
+    [(100.0, 0.0), (100.0, 50.0), (10.0, 0.0)]
+    """
+    if period_ms is None or period_ms <= profile.iteration_ms:
+        return profile
+    pad = Phase(period_ms - profile.iteration_ms, 0.0)
+    phases = _merge([*profile.phases, pad])
+    return replace(profile, iteration_ms=sum(ph.duration_ms for ph in phases), phases=phases)
+
+
+def with_measured_profiles(
+    models: Mapping[str, ModelSpec], path: str | Path | None
+) -> dict[str, ModelSpec]:
+    """`models` with the profiles of a profiles file (`cassini profile --out`) attached to
+    their models, so every profile of that model and worker count is the measured one.
+
+    (our choice) A profile with a `period_ms` is attached as the agents pace it
+    (`grid_profile`): the scheduler then gives its job a grid period of at least the
+    measured one, and the simulator runs it at that period. A free job (no agent) is
+    predicted that much slower than its measured mean (the p95 against the mean: a few
+    per cent); a paced one at the period it really keeps.
+    """
+    out = dict(models)
+    if path is None:
+        return out
+    for name, (prof, period) in load_profiles_with_periods(path).items():
+        key = normalize_model_name(prof.model or name)
+        if key not in out:
+            raise UserInputError(
+                f"{path}: profile '{name}': model '{prof.model}' is not a known model; "
+                + did_you_mean(prof.model, out, "model")
+            )
+        spec = out[key]
+        measured = dict(spec.measured or {})
+        measured[prof.workers] = grid_profile(prof, period)
+        out[key] = replace(spec, measured=measured)
     return out

@@ -19,6 +19,7 @@ from . import (
     ecn_cmds,
     emulate_cmds,
     fabric_cmds,
+    profile_cmds,
     program_cmds,
     reproduce_cmds,
     schedule_cmds,
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         switch_cmds,
         fabric_cmds,
         emulate_cmds,
+        profile_cmds,
         reproduce_cmds,
     ):
         module.register(sub)

@@ -1,0 +1,112 @@
+"""`cassini profile`: each model alone on the emulated fabric, its measured profile written.
+
+Parses flags and calls `emulation.profile.session.profile_on_fabric` (each
+model alone for a few iterations, its phases read from the switch's 10 ms
+samples) and `write_profiles`; the file is what `--profiles` of `simulate`,
+`schedule` and `emulate` and `--jobs-file` of `fabric run` read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from .common import (
+    MAX_ITERATIONS,
+    MAX_WORKERS,
+    Interrupted,
+    add_force_argument,
+    add_scale_argument,
+    add_topology_argument,
+    positive_int_up_to,
+)
+from .fabric_run_cmds import add_transport_argument
+
+DEFAULT_ITERATIONS = 20  # (our choice) enough for a p95 of 19 intervals, a few seconds a model
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `profile`."""
+    prof = sub.add_parser(
+        "profile",
+        help="run each model alone on the emulated fabric and write its measured profile",
+        description="Each model runs alone (unpaced) on the fabric for --iterations; its "
+        "iteration time and Up/Down phases are measured from the switch's 10 ms samples and "
+        "written to --out (the profiles JSON that --profiles and --jobs-file read).",
+    )
+    prof.add_argument(
+        "--models", required=True, help="comma-separated models to profile, e.g. vgg19,resnet50"
+    )
+    prof.add_argument(
+        "--workers", type=positive_int_up_to(MAX_WORKERS), default=2, help="workers (default 2)"
+    )
+    prof.add_argument(
+        "--iterations",
+        type=positive_int_up_to(MAX_ITERATIONS),
+        default=DEFAULT_ITERATIONS,
+        help=f"iterations per model (default {DEFAULT_ITERATIONS}; the first is left out)",
+    )
+    add_topology_argument(prof)
+    add_scale_argument(prof)
+    add_transport_argument(prof)
+    prof.add_argument("--models-file", metavar="FILE", help="YAML adding or replacing models")
+    prof.add_argument("--runs", metavar="DIR", help="keep each model's run folder here")
+    prof.add_argument("--out", required=True, metavar="FILE", help="the profiles JSON to write")
+    add_force_argument(prof)
+    prof.add_argument("--json", action="store_true", help="print the profiles JSON")
+    prof.set_defaults(handler=_profile)
+
+
+def parse_models(text: str, known: list[str]) -> list[str]:
+    """The comma-separated models, each checked against the known ones."""
+    from scheduler.profiles import normalize_model_name
+    from topologies.errors import UserInputError, did_you_mean
+
+    names = [normalize_model_name(m) for m in text.split(",") if m.strip()]
+    if not names:
+        raise UserInputError("--models names no model")
+    for name in names:
+        if name not in known:
+            raise UserInputError(f"--models: {did_you_mean(name, known, 'model')}")
+    return list(dict.fromkeys(names))
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from emulation.jobs.run_settings import RunSettings
+    from emulation.profile.session import profile_on_fabric, write_profiles
+    from emulation.signals import SignalExit, signals_raise
+    from scheduler.profiles import load_models
+    from topologies.outputs import check_output
+
+    specs = load_models(args.models_file)
+    models = parse_models(args.models, sorted(specs))
+    out = check_output(args.out, "file", args.force)
+    settings = RunSettings(iterations=args.iterations, transport=args.transport)
+
+    def say(line: str) -> None:
+        if not args.json:
+            print(f"profiling {line}", file=sys.stderr, flush=True)
+
+    try:
+        with signals_raise(), tempfile.TemporaryDirectory() as scratch:
+            runs = Path(args.runs) if args.runs else Path(scratch)
+            measured = profile_on_fabric(
+                args.topology, {args.workers: models}, settings, runs, args.scale, specs, say
+            )
+            write_profiles(out, measured)
+    except SignalExit as stopped:
+        raise Interrupted(stopped.signum, f"{stopped.signal_name}: {out} not written") from None
+    if args.json:
+        print(out.read_text(), end="")
+        return 0
+    print(f"{'model':<15}{'workers':>8}{'iter ms':>9}{'p95':>8}{'period':>8}{'up ms':>8}"
+          f"{'up p99':>8}{'offset':>8}{'off p99':>8}{'gbps':>7}  link")  # fmt: skip
+    for m in measured:
+        print(f"{m.model:<15}{m.workers:>8}{m.iteration_ms.mean:>9.1f}{m.iteration_ms.p95:>8.1f}"
+              f"{m.period_ms:>8.1f}{m.up_ms.mean:>8.1f}{m.up_ms.p99:>8.1f}"
+              f"{m.up_offset_ms.mean:>8.1f}{m.up_offset_ms.p99:>8.1f}{m.up_gbps:>7.1f}  "
+              f"{m.link}")  # fmt: skip
+    print(f"wrote {out}")
+    return 0
