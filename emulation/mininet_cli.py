@@ -16,6 +16,10 @@ vSwitch, or a CLI that owns the process, made to fit:
   stopped chip would come back with no entries.
 - `iperf` and `iperfudp` are the network's (`emulation.mininet_net.CassiniNet`),
   bounded in time; `link HOST chip up` restores the host's static ARP.
+- The logical switches are nodes (`emulation.mininet_logical`): `nodes`,
+  `dump` and `intfs` show them with their chip ports, `py net["tor1"]` names
+  its ports and links, and `link tor1 agg2 down|up` fails or restores their
+  loopback cable on the chip; they run no commands (`tor1 ip link` says so).
 - A command that fails says why in one line and the session goes on, where
   Mininet's CLI ended with a traceback.
 
