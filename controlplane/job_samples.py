@@ -77,33 +77,67 @@ def telemetry_path() -> Any:
     return gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n) for n in TELEMETRY_ROOT])
 
 
+# What one leaf's path means: ("state", leaf), ("depth", port) or ("job", (port, class), i)
+# with i the leaf's index in JOB_LEAVES; None for a path that is none of these.
+Meaning = tuple[Any, ...] | None
+
+
+def leaf_meaning(notice_prefix: Any, path: Any, ports: Mapping[str, int]) -> Meaning:
+    """What a telemetry update's path names (see `Meaning`)."""
+    elems = list(notice_prefix.elem) + list(path.elem)
+    names = [e.name.split(":")[-1] for e in elems]
+    if names[:2] != list(TELEMETRY_ROOT):
+        return None
+    if names[2:3] == ["state"] and len(names) == 4:
+        return ("state", names[3])
+    if len(names) < 5 or names[2] != "port":
+        return None
+    port = port_of(elems[2].key.get("name", ""), ports)
+    if port is None:
+        return None
+    if names[3:] == ["state", QUEUE_LEAF]:
+        return ("depth", port)
+    if len(names) == 6 and names[3] == "job" and names[5] in JOB_LEAVES:
+        cell = (port, int(elems[3].key.get("class", "0")))
+        return ("job", cell, JOB_LEAVES.index(names[5]))
+    return None
+
+
 def samples_from_notification(
-    notice: Any, ports: Mapping[str, int], interval_s: float
+    notice: Any,
+    ports: Mapping[str, int],
+    interval_s: float,
+    meanings: dict[bytes, Meaning] | None = None,
 ) -> JobSample | None:
     """The sample of one PROTO-encoded telemetry notification (None: it only says samples
-    were lost; `lost_in` reads that)."""
+    were lost; `lost_in` reads that). `meanings` keeps what each path (serialised) names
+    from one notification to the next: a stream repeats the same few hundred paths, and
+    reading each anew cost 2 ms a notification of 143 updates."""
+    meanings = {} if meanings is None else meanings
+    prefix = notice.prefix.SerializeToString()
     counts: dict[Cell, list[int]] = {}
     depths: dict[int, int] = {}
     state: dict[str, int] = {}
     for update in notice.update:
-        elems = list(notice.prefix.elem) + list(update.path.elem)
-        names = [e.name.split(":")[-1] for e in elems]
-        value = int(update.val.uint_val)
-        if names[:2] != list(TELEMETRY_ROOT):
+        key = prefix + b"/" + update.path.SerializeToString()
+        if key in meanings:
+            meaning = meanings[key]
+        else:
+            meaning = meanings[key] = leaf_meaning(notice.prefix, update.path, ports)
+        if meaning is None:
             continue
-        if names[2:3] == ["state"] and len(names) == 4:
-            state[names[3]] = value
-            continue
-        if len(names) < 5 or names[2] != "port":
-            continue
-        port = port_of(elems[2].key.get("name", ""), ports)
-        if port is None:
-            continue
-        if names[3:] == ["state", QUEUE_LEAF]:
-            depths[port] = value
-        elif len(names) == 6 and names[3] == "job" and names[5] in JOB_LEAVES:
-            cell = (port, int(elems[3].key.get("class", "0")))
-            counts.setdefault(cell, [0] * len(JOB_LEAVES))[JOB_LEAVES.index(names[5])] = value
+        value = update.val.uint_val
+        kind = meaning[0]
+        if kind == "job":
+            cell = meaning[1]
+            found = counts.get(cell)
+            if found is None:
+                found = counts[cell] = [0] * len(JOB_LEAVES)
+            found[meaning[2]] = value
+        elif kind == "depth":
+            depths[meaning[1]] = value
+        else:
+            state[meaning[1]] = value
     if "sample" not in state:
         return None
     intervals = max(1, state.get("intervals", 1))
@@ -159,6 +193,7 @@ class TelemetryStream:
         self._ready: queue.Queue[BaseException | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._call: Any = None
+        self._meanings: dict[bytes, Meaning] = {}  # paths read so far (`samples_from_notification`)
 
     def _requests(self) -> Iterator[Any]:
         sub = gnmi_pb2.Subscription(
@@ -198,7 +233,9 @@ class TelemetryStream:
                     self._ready.put(None)
                     continue
                 notice = response.update
-                sample = samples_from_notification(notice, self.ports, self.interval_s)
+                sample = samples_from_notification(
+                    notice, self.ports, self.interval_s, self._meanings
+                )
                 if sample is None:
                     self.lost += lost_in(notice)
                     continue
