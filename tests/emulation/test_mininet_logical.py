@@ -13,7 +13,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from emulation.mininet_logical import logical_link, logical_switches
 from emulation.softswitch.fast_pipeline import FastSwitchProgram, available
-from emulation.softswitch.gnmi_config import enabled_changes, enabled_request
+from emulation.softswitch.gnmi_config import enabled_changes, enabled_request, serve_set
 from emulation.softswitch.gnmi_tree import PathError
 from emulation.softswitch.reference_program import ReferenceSwitchProgram
 from emulation.softswitch.state import DataplaneState
@@ -101,3 +101,34 @@ def test_logical_switches_name_their_chip_ports_and_links_as_gnmi_does() -> None
     # The path the test on a live fabric cuts (test_mininet_cli): s01 -> s03 crosses one spine.
     path = Router(topo).path("s01", "s03")
     assert path[0:2] == ("s01", "leaf1") and path[2].startswith("spine")
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Context:
+    """gRPC's servicer context as far as Set uses it: abort raises."""
+
+    def abort(self, code: grpc.StatusCode, message: str) -> None:
+        raise _Aborted(code, message)
+
+
+def test_gnmi_set_applies_each_change_and_names_an_unknown_port() -> None:
+    applied: list[tuple[str, bool]] = []
+
+    def apply(name: str, enabled: bool) -> None:
+        if name != "tor1-eth6":
+            raise UserInputError(f"no interface named {name!r}; did you mean 'tor1-eth6'?")
+        applied.append((name, enabled))
+
+    reply = serve_set(enabled_request("tor1-eth6", False), _Context(), apply)
+    assert applied == [("tor1-eth6", False)]
+    assert [r.op for r in reply.response] == [gnmi_pb2.UpdateResult.UPDATE]
+    with pytest.raises(_Aborted) as caught:
+        serve_set(enabled_request("tor1-eth9", True), _Context(), apply)
+    assert caught.value.args[0] == grpc.StatusCode.NOT_FOUND
+    assert "did you mean 'tor1-eth6'" in caught.value.args[1]
+    with pytest.raises(_Aborted) as refused:
+        serve_set(enabled_request("tor1-eth6", True), _Context(), None)
+    assert refused.value.args[0] == grpc.StatusCode.UNIMPLEMENTED
