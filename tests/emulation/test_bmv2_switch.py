@@ -99,3 +99,38 @@ def test_bmv2_without_a_log_file_logs_to_the_console_the_fabric_reads() -> None:
     assert "--log-console" in argv and argv.index("--log-console") < argv.index("--")
     switch.log_file = "/results/chip.log"
     assert "--log-console" not in switch.command()  # bmv2: the two are exclusive
+
+
+@pytest.mark.root
+def test_a_failed_cable_on_bmv2_is_its_veth_pair_down_until_up() -> None:
+    # No bmv2 needed: the cable is two veths bmv2 would be attached to.
+    import subprocess
+
+    from emulation.prefixes import new_prefix
+
+    prefix = new_prefix("cst")
+    a, b = f"{prefix}p5", f"{prefix}p6"
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    try:
+        for name in (a, b):
+            subprocess.run(["ip", "link", "set", name, "up"], check=True)
+        switch = _switch()
+        switch.cable_interfaces = {5: a, 6: b}
+
+        def flags(name: str) -> str:
+            return (
+                subprocess.run(
+                    ["ip", "-o", "link", "show", name], capture_output=True, text=True, check=True
+                )
+                .stdout.split("<", 1)[1]
+                .split(">", 1)[0]
+            )
+
+        switch.set_ports_enabled({5: "tor1-eth6", 6: "agg2-eth1"}, False)
+        assert "UP" not in flags(a).split(",") and "UP" not in flags(b).split(",")
+        switch.set_ports_enabled({5: "tor1-eth6", 6: "agg2-eth1"}, True)
+        assert "UP" in flags(a).split(",") and "UP" in flags(b).split(",")
+        with pytest.raises(UserInputError, match="chip port 7 is not a cable end"):
+            switch.set_ports_enabled({7: "tor1-eth1"}, False)
+    finally:
+        subprocess.run(["ip", "link", "delete", a], capture_output=True)
