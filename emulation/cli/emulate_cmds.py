@@ -37,6 +37,8 @@ from .poll_flags import (
     add_poll_interval_argument,
     poll_interval_or_default,
 )
+from .profile_cmds import DEFAULT_ITERATIONS as PROFILE_ITERATIONS
+from .profile_cmds import PROFILES_HELP
 
 if TYPE_CHECKING:
     from emulation.emulate.report import Report
@@ -88,6 +90,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "scheduler 'given' runs it as it is, the others on its placement",
     )
     emu.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    measured = emu.add_mutually_exclusive_group()
+    measured.add_argument("--profiles", metavar="FILE", help=PROFILES_HELP)
+    measured.add_argument(
+        "--profile-first",
+        action="store_true",
+        help="profile the trace's models alone on the fabric first (`cassini profile`; "
+        "DIR/profiles.json) and plan with those profiles",
+    )
     emu.add_argument(
         "--schedulers",
         default=DEFAULT_SCHEDULERS,
@@ -156,6 +166,7 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
         schedule=schedule,
         poll_interval_s=poll_interval_or_default(args.poll_interval),
         transport=args.transport,
+        profiles=args.profiles,
     )
     # checked before anything is built, and recorded as the runner reads them
     return dataclasses.replace(settings, schedulers=tuple(scheduler_names(settings)))
@@ -170,6 +181,8 @@ def _emulate(args: argparse.Namespace) -> int:
     # Into a fresh hidden sibling that replaces --out once the report is written (also
     # a partial one, after Ctrl-C): with --force nothing of an older run is mixed in.
     with staged_folder(out, args.force) as stage:
+        if args.profile_first:
+            settings = _profile_first(settings, stage, quiet=args.json)
         # progress goes to stderr: a bar on a terminal, else a line every few seconds
         if args.json or not sys.stderr.isatty():
             report, stopped = emulate(settings, stage, None if args.json else ProgressLines())
@@ -190,6 +203,23 @@ def _emulate(args: argparse.Namespace) -> int:
         print(f"cassini: error: {cause}; fabric down, partial report in {out}", file=sys.stderr)
         return 1
     return 0 if not report.summary["partial"] else 1
+
+
+def _profile_first(settings: EmulateSettings, stage: Path, quiet: bool) -> EmulateSettings:
+    """The trace's models profiled alone, into the results folder; the plan uses them."""
+    from emulation.profile.session import profile_trace
+    from emulation.signals import SignalExit, signals_raise
+
+    def say(line: str) -> None:
+        if not quiet:
+            _to_stderr(f"profiling {line}")
+
+    try:
+        with signals_raise():  # the profiling fabric comes down on SIGTERM too
+            found = profile_trace(settings, stage, PROFILE_ITERATIONS, say)
+    except SignalExit as stopped:
+        raise Interrupted(stopped.signum, f"{stopped.signal_name} while profiling") from None
+    return settings if found is None else dataclasses.replace(settings, profiles=str(found))
 
 
 def _to_stderr(line: str) -> None:

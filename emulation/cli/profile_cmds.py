@@ -24,6 +24,10 @@ from .common import (
 )
 from .fabric_run_cmds import add_transport_argument
 
+PROFILES_HELP = (
+    "profiles JSON (`cassini profile --out`): measured profiles replace the derived ones "
+    "of their model and worker count"
+)
 DEFAULT_ITERATIONS = 20  # (our choice) enough for a p95 of 19 intervals, a few seconds a model
 
 

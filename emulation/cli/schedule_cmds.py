@@ -16,6 +16,7 @@ from .common import (
     positive_float,
     positive_int_up_to,
 )
+from .profile_cmds import PROFILES_HELP
 
 # The name `schedule --trace` used for the fixed example before it was
 # `four-jobs`; elsewhere "snapshot" is a generated trace (kept as an alias).
@@ -103,6 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--seed", type=nonnegative_int, default=0, help="seed of the candidate generator"
     )
     sched.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    sched.add_argument("--profiles", metavar="FILE", help=PROFILES_HELP)
     sched.add_argument(
         "--no-pace",
         action="store_true",
@@ -171,14 +173,14 @@ def _compat(args: argparse.Namespace) -> int:
 
 
 def _schedule(args: argparse.Namespace) -> int:
-    from scheduler.profiles import load_models
+    from scheduler.profiles import load_models, with_measured_profiles
     from scheduler.schedule import schedule_trace
     from scheduler.traces import resolve_trace
     from topologies.library import load_topology
 
     started = time.perf_counter()
     topo = load_topology(args.topology)
-    models = load_models(args.models)
+    models = with_measured_profiles(load_models(args.models), args.profiles)
     spec = args.trace
     if spec == OLD_EXAMPLE_NAME:
         print(

@@ -18,6 +18,7 @@ from .common import (
     positive_float,
     positive_int_up_to,
 )
+from .profile_cmds import PROFILES_HELP
 
 DEFAULT_SCHEDULERS = "themis,th+cassini,pollux,po+cassini,random,ideal"
 
@@ -57,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=10,
         help="placements per decision for Cassini (default 10)",
     )
+    sim.add_argument("--profiles", metavar="FILE", help=PROFILES_HELP)
     sim.add_argument("--exact", action="store_true", help="no steady-state fast-forward (slower)")
     sim.add_argument(
         "--drift",
@@ -124,7 +126,7 @@ def _generate(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from scheduler.baselines import parse_scheduler_names
     from scheduler.experiment import run_experiment
-    from scheduler.profiles import load_models
+    from scheduler.profiles import load_models, with_measured_profiles
     from scheduler.report import format_ratio, write_outputs
     from scheduler.simulator import SimSettings
     from scheduler.traces import TRACE_KINDS, check_fits, resolve_trace
@@ -133,7 +135,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     names = parse_scheduler_names(args.schedulers)
     topo = load_topology(args.topology)
-    models = load_models(args.models)
+    models = with_measured_profiles(load_models(args.models), args.profiles)
     jobs, label = resolve_trace(
         args.trace, topo.total_gpus(), args.jobs, args.load, args.seed, models
     )

@@ -96,6 +96,9 @@ class EmulateSettings:
     # the others run on its placement (`plan`'s docstring); None: each places the trace
     schedule: Mapping[str, Any] | None = None
     transport: str = "tcp"  # the replicas' (`RunSettings.transport`)
+    # Measured profiles (`cassini profile`): the schedulers and the simulator plan with
+    # them; the replicas still run the models' own workload
+    profiles: str | None = None
 
 
 @dataclass
@@ -112,11 +115,11 @@ class Live:
 
 def make_plan(settings: EmulateSettings, topo: Topology) -> TracePlan:
     """Resolve the trace and let every scheduler decide on it (no fabric yet)."""
-    from scheduler.profiles import load_models
+    from scheduler.profiles import load_models, with_measured_profiles
     from scheduler.traces import check_fits, resolve_trace
 
     names = scheduler_names(settings)
-    models = load_models(settings.models)
+    models = with_measured_profiles(load_models(settings.models), settings.profiles)
     trace, label = resolve_trace(
         settings.trace, topo.total_gpus(), settings.jobs, seed=settings.seed, models=models
     )

@@ -3,7 +3,9 @@
 `profile_on_fabric` brings an `EmulatedFabric` up for the topology, runs
 `measure.profile_models` on it and tears it down (also on Ctrl-C or
 SIGTERM); `write_profiles` writes the profiles file `load_profiles_file`
-reads (with the optional `period_ms` and `measured` fields).
+reads (with the optional `period_ms` and `measured` fields);
+`profile_trace` does both for the models of an emulation's trace
+(`cassini emulate --profile-first`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 from .measure import MeasuredProfile, profile_models
 
 if TYPE_CHECKING:
+    from emulation.emulate.runner import EmulateSettings
     from emulation.jobs.run_settings import RunSettings
     from scheduler.profiles import ModelSpec
 
@@ -57,3 +60,54 @@ def write_profiles(path: str | Path, measured: Sequence[MeasuredProfile]) -> Pat
     target = Path(path)
     target.write_text(json.dumps(entries, indent=1) + "\n")
     return target
+
+
+def trace_groups(
+    settings: EmulateSettings, specs: Mapping[str, ModelSpec]
+) -> tuple[dict[int, list[str]], list[str]]:
+    """The trace's models to profile, by worker count, and what is left derived: a job of one
+    worker (nothing to measure on a link) or of a model that is not data parallel (our
+    rule reads one Up phase per iteration)."""
+    from scheduler.traces import resolve_trace
+    from topologies.library import load_topology
+
+    topo = load_topology(settings.topology)
+    trace, _ = resolve_trace(
+        settings.trace, topo.total_gpus(), settings.jobs, seed=settings.seed, models=specs
+    )
+    groups: dict[int, list[str]] = {}
+    skipped: list[str] = []
+    for job in trace:
+        if job.workers < 2 or specs[job.model].parallelism != "data":
+            skipped.append(f"{job.model}:{job.workers}")
+            continue
+        mine = groups.setdefault(job.workers, [])
+        if job.model not in mine:
+            mine.append(job.model)
+    return groups, sorted(set(skipped))
+
+
+def profile_trace(
+    settings: EmulateSettings,
+    out_dir: str | Path,
+    iterations: int,
+    progress: Callable[[str], None] | None = None,
+) -> Path | None:
+    """`emulate --profile-first`: the trace's models profiled alone on a fabric of their
+    own (the emulation's topology, scale and transport), written to out_dir/profiles.json
+    (their runs under out_dir/profiling/); None when no job of the trace can be measured."""
+    from emulation.jobs.run_settings import RunSettings
+    from scheduler.profiles import load_models
+
+    specs = load_models(settings.models)
+    groups, skipped = trace_groups(settings, specs)
+    if progress is not None and skipped:
+        progress(f"left derived (one worker or not data parallel): {', '.join(skipped)}")
+    if not groups:
+        return None
+    run = RunSettings(iterations=iterations, transport=settings.transport)
+    folder = Path(out_dir)
+    measured = profile_on_fabric(
+        settings.topology, groups, run, folder / "profiling", settings.scale, specs, progress
+    )
+    return write_profiles(folder / "profiles.json", measured)
