@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .common import (
     MAX_ITERATIONS,
@@ -23,6 +25,9 @@ from .common import (
     positive_int_up_to,
 )
 from .fabric_run_cmds import add_transport_argument
+
+if TYPE_CHECKING:
+    from scheduler.profiles import ModelSpec
 
 PROFILES_HELP = (
     "profiles JSON (`cassini profile --out`): measured profiles replace the derived ones "
@@ -63,17 +68,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     prof.set_defaults(handler=_profile)
 
 
-def parse_models(text: str, known: list[str]) -> list[str]:
-    """The comma-separated models, each checked against the known ones."""
+def parse_models(text: str, specs: Mapping[str, ModelSpec], workers: int) -> list[str]:
+    """The comma-separated models, each checked: known, and measurable (data parallel, two
+    workers or more: one Up phase per iteration is what `emulation.profile` reads)."""
     from scheduler.profiles import normalize_model_name
     from topologies.errors import UserInputError, did_you_mean
 
     names = [normalize_model_name(m) for m in text.split(",") if m.strip()]
     if not names:
         raise UserInputError("--models names no model")
+    if workers < 2:
+        raise UserInputError("--workers 1: a job of one worker sends nothing to measure")
     for name in names:
-        if name not in known:
-            raise UserInputError(f"--models: {did_you_mean(name, known, 'model')}")
+        if name not in specs:
+            raise UserInputError(f"--models: {did_you_mean(name, sorted(specs), 'model')}")
+        if specs[name].parallelism != "data":
+            raise UserInputError(
+                f"--models: '{name}' is {specs[name].parallelism} parallel; only data-parallel "
+                "models are measured (one Up phase per iteration)"
+            )
     return list(dict.fromkeys(names))
 
 
@@ -85,7 +98,7 @@ def _profile(args: argparse.Namespace) -> int:
     from topologies.outputs import check_output
 
     specs = load_models(args.models_file)
-    models = parse_models(args.models, sorted(specs))
+    models = parse_models(args.models, specs, args.workers)
     out = check_output(args.out, "file", args.force)
     settings = RunSettings(iterations=args.iterations, transport=args.transport)
 

@@ -45,3 +45,18 @@ def test_unknown_model_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path:
     rc = main(["profile", "--models", "resnet5O", "--out", str(tmp_path / "p.json")])
     err = capsys.readouterr().err
     assert rc == 2 and "resnet50" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--models", "gpt3"], "data-parallel"),
+        (["--models", "vgg19", "--workers", "1"], "one worker"),
+    ],
+)
+def test_unmeasurable_jobs_are_refused_before_any_fabric(
+    argv: list[str], named: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["profile", *argv, "--out", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert named in err and len(err.strip().splitlines()) == 1
