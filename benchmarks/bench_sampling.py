@@ -16,7 +16,10 @@ switch's CPU (its service and packet loop over the run, 1.0 = one core,
 (`/fidelity` over gNMI, read before and after the run: p99 and max lateness,
 frames later than 1.024 ms, late loop wake-ups) and the jobs' mean
 iteration time. Runs alternate off/on, on/off, ... so that a drift of the
-machine's load falls on both.
+machine's load falls on both. A run subscribes to the switch's gNMI STREAM
+of the ring (`emulation/jobs/job_telemetry.py`), which has nothing to send
+when the loop does not sample; `--no-gnmi` collects by P4Runtime reads
+instead, the same work either way, so that only the loop's sampling differs.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ def one_run(sampling: str, args: argparse.Namespace, out: Path) -> dict[str, Any
     jobs = plan_jobs(parse_schedule(schedule, f"case {args.case}"), topo, where="case")
     with EmulatedFabric(topo, FabricOptions(scale=args.scale)) as fabric:
         before = read_lateness(fabric)
-        result = run_schedule(fabric, jobs, RunSettings(iterations=args.iterations), out)
+        settings = RunSettings(iterations=args.iterations, gnmi=not args.no_gnmi)
+        result = run_schedule(fabric, jobs, settings, out)
         after = read_lateness(fabric)
     kept = [r.iteration_ms for r in result.records if r.iteration >= WARMUP]
     return {
@@ -121,6 +125,12 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=1, help="off/on pairs to run")
     parser.add_argument("--scale", type=float, default=DEFAULT_SCALE)
     parser.add_argument("--parts", action="store_true", help="measure the parts only")
+    parser.add_argument(
+        "--no-gnmi",
+        action="store_true",
+        help="the run's telemetry by P4Runtime reads of the job counters, not the gNMI "
+        "STREAM of the ring: the same work whether the loop samples or not",
+    )
     args = parser.parse_args()
     if args.parts:
         print(sample_cost())
