@@ -81,8 +81,8 @@ IFINDEX_LEAF = "ifindex"
 #   /cassini/telemetry/port[name=NAME]/state/max-queue-depth-cells
 #   /cassini/telemetry/port[name=NAME]/job[class=N]/state/{bytes,packets,ce-marks}
 # One notification per 10 ms sample, stamped with the sample's wall-clock time; job
-# counts are what the (port, class) sent in the sample (not cumulative), only for the
-# classes that sent something; a port appears when it sent or queued.
+# counts are what the (port, class) sent in the sample (not cumulative); a leaf that is
+# 0 in a sample is left out of it (a missing leaf is 0).
 TELEMETRY_ROOT = ("cassini", "telemetry")
 SAMPLE_LEAVES: tuple[str, ...] = ("sample", "intervals", "samples-lost")
 JOB_LEAVES: tuple[str, ...] = ("packets", "bytes", "ce-marks")

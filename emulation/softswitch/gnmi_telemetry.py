@@ -57,14 +57,17 @@ def is_telemetry(elems: Sequence[Any]) -> bool:
     return bool(elems) and bare_name(elems[0].name) == TELEMETRY_ROOT[0]
 
 
-# (our choice) No leaf repeats a list's key (OpenConfig's name/name): the keys are in
-# every update's path already, and at 100 samples a second each update costs.
-def _port_entry(depth: int, jobs: Mapping[str, Any]) -> dict[str, Any]:
-    return {"state": {QUEUE_LEAF: depth}, "job": Keyed("class", jobs)}
+# (our choice) At 100 samples a second each update costs: no leaf repeats a list's key
+# (OpenConfig's name/name; the keys are in every update's path), and a sample leaves
+# out the leaves of a port or class that are 0 (a missing leaf is 0; the schema,
+# `zeros`, has them all, to check paths against).
+def _port_entry(depth: int, jobs: Mapping[str, Any], zeros: bool = False) -> dict[str, Any]:
+    state = {QUEUE_LEAF: depth} if depth or zeros else {}
+    return {"state": state, "job": Keyed("class", jobs)}
 
 
-def _job_entry(values: Sequence[int]) -> dict[str, Any]:
-    return {"state": dict(zip(JOB_LEAVES, values, strict=True))}
+def _job_entry(values: Sequence[int], zeros: bool = False) -> dict[str, Any]:
+    return {"state": {k: v for k, v in zip(JOB_LEAVES, values, strict=True) if v or zeros}}
 
 
 def _wrap(state: Mapping[str, int], ports: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,7 +76,8 @@ def _wrap(state: Mapping[str, int], ports: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def telemetry_tree(sample: Sample, names: Mapping[int, str], lost: int) -> dict[str, Any]:
-    """One sample as served: the ports that sent or queued in it, the classes that sent.
+    """One sample as served: the ports that sent or queued in it, the classes that sent,
+    their leaves that are not 0.
 
     >>> import numpy as np
     >>> z = np.zeros((1, JOB_CLASSES), dtype=np.int64)
@@ -81,7 +85,7 @@ def telemetry_tree(sample: Sample, names: Mapping[int, str], lost: int) -> dict[
     >>> s = Sample(7, 1.0, 2.0, 1, (5,), p, b, z, np.array([12]))
     >>> t = telemetry_tree(s, {5: "tor1-eth1"}, 0)["cassini"]["telemetry"]
     >>> t["state"], t["port"].entries["tor1-eth1"]["job"].entries["2"]["state"]
-    ({'sample': 7, 'intervals': 1, 'samples-lost': 0}, {'packets': 3, 'bytes': 4500, 'ce-marks': 0})
+    ({'sample': 7, 'intervals': 1, 'samples-lost': 0}, {'packets': 3, 'bytes': 4500})
     """
     ports: dict[str, Any] = {}
     for i, port in enumerate(sample.ports):
@@ -101,8 +105,8 @@ def telemetry_tree(sample: Sample, names: Mapping[int, str], lost: int) -> dict[
 
 def telemetry_schema(ports: Sequence[int], names: Mapping[int, str]) -> dict[str, Any]:
     """The tree with every port and class (zeros): what a path is checked against."""
-    jobs = {str(c): _job_entry((0,) * len(JOB_LEAVES)) for c in range(JOB_CLASSES)}
-    entries = {port_name(p, names): _port_entry(0, jobs) for p in ports}
+    jobs = {str(c): _job_entry((0,) * len(JOB_LEAVES), zeros=True) for c in range(JOB_CLASSES)}
+    entries = {port_name(p, names): _port_entry(0, jobs, zeros=True) for p in ports}
     return _wrap(dict.fromkeys(SAMPLE_LEAVES, 0), entries)
 
 
@@ -206,9 +210,9 @@ def fast_notification(
         add(path, int(value))
     rows, classes = np.nonzero(sample.packets)
     depths = sample.max_depth_cells
-    for i in sorted(set(rows.tolist()) | set(np.flatnonzero(depths).tolist())):
+    for i in np.flatnonzero(depths).tolist():
 
-        def depth_path(i: int = i) -> list[tuple[Elem, ...]]:  # a port that sent or queued
+        def depth_path(i: int = i) -> list[tuple[Elem, ...]]:
             port = ("port", (("name", port_name(sample.ports[i], names)),))
             return [(*root, port, ("state", ()), (QUEUE_LEAF, ()))]
 
@@ -228,7 +232,8 @@ def fast_notification(
             return [(*root, port, job, ("state", ()), (leaf, ())) for leaf in JOB_LEAVES]
 
         for path, value in zip(paths((i, c), job_paths), counts, strict=True):
-            add(path, value)
+            if value:
+                add(path, value)
     return gnmi_pb2.Notification.FromString(b"".join(parts))
 
 
