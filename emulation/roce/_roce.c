@@ -451,12 +451,34 @@ typedef struct {
     long accepted, dropped, naks, marked, cnps, lost;
 } recv_result_t;
 
+/* A received datagram's ECN bits (IP_RECVTOS) and when it arrived: the kernel's stamp
+ * (SO_TIMESTAMPNS) on the monotonic clock when there is one, else `now`. The NP's CNP
+ * interval runs on arrivals, not on when a descheduled loop got round to reading them. */
+static int read_cmsgs(struct msghdr *msg, double now, double *at) {
+    int tos = 0;
+    *at = now;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+            tos = *(unsigned char *)CMSG_DATA(c);
+        } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec stamp, real;
+            memcpy(&stamp, CMSG_DATA(c), sizeof(stamp));
+            clock_gettime(CLOCK_REALTIME, &real);
+            double age = ((double)real.tv_sec - (double)stamp.tv_sec) +
+                         ((double)real.tv_nsec - (double)stamp.tv_nsec) * 1e-9;
+            if (age > 0)
+                *at = now - age;
+        }
+    }
+    return tos;
+}
+
 static void run_receiver(int fd, double cnp_interval, long qpn, long first, long packets,
                          double linger_s, double timeout_s, const long *drop, Py_ssize_t n_drop,
                          unsigned char *dropped_once, recv_result_t *res, PyThreadState **ts) {
     unsigned char in[BTH_LEN + MAX_PAYLOAD + ICRC_LEN + 64];
     unsigned char reply[BTH_LEN + CNP_PAD + ICRC_LEN];
-    char control[64];
+    char control[128];
     rx_t rx = {first & PSN_MASK, 0, 0, 0, 0};
     long end = psn_add(first, packets);
     int np_sent = 0;
@@ -490,10 +512,8 @@ static void run_receiver(int fd, double cnp_interval, long qpn, long first, long
         if (n < BTH_LEN || in[0] > OP_SEND_ONLY)
             continue;
         now = monotonic_s();
-        int tos = 0;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-            if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
-                tos = *(unsigned char *)CMSG_DATA(c);
+        double at;
+        int tos = read_cmsgs(&msg, now, &at);
         long psn = (long)(get_u32(in + 8) & PSN_MASK);
         int ack_request = in[8] >> 7, lost = 0;
         for (Py_ssize_t k = 0; k < n_drop; k++)
@@ -507,9 +527,9 @@ static void run_receiver(int fd, double cnp_interval, long qpn, long first, long
         }
         if ((tos & 3) == 3) { /* CE: np_on_packet */
             res->marked += 1;
-            if (!np_sent || now - np_last >= cnp_interval) {
+            if (!np_sent || at - np_last >= cnp_interval) {
                 np_sent = 1;
-                np_last = now;
+                np_last = at;
                 memset(reply, 0, sizeof(reply));
                 put_bth(reply, OP_CNP, qpn, 0, 0, 1);
                 if (sendto(fd, reply, BTH_LEN + CNP_PAD + ICRC_LEN, 0, (struct sockaddr *)&from,
@@ -688,7 +708,7 @@ static void run_transfer(const settings_t *s, long payload, long overhead, doubl
                          pfc_t *pfc, xfer_result_t *res, PyThreadState **ts) {
     unsigned char out[BTH_LEN + MAX_PAYLOAD + ICRC_LEN], in[BTH_LEN + MAX_PAYLOAD + ICRC_LEN + 64];
     unsigned char reply[BTH_LEN + CNP_PAD + ICRC_LEN];
-    char control[64];
+    char control[128];
     memset(out, 0, sizeof(out));
     int known = header, heard = 0;
     double now = monotonic_s(), last_progress = now, nic_next = now;
@@ -705,6 +725,11 @@ static void run_transfer(const settings_t *s, long payload, long overhead, doubl
     for (int i = 0; i < nrq; i++)
         rq[i].rx = (rx_t){rq[i].first, 0, 0, 0, 0};
     struct pollfd pfds[MAX_QPS + 2];
+    /* Every receive in and the head of recv_fd a next call's packet: recv_fd is left
+     * alone for the rest of the call, so that packet waits in the kernel for the next
+     * call instead of being lost to it (our choice; the ACK that ends this call and the
+     * neighbour's next packets often come in the same wake-up). */
+    int hold = 0;
     while (1) {
         now = monotonic_s();
         int done = 1;
@@ -789,7 +814,7 @@ static void run_transfer(const settings_t *s, long payload, long overhead, doubl
         for (int i = 0; i < nsq; i++)
             pfds[nfd++] = (struct pollfd){sq[i].fd, POLLIN, 0};
         if (recv_fd >= 0)
-            pfds[nfd++] = (struct pollfd){recv_fd, POLLIN, 0};
+            pfds[nfd++] = (struct pollfd){recv_fd, hold ? 0 : POLLIN, 0};
         if (pfc != NULL)
             pfds[nfd++] = (struct pollfd){pfc->fd, POLLIN, 0};
         double wait = due - now;
@@ -834,10 +859,29 @@ static void run_transfer(const settings_t *s, long payload, long overhead, doubl
             }
         }
         if (recv_fd >= 0 && (pfds[nsq].revents & POLLIN)) {
-            for (int m = 0; m < 64; m++) {
+            for (int m = 0; m < 64 && !hold; m++) {
                 struct sockaddr_storage from;
                 struct iovec iov = {in, sizeof(in)};
                 struct msghdr msg = {&from, sizeof(from), &iov, 1, control, sizeof(control), 0};
+                int all_in = 1;
+                for (int i = 0; i < nrq; i++)
+                    if (rq[i].rx.expected != rq[i].end)
+                        all_in = 0;
+                if (all_in) { /* look before taking: is the head a next call's packet? */
+                    ssize_t peeked = recvmsg(recv_fd, &msg, MSG_DONTWAIT | MSG_PEEK);
+                    if (peeked < 0)
+                        break;
+                    if (peeked >= BTH_LEN && in[0] <= OP_SEND_ONLY) {
+                        long head_qpn = (long)(get_u32(in + 4) & PSN_MASK);
+                        long head_psn = (long)(get_u32(in + 8) & PSN_MASK);
+                        for (int i = 0; i < nrq; i++)
+                            if (rq[i].qpn == head_qpn && psn_diff(head_psn, rq[i].rx.expected) >= 0)
+                                hold = 1;
+                    }
+                    if (hold)
+                        break;
+                    msg = (struct msghdr){&from, sizeof(from), &iov, 1, control, sizeof(control), 0};
+                }
                 ssize_t n = recvmsg(recv_fd, &msg, MSG_DONTWAIT);
                 if (n < 0)
                     break;
@@ -850,15 +894,13 @@ static void run_transfer(const settings_t *s, long payload, long overhead, doubl
                         r = &rq[i];
                 if (r == NULL)
                     continue;
-                int tos = 0;
-                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-                    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
-                        tos = *(unsigned char *)CMSG_DATA(c);
+                double at;
+                int tos = read_cmsgs(&msg, monotonic_s(), &at);
                 if ((tos & 3) == 3) { /* CE: the notification point (np_on_packet) */
                     r->marked += 1;
-                    if (!r->np_sent || now - r->np_last >= cnp_interval) {
+                    if (!r->np_sent || at - r->np_last >= cnp_interval) {
                         r->np_sent = 1;
-                        r->np_last = now;
+                        r->np_last = at;
                         memset(reply, 0, sizeof(reply));
                         put_bth(reply, OP_CNP, qpn, 0, 0, 1);
                         if (sendto(recv_fd, reply, BTH_LEN + CNP_PAD + ICRC_LEN, 0,
@@ -868,8 +910,9 @@ static void run_transfer(const settings_t *s, long payload, long overhead, doubl
                 }
                 long psn = (long)(get_u32(in + 8) & PSN_MASK);
                 if (r->rx.expected == r->end && psn_diff(psn, r->rx.expected) >= 0) {
-                    /* (our choice) the next call's packet, early: left unanswered; the
-                     * sender's go-back-N sends it again once this worker listens for it */
+                    /* (our choice) the next call's packet while another QP's receive is
+                     * still open (the head cannot be held back then): left unanswered;
+                     * the sender's go-back-N sends it again once this worker listens */
                     r->early += 1;
                     continue;
                 }
@@ -1166,7 +1209,8 @@ static PyObject *receiver(PyObject *self, PyObject *args) {
         return NULL;
     }
     int on = 1;
-    if (setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on)) < 0) {
+    if (setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0) {
         PyMem_Free(drop);
         PyMem_Free(once);
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -1259,6 +1303,12 @@ static PyObject *transfer(PyObject *self, PyObject *args) {
     }
     if (nrq > 0 && recv_fd < 0) {
         PyErr_SetString(PyExc_ValueError, "receivers need recv_fd");
+        goto cleanup;
+    }
+    int on = 1;
+    if (recv_fd >= 0 && (setsockopt(recv_fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on)) < 0 ||
+                         setsockopt(recv_fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0)) {
+        PyErr_SetFromErrno(PyExc_OSError);
         goto cleanup;
     }
     if (pfc_obj != Py_None) {

@@ -183,3 +183,18 @@ def test_summary_json_counts_cnps_per_job_and_pauses_and_drops_per_run() -> None
     assert summary["jobs"]["b-0"]["cnps"] is None  # a TCP-like job counts none
     assert (summary["pfc_pause_frames"], summary["pfc_paused_ms"], summary["drops"]) == (2, 3.0, 0)
     assert summary["settings"]["transport"] == "roce"
+
+
+def test_back_to_back_calls_lose_no_packet_to_the_call_before() -> None:
+    """A neighbour's next call starts while this worker still waits for its last ACK:
+    its packets wait in the kernel for this worker's next call (held, not read early),
+    so nothing needs go-back-N's 100 ms timeout."""
+
+    def body(ring: Ring, roce: RoceLinks) -> tuple[int, int, int]:
+        for _ in range(30):
+            roce.relay([3000, 3000], [3000, 3000])
+        c = roce.take()
+        return c.early, c.timeouts, c.retransmits
+
+    for early, timeouts, retransmits in run_workers(3, body):
+        assert (early, timeouts, retransmits) == (0, 0, 0)
