@@ -8,7 +8,9 @@ switch-to-switch link is a loopback cable between two of those ports.
 `topologies.port_names` and gNMI name them) and its links. It runs no
 commands: it is a set of ports of the chip's pipeline, not a process.
 
-`logical_link` finds the cable between two logical switches; failing it
+Mininet's `net` shows each of its ports with the far end (`ChipPort`): a
+server's interface (`host_ifname`, named as Mininet names a host's) or the
+peer port of a cable. `logical_link` finds the cable between two logical switches; failing it
 (`link tor1 agg2 down`) takes both its ends down on the chip
 (`emulation.mininet_switches.ChipSwitch.set_ports_enabled`).
 
@@ -29,6 +31,26 @@ from topologies.errors import UserInputError
 from topologies.model import Topology
 from topologies.port_names import interface_names
 
+from .prefixes import IFNAMSIZ
+
+
+def host_ifname(server: str) -> str:
+    """The server end of its cable, as Mininet names a host's first interface.
+
+    It is made inside the server's own namespace (Mininet creates a host's end
+    of a link from the host's shell) and never exists in the root namespace,
+    so two fabrics on one machine, each with an `s01-eth0`, cannot collide and
+    `cassini clean` need not know it: it goes with the namespace.
+
+    A server name too long for Linux's 15 characters gives plain `eth0` (alone
+    in its namespace, it is still unique).
+
+    >>> host_ifname("s01"), host_ifname("server-rack12-07")
+    ('s01-eth0', 'eth0')
+    """
+    name = f"{server}-eth0"
+    return name if len(name) <= IFNAMSIZ else "eth0"
+
 
 @dataclass(frozen=True)
 class LogicalLink:
@@ -47,6 +69,30 @@ class LogicalLink:
         return {self.port_a: self.name_a, self.port_b: self.name_b}
 
 
+@dataclass(frozen=True)
+class PortLink:
+    """What Mininet's `net` command reads of a port's link: its two ends."""
+
+    intf1: Any
+    intf2: Any
+
+
+@dataclass(frozen=True)
+class ChipPort:
+    """One port of a logical switch as Mininet's `net` shows it: its name and the far end
+    (the server's interface, or the peer port of its loopback cable)."""
+
+    name: str
+    far_end: str
+
+    @property
+    def link(self) -> PortLink:
+        return PortLink(self, self.far_end)
+
+    def __str__(self) -> str:
+        return self.name
+
+
 @dataclass
 class LogicalSwitch:
     """One logical switch as a Mininet node name: its chip ports and links (see the module).
@@ -61,9 +107,11 @@ class LogicalSwitch:
     servers: dict[str, int] = field(default_factory=dict)
     waiting: bool = False  # Mininet's CLI asks every node whether a command runs
 
-    def intfList(self) -> list[Any]:  # noqa: N802 (Mininet's name)
-        """No Linux interfaces: its ports are the chip's."""
-        return []
+    def intfList(self) -> list[ChipPort]:  # noqa: N802 (Mininet's name)
+        """Its chip ports, each with what is at its far end (no Linux interfaces)."""
+        far = {port: host_ifname(server) for server, port in self.servers.items()}
+        far |= {link.port_a: link.name_b for link in self.links.values()}
+        return [ChipPort(self.ports[p], far.get(p, "")) for p in sorted(self.ports)]
 
     def intfNames(self) -> list[str]:  # noqa: N802 (Mininet's name)
         """The names of its chip ports (Mininet's `intfs` command)."""

@@ -39,31 +39,18 @@ from topologies.errors import UserInputError
 from topologies.model import Topology
 
 from .mininet_iperf import run_iperf
-from .mininet_logical import LogicalLink, LogicalSwitch, logical_link, logical_switches
+from .mininet_logical import (
+    LogicalLink,
+    LogicalSwitch,
+    host_ifname,
+    logical_link,
+    logical_switches,
+)
 from .netns import OFFLOADS, NetnsLab
-from .prefixes import IFNAMSIZ
 from .signals import signals_deferred
 from .softswitch.tm_config import MTU_FRAME_BYTES
 
 CHIP = "chip"  # the Mininet name of the one switch holding every logical switch
-
-
-def host_ifname(server: str) -> str:
-    """The server end of its cable, as Mininet names a host's first interface.
-
-    It is made inside the server's own namespace (Mininet creates a host's end
-    of a link from the host's shell) and never exists in the root namespace,
-    so two fabrics on one machine, each with an `s01-eth0`, cannot collide and
-    `cassini clean` need not know it: it goes with the namespace.
-
-    A server name too long for Linux's 15 characters gives plain `eth0` (alone
-    in its namespace, it is still unique).
-
-    >>> host_ifname("s01"), host_ifname("server-rack12-07")
-    ('s01-eth0', 'eth0')
-    """
-    name = f"{server}-eth0"
-    return name if len(name) <= IFNAMSIZ else "eth0"
 
 
 def switch_ifname(prefix: str, port: int) -> str:

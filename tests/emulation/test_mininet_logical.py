@@ -93,6 +93,9 @@ def test_logical_switches_name_their_chip_ports_and_links_as_gnmi_does() -> None
     )
     assert chip.peer_port(link.port_a) == link.port_b  # the loopback cable's two ends
     assert leaf1.intfNames() == [f"leaf1-eth{k}" for k in range(1, 5)]
+    # Mininet's `net` reads each port's far end: the server's interface, the cable's peer.
+    far = {str(p): str(p.link.intf2) for p in leaf1.intfList()}
+    assert far["leaf1-eth1"] == "s01-eth0" and far[link.name_a] == link.name_b
     assert "leaf1-eth1:1" in repr(leaf1)
     with pytest.raises(UserInputError, match="no link between leaf1 and leaf2 .*spine1, spine2"):
         logical_link(switches, "leaf1", "leaf2")
