@@ -182,10 +182,12 @@ class Spread:
 
 
 # (our choice) The agents' grid period: the 95th percentile of the job's measured
-# iteration times alone, rounded up to 0.5 ms. A grid at the mean leaves a job late
-# for about half its slots (its iterations are spread around the mean); at the
-# 95th percentile it is late for one in twenty, and the drift threshold (5% of the
-# period) absorbs most of those. The benchmarks README gives the measurements.
+# iteration times alone (`measure` leaves out those its host witness calls starved),
+# rounded up to 0.5 ms. A grid at the mean leaves a job late for about half its
+# slots, and lateness carries over (a late start ends late), so it crosses the drift
+# threshold about every second iteration; at the 95th percentile an iteration
+# overruns its slot one time in twenty, and the threshold (5% of the iteration)
+# absorbs most of those. The benchmarks README gives the measurements.
 GRID_PERCENTILE = 95.0
 GRID_ROUND_MS = 0.5
 

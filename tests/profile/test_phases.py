@@ -127,3 +127,19 @@ def test_measure_refuses_a_job_it_cannot_see() -> None:
         busiest_link(telemetry, "other-job")
     with pytest.raises(NotMeasurable, match="iterations"):
         measure("m", 2, records[:4], telemetry, {"l": 0.05, "x": 0.05}, 0.001, job="j")
+
+
+def test_a_starved_iteration_does_not_stretch_the_grid() -> None:
+    from dataclasses import replace
+
+    records, telemetry = _job(200.0, 100.0, 80.0, 12, 0.04)
+    # iteration 5 runs 100 ms long (every later start moves), its replica woke 30 ms late
+    shifted = [
+        replace(r, start_ms=r.start_ms + (100.0 if r.iteration > 5 else 0.0),
+                late_max_ms=30.0 if r.iteration == 5 else 0.2)
+        for r in records
+    ]  # fmt: skip
+    m = measure("m", 2, shifted, telemetry, {"l": 0.05, "x": 0.05}, 0.001, job="j")
+    assert m.iteration_ms.p99 > 280.0  # the spread keeps it
+    assert m.starved == 1
+    assert m.period_ms == 200.0  # the grid does not
