@@ -101,7 +101,8 @@ control CassiniIngress(inout headers_t hdr,
             drop;
         }
         const default_action = drop();
-        size = 4096;
+        // 128 SRAM blocks, two stages of twelve (the budget is in p4src/README.md).
+        size = 262144;
     }
 
     apply {

@@ -41,7 +41,7 @@ from emulation.softswitch.errors import EntryError
 from emulation.softswitch.log_limit import LogLimiter
 from emulation.softswitch.pipeline_config import InstalledPipeline, PipelineConfigs
 from emulation.softswitch.read_snapshot import ReadSnapshot, take_snapshot
-from emulation.softswitch.service_limits import MAX_READ_ENTITIES
+from emulation.softswitch.service_limits import read_capacity
 from emulation.softswitch.state import Change, Dataplane
 
 log = logging.getLogger(__name__)
@@ -313,14 +313,16 @@ class Device:
 
     # --- read ------------------------------------------------------------------------
 
-    def read(self, request: Any, max_entities: int = MAX_READ_ENTITIES) -> ReadSnapshot:
+    def read(self, request: Any, max_entities: int | None = None) -> ReadSnapshot:
         """What a ReadRequest returns, as one consistent snapshot: build its entities
-        (`ReadSnapshot.entities`) after this returns, outside the lock."""
+        (`ReadSnapshot.entities`) after this returns, outside the lock. At most
+        `max_entities`, by default the pipeline's `read_capacity` (every table full,
+        every counter cell: one Read of everything always fits)."""
         with self._lock:
             self._check_device(request.device_id)
-            return take_snapshot(
-                self.pipelines.current(), request, self.dataplane.counters, max_entities
-            )
+            pipeline = self.pipelines.current()
+            cap = max_entities if max_entities is not None else read_capacity(pipeline.index)
+            return take_snapshot(pipeline, request, self.dataplane.counters, cap)
 
 
 def _show_key(valid: ValidEntry) -> str:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from controlplane.p4info import P4InfoIndex
+
 # StreamChannels open at once (spec 5.4 lets a target refuse more); one more,
 # the spare, is kept only for a client that becomes the primary of its role.
 MAX_STREAMS = 16
@@ -33,9 +35,10 @@ MAX_SUBSCRIPTIONS = 8
 # building is pure Python, so one builder leaves the interpreter to Writes.
 MAX_READS = 8
 READ_BUILDERS = 1
-# Entities one ReadRequest may return, counted before any is built: the
-# Cassini pipeline holds at most 6,656 (4,608 entries, 2,048 counter cells).
-MAX_READ_ENTITIES = 20_000
+# Entities one ReadRequest may return, counted before any is built, is the
+# installed pipeline's `read_capacity` unless a test passes a number: one Read
+# of every table and every counter then always fits (the Cassini pipeline's:
+# 283,136), and a Read asking for the same table many times does not.
 # Paths in one gNMI GetRequest or SubscriptionList, and bytes in one response.
 MAX_GNMI_PATHS = 1_000
 MAX_GNMI_RESPONSE_BYTES = 4 << 20
@@ -53,14 +56,14 @@ class ServiceLimits:
     max_subscriptions: int = MAX_SUBSCRIPTIONS
     max_reads: int = MAX_READS
     read_builders: int = READ_BUILDERS
-    max_read_entities: int = MAX_READ_ENTITIES
+    max_read_entities: int | None = None  # None: the pipeline's read_capacity
     max_gnmi_paths: int = MAX_GNMI_PATHS
     max_gnmi_response_bytes: int = MAX_GNMI_RESPONSE_BYTES
     unary_workers: int = UNARY_WORKERS
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
-            if not value > 0:
+            if value is not None and not value > 0:
                 raise ValueError(f"service limit {name} must be positive, got {value}")
 
     @property
@@ -68,3 +71,16 @@ class ServiceLimits:
         """Threads of the gRPC pool: every long RPC at its cap (streams with the spare)
         and `unary_workers` more."""
         return self.max_streams + 1 + self.max_subscriptions + self.max_reads + self.unary_workers
+
+
+def read_capacity(p4info: P4InfoIndex) -> int:
+    """Entities a Read of every table and every counter of `p4info` returns when its
+    tables are full: each table's `size` plus each counter's cells (a table of size 0
+    declares none and adds nothing). The software switch serves no other kind.
+
+    >>> from controlplane.p4info import load_p4info
+    >>> read_capacity(load_p4info())
+    283136
+    """
+    message = p4info.p4info
+    return sum(t.size for t in message.tables) + sum(c.size for c in message.counters)

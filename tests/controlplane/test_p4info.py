@@ -17,7 +17,7 @@ from topologies.errors import UserInputError
 def test_tables_actions_counters_by_name_alias_and_id(index):
     fwd = index.table("logical_forward")
     assert fwd is index.table("CassiniIngress.logical_forward")
-    assert fwd.id == 33554433 and fwd.size == 4096
+    assert fwd.id == 33554433 and fwd.size == 262_144
     assert [(m.name, m.bitwidth, m.match_type) for m in fwd.match_fields] == [
         ("ingress_port", 9, "EXACT"),
         ("dst_mac", 48, "EXACT"),

@@ -37,10 +37,10 @@ from emulation.softswitch.log_limit import LogLimiter
 from emulation.softswitch.p4runtime_service import RunningServer, serve
 from emulation.softswitch.port_stats import PortCounters, port_counters
 from emulation.softswitch.service_limits import (
-    MAX_READ_ENTITIES,
     MAX_READS,
     MAX_SUBSCRIPTIONS,
     ServiceLimits,
+    read_capacity,
 )
 from emulation.softswitch.state import LocalDataplane
 from emulation.softswitch.switch import READY_PATTERN
@@ -325,13 +325,16 @@ def test_role_names_are_bounded_and_forgotten_when_their_last_client_leaves(
 def test_a_read_past_the_entity_cap_is_refused_before_anything_is_built(
     primary: Client, p4: P4InfoIndex
 ) -> None:
-    """A 402-byte Read of 100 wildcards over 1,000 entries built 100,000 entities in 41.7 s."""
+    """A 402-byte Read of 100 wildcards over 1,000 entries built 100,000 entities in 41.7 s.
+    The cap is the pipeline's capacity (283,136): 284 wildcards over 1,000 pass it."""
+    cap = read_capacity(p4)
+    assert cap == 262_144 + 512 + 2 * 1024 + 4 * 512 + 2 * 8192  # tables full, every cell
     _fill(primary, p4, 1000)
     began = time.monotonic()
     with pytest.raises(grpc.RpcError) as refused:
-        list(primary.stub.Read(_wildcard_read(100), timeout=30))
+        list(primary.stub.Read(_wildcard_read(cap // 1000 + 1), timeout=30))
     assert refused.value.code() == Codes.RESOURCE_EXHAUSTED
-    assert f"more than {MAX_READ_ENTITIES}" in (refused.value.details() or "")
+    assert f"more than {cap}" in (refused.value.details() or "")
     assert "narrow" in (refused.value.details() or "")
     assert time.monotonic() - began < 2.0
     assert len(primary.read(table_entity(p4runtime_pb2.TableEntry()))) == 1000
