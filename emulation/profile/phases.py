@@ -182,8 +182,8 @@ class Spread:
 
 
 # (our choice) The agents' grid period: the 95th percentile of the job's measured
-# iteration times alone (`measure` leaves out those its host witness calls starved),
-# rounded up to 0.5 ms. A grid at the mean leaves a job late for about half its
+# iteration times alone (all of them by default: `measure`'s `calm_grid` leaves out
+# those its host witness calls starved), rounded up to 0.5 ms. A grid at the mean leaves a job late for about half its
 # slots, and lateness carries over (a late start ends late), so it crosses the drift
 # threshold about every second iteration; at the 95th percentile an iteration
 # overruns its slot one time in twenty, and the threshold (5% of the iteration)

@@ -139,7 +139,10 @@ def test_a_starved_iteration_does_not_stretch_the_grid() -> None:
                 late_max_ms=30.0 if r.iteration == 5 else 0.2)
         for r in records
     ]  # fmt: skip
-    m = measure("m", 2, shifted, telemetry, {"l": 0.05, "x": 0.05}, 0.001, job="j")
+    links = {"l": 0.05, "x": 0.05}
+    m = measure("m", 2, shifted, telemetry, links, 0.001, job="j", calm_grid=True)
     assert m.iteration_ms.p99 > 280.0  # the spread keeps it
     assert m.starved == 1
-    assert m.period_ms == 200.0  # the grid does not
+    assert m.period_ms == 200.0  # the calm grid does not
+    full = measure("m", 2, shifted, telemetry, links, 0.001, job="j")
+    assert full.period_ms == 255.0  # the default: p95 of all ten, 200 + 0.55 x 100
