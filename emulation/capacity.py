@@ -1,0 +1,299 @@
+"""What is the largest scale S this machine emulates a topology and its jobs at, trustworthily?
+
+A cost model of the emulation, linear in the emulated traffic (our choice;
+the benchmarks' figures are per Gbit/s and per packet/s at every S they
+were measured at):
+
+- the software switch: `switch_base_cores` + `switch_cores_per_kpps` per
+  thousand frame passes a second. A pass is one frame through the pipeline
+  of one logical switch, so a frame that crosses leaf, spine and leaf costs
+  three; passes = S x (each flow's mean Gbit/s x the switches on its path)
+  / (8 x `MTU_FRAME_BYTES`). The acknowledgements and pause frames a data
+  frame causes are folded into its cost by the calibration, which fits the
+  switch's CPU against the data frames the replicas sent.
+- the replicas: `replica_base_cores` per replica (its agent's wake-ups,
+  whatever it sends) + `replica_cores_per_gbps` per emulated Gbit/s sent.
+- the rest of the run (the switch's gRPC service, the counter poller, the
+  supervisor): `harness_cores`, measured as the machine's busy cores the
+  switch and the replicas do not account for.
+
+A job's traffic is its profile's mean over an iteration (each worker sends
+`sum(duration x gbps) / iteration_ms` to each ring neighbour, split as
+`scheduler.traffic.nic_shares` splits it), routed by `topologies.routing`
+as the switch routes it. Every rate scales with S, so each cost is
+`base + slope x S` and the largest S is the smallest of the three
+constraints solved for S, each kept under `HEADROOM` of the fidelity
+monitor's own limit (`emulation.emulate.fidelity.FidelityLimits`): the
+switch's share of one core, and the machine's busy fraction of all cores.
+The replicas have no limit of their own in the monitor; they count in the
+machine's.
+
+>>> c = CostConstants(switch_base_cores=0.1, switch_cores_per_kpps=0.02,
+...                   replica_base_cores=0.01, replica_cores_per_gbps=2.0,
+...                   harness_cores=0.1, cores=2)
+>>> load = Load(passes_per_s=4e6, gbps=20.0, replicas=4)   # at S = 1
+>>> choice = largest_scale(c, load, headroom=1.0)
+>>> round(choice.scale, 6), choice.bound_by
+(0.01, 'switch CPU')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from emulation.emulate.fidelity import FidelityLimits
+from emulation.scaling import MTU_FRAME_BYTES
+from scheduler.decisions import Decision
+from scheduler.profiles import ModelSpec, build_profile
+from scheduler.traces import FOUR_JOBS
+from scheduler.traffic import JobRouter, nic_shares
+from scheduler.types import Profile
+from topologies.model import Topology
+
+# (our choice) Predicted CPU stays under 80% of each fidelity limit: the
+# calibration's own spread on a shared machine was of that order, and a
+# burst (jobs' Up phases in step) is above the mean the model predicts.
+HEADROOM = 0.8
+# (our choice) S is rounded down to two significant digits, so a report's S
+# reads as a number someone would type.
+SIGNIFICANT_DIGITS = 2
+# (our choice) Below this S a 50 Gbit/s link is 50 kbit/s: a 1500-byte frame
+# takes 0.24 s, longer than a whole iteration's Up phase at the paper's sizes.
+MIN_SCALE = 1e-6
+
+
+Job = tuple[Sequence[str], Profile]  # a job's servers and its profile
+
+
+@dataclass(frozen=True)
+class CostConstants:
+    """One machine's emulation costs, from `emulation.capacity_calibration`."""
+
+    switch_base_cores: float
+    switch_cores_per_kpps: float  # per 1000 data-frame passes a second
+    replica_base_cores: float  # per replica
+    replica_cores_per_gbps: float  # per emulated Gbit/s the replicas send
+    harness_cores: float  # the rest of the run's processes
+    cores: int  # the machine's
+    machine: Mapping[str, str] = field(default_factory=dict)  # whose constants these are
+    points: tuple[Mapping[str, Any], ...] = ()  # the calibration's measurements
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["machine"] = dict(self.machine)
+        out["points"] = [dict(p) for p in self.points]
+        return out
+
+    @staticmethod
+    def from_dict(raw: Mapping[str, Any]) -> CostConstants:
+        return CostConstants(
+            switch_base_cores=float(raw["switch_base_cores"]),
+            switch_cores_per_kpps=float(raw["switch_cores_per_kpps"]),
+            replica_base_cores=float(raw["replica_base_cores"]),
+            replica_cores_per_gbps=float(raw["replica_cores_per_gbps"]),
+            harness_cores=float(raw["harness_cores"]),
+            cores=int(raw["cores"]),
+            machine=dict(raw.get("machine", {})),
+            points=tuple(dict(p) for p in raw.get("points", ())),
+        )
+
+
+@dataclass(frozen=True)
+class Load:
+    """What the jobs ask of the emulator at S = 1 (multiply the rates by S)."""
+
+    passes_per_s: float  # data frames x logical switches each crosses, per second
+    gbps: float  # Gbit/s the replicas send, summed over flows
+    replicas: int
+
+    def at(self, scale: float) -> Load:
+        return Load(self.passes_per_s * scale, self.gbps * scale, self.replicas)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted CPU of one run (cores)."""
+
+    switch_cores: float
+    replica_cores: float
+    machine_cores: float  # switch + replicas + harness
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class ScaleChoice:
+    """The largest S, the limit that bound it, and what is predicted at it."""
+
+    scale: float | None  # None: not even MIN_SCALE fits
+    bound_by: str  # "switch CPU", "machine CPU" or "S <= 1"
+    reason: str  # one line for the terminal and the report
+    prediction: Prediction | None
+    load_at_1: Load
+    headroom: float
+    limits: Mapping[str, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "scale": self.scale,
+            "bound_by": self.bound_by,
+            "reason": self.reason,
+            "predicted_cpu": None if self.prediction is None else self.prediction.as_dict(),
+            "load_at_scale_1": asdict(self.load_at_1),
+            "headroom": self.headroom,
+            "limits": dict(self.limits),
+        }
+
+
+def mean_gbps(profile: Profile) -> float:
+    """A worker's demand averaged over one iteration (Gbit/s at S = 1).
+
+    >>> from scheduler.types import Phase
+    >>> mean_gbps(Profile("j", "m", "data", 2, 100.0, (Phase(75.0, 0.0), Phase(25.0, 40.0))))
+    10.0
+    """
+    if profile.iteration_ms <= 0:
+        return 0.0
+    return sum(p.duration_ms * p.gbps for p in profile.phases) / profile.iteration_ms
+
+
+def load_of(topo: Topology, jobs: Sequence[Job], router: JobRouter | None = None) -> Load:
+    """The emulator's load at S = 1 of `jobs` (servers, profile) placed on `topo`."""
+    router = router or JobRouter(topo)
+    passes = gbps = 0.0
+    replicas = 0
+    for servers, profile in jobs:
+        replicas += len(servers)
+        flows = router.job_flows(servers, profile.parallelism)
+        per_worker = mean_gbps(profile)
+        for (src, dst), share in zip(flows, nic_shares(list(flows)), strict=True):
+            rate = per_worker * share
+            switches = len(router.path(src, dst)) - 2  # the path's nodes less its two servers
+            gbps += rate
+            passes += rate * 1e9 / (8 * MTU_FRAME_BYTES) * switches
+    return Load(passes_per_s=passes, gbps=gbps, replicas=replicas)
+
+
+def predict(constants: CostConstants, load: Load) -> Prediction:
+    """CPU of a run with `load` (already at its S), by the cost model."""
+    switch = constants.switch_base_cores + constants.switch_cores_per_kpps * load.passes_per_s / 1e3
+    replicas = load.replicas * constants.replica_base_cores
+    replicas += constants.replica_cores_per_gbps * load.gbps
+    return Prediction(switch, replicas, switch + replicas + constants.harness_cores)
+
+
+def _round_down(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
+    """`value` rounded down to `digits` significant digits.
+
+    >>> _round_down(0.0123456), _round_down(0.5), _round_down(1.0)
+    (0.012, 0.5, 1.0)
+    """
+    if value <= 0:
+        return 0.0
+    step = 10 ** (math.floor(math.log10(value)) - digits + 1)
+    return math.floor(value / step * (1 + 1e-9)) * step if value >= step else value
+
+
+def largest_scale(
+    constants: CostConstants,
+    load: Load,
+    headroom: float = HEADROOM,
+    limits: FidelityLimits | None = None,
+    background_cores: float = 0.0,
+) -> ScaleChoice:
+    """The largest S in (0, 1] whose predicted CPU stays under `headroom` x each limit;
+    `background_cores`, the machine's other work, counts against the machine's limit."""
+    lim = limits or FidelityLimits()
+    switch_cap = headroom * lim.switch_cpu
+    machine_cap = headroom * lim.machine_cpu * constants.cores - background_cores
+    at_1 = predict(constants, load)
+    fixed = predict(constants, load.at(0.0))
+    # (name, what the limit allows, the cost at S = 0, the cost per unit of S)
+    constraints = [
+        ("switch CPU", switch_cap, fixed.switch_cores, at_1.switch_cores - fixed.switch_cores),
+        ("machine CPU", machine_cap, fixed.machine_cores, at_1.machine_cores - fixed.machine_cores),
+    ]
+    best, bound = 1.0, "S <= 1"
+    for name, cap, base, slope in constraints:
+        if base >= cap:
+            best, bound = 0.0, name
+            break
+        if slope > 0 and (cap - base) / slope < best:
+            best, bound = (cap - base) / slope, name
+    caps = {
+        "switch_cpu_cores": round(switch_cap, 4),
+        "machine_cpu_cores": round(machine_cap, 4),
+        "background_cores": round(background_cores, 4),
+    }
+    scale = _round_down(best)
+    if scale < MIN_SCALE:
+        past = f"past {headroom:.0%} of its limit"
+        reason = (
+            f"no S fits: at S = 0 the {bound} is already predicted {past}"
+            if best == 0.0
+            else f"no S >= {MIN_SCALE:g} fits ({bound})"
+        )
+        return ScaleChoice(None, bound, reason, None, load, headroom, caps)
+    pred = predict(constants, load.at(scale))
+    reason = (
+        f"S = {scale:g}: predicted switch {pred.switch_cores:.2f} of a core, replicas "
+        f"{pred.replica_cores:.2f}, machine {pred.machine_cores:.2f}"
+        + (f" + {background_cores:.2f} others'" if background_cores else "")
+        + f" of {constants.cores} cores; "
+        f"bound by {bound} (kept under {headroom:.0%} of the fidelity limits: switch "
+        f"{lim.switch_cpu:.0%} of a core, machine {lim.machine_cpu:.0%})"
+    )
+    return ScaleChoice(scale, bound, reason, pred, load, headroom, caps)
+
+
+def fill_jobs(
+    topo: Topology,
+    models: Mapping[str, ModelSpec] | None = None,
+    mix: Sequence[tuple[str, int]] = FOUR_JOBS,
+) -> list[Job]:
+    """Every server running one replica: `mix`'s models in turn, its worker counts, the
+    servers taken in order (our choice: a job larger than a rack spans two, as the
+    four-jobs trace's do on the testbed); the last job takes what is left.
+
+    >>> from topologies.generators import cassini_testbed
+    >>> [(len(s), p.model) for s, p in fill_jobs(cassini_testbed())]
+    [(6, 'vgg19'), (6, 'vgg16'), (6, 'wideresnet101'), (6, 'bert')]
+    """
+    servers = [s.name for s in topo.servers]
+    out: list[Job] = []
+    start, index = 0, 0
+    while len(servers) - start >= 2:
+        model, workers = mix[index % len(mix)]
+        take = servers[start : start + workers]
+        if len(servers) - start - len(take) < 2:
+            take = servers[start:]
+        profile = build_profile(model, len(take), nic_gbps=topo.nic_gbps(), models=models)
+        out.append((take, profile))
+        start, index = start + len(take), index + 1
+    return out
+
+
+def decision_jobs(
+    decision: Decision, topo: Topology, models: Mapping[str, ModelSpec] | None = None
+) -> list[Job]:
+    """The jobs one scheduler decision runs, with their models' profiles."""
+    return [
+        (servers, build_profile(decision.models[job], len(servers), nic_gbps=topo.nic_gbps(),
+                                models=models))
+        for job, servers in decision.placement.items()
+        if job in decision.models and len(servers) > 0
+    ]  # fmt: skip
+
+
+def heaviest(
+    topo: Topology, placements: Sequence[Sequence[Job]], router: JobRouter | None = None
+) -> Load:
+    """Of several placements (every scheduler's decisions), the load with the most
+    switch passes: the one S must fit."""
+    router = router or JobRouter(topo)
+    loads = [load_of(topo, jobs, router) for jobs in placements]
+    return max(loads, key=lambda ld: (ld.passes_per_s, ld.gbps), default=Load(0.0, 0.0, 0))
