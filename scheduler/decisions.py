@@ -30,7 +30,10 @@ class Decision:
 
     `shifts_ms`/`periods_ms` are empty for a scheduler without Cassini (its
     jobs run free); `new_schedule` False means the agents keep the grid they
-    have (see `scheduler.baselines.base.Allocation`).
+    have (see `scheduler.baselines.base.Allocation`). `sharing` holds the jobs
+    that time-share GPU slots, each group in stage order (`scheduler.timeshare`;
+    empty for an exclusive scheduler): the emulation runs each member's
+    time-shared profile from it.
     """
 
     at_s: float
@@ -40,15 +43,23 @@ class Decision:
     shifts_ms: Mapping[str, float] = field(default_factory=dict)
     periods_ms: Mapping[str, float] = field(default_factory=dict)
     new_schedule: bool = False
+    sharing: tuple[tuple[str, ...], ...] = ()
 
     def as_schedule(self) -> Schedule:
-        """What the placed jobs run: their servers, shifts, periods and models."""
+        """What the placed jobs run: their servers, shifts, periods, models and sharing
+        groups (each group's placed members, where two or more are placed)."""
         placed = self.placement
+        sharing = tuple(
+            kept
+            for kept in (tuple(j for j in group if j in placed) for group in self.sharing)
+            if len(kept) > 1
+        )
         return Schedule(
             placement=dict(placed),
             shifts_ms={j: v for j, v in self.shifts_ms.items() if j in placed},
             periods_ms={j: v for j, v in self.periods_ms.items() if j in placed},
             models={j: self.models[j] for j in placed if j in self.models},
+            sharing=sharing,
         )
 
 
@@ -65,6 +76,7 @@ def decision_of(now_s: float, view: ClusterView, alloc: Allocation) -> Decision:
         shifts_ms=dict(alloc.shifts_ms) if paced else {},
         periods_ms=dict(alloc.periods_ms) if paced else {},
         new_schedule=paced,
+        sharing=tuple(tuple(g) for g in alloc.sharing if len(g) > 1),
     )
 
 

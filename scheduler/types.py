@@ -73,3 +73,5 @@ class Schedule:
     periods_ms: Mapping[str, float] = field(default_factory=dict)
     groups: tuple[tuple[str, ...], ...] = ()  # jobs whose shifts only matter relative to each other
     models: Mapping[str, str] = field(default_factory=dict)  # job -> model, where known
+    # jobs time-sharing GPU slots, each group in stage order (`scheduler.timeshare`)
+    sharing: tuple[tuple[str, ...], ...] = ()

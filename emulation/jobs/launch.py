@@ -14,11 +14,22 @@ The schedule file's keys:
 - `periods_ms` (optional): the grid period of each paced job; a job absent
   from it runs free (the agent starts every iteration at once);
 - `models` (optional): `{job: model}`; without it a job's model is the job
-  name's model prefix as `schedule` writes it (`vgg19-0` is a vgg19).
+  name's model prefix as `schedule` writes it (`vgg19-0` is a vgg19);
+- `sharing` (optional): `[[job, ...], ...]`, the jobs that time-share GPU
+  slots, each group in stage order (what `nags` and `muri` decide).
 
 A job's profile is, in this order, the `--jobs-file` profile named like the
 job, the one named like its model, or the built-in (or `--models`) model's
 profile for the job's worker count at the topology's NIC rate.
+
+A member of a sharing group runs the profile `scheduler.timeshare.share`
+lays out for its place in the group (its compute stretched to its stage,
+then its transfers), the one the simulator runs, so replicas that share a
+host interleave compute and communication as the model says: one computes
+while the previous one sends. Its period is the group's cycle and its shift
+its stage offset, as the scheduler decided them; a member the schedule gives
+no period takes the layout's (our choice: a hand-written file need not
+repeat them).
 
     >>> from topologies.library import load_topology
     >>> topo = load_topology("leaf-spine:2:1:2")
@@ -34,11 +45,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from scheduler.profiles import ModelSpec, build_profile, normalize_model_name
+from scheduler.timeshare import share
 from scheduler.types import Profile, Schedule
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
@@ -66,6 +78,7 @@ class JobPlan:
     shift_ms: float = 0.0
     period_ms: float | None = None  # None: unpaced
     iterations: int | None = None  # None: the run's count (a resumed job runs what it has left)
+    sharing: tuple[str, ...] = ()  # the sharing group it time-shares GPUs in (stage order)
 
     @property
     def workers(self) -> int:
@@ -161,6 +174,7 @@ def parse_schedule(doc: Mapping[str, Any], where: str = "schedule") -> Schedule:
     for job, model in named.items():
         if not isinstance(model, str) or not model.strip():
             raise UserInputError(f"{where}: field 'models' of job '{job}' must be a model name")
+    sharing = _sharing(doc.get("sharing", []), jobs, where)
     return Schedule(
         placement={job: tuple(servers) for job, servers in placement.items()},
         shifts_ms={j: _number(v, "shifts_ms", j, where, positive=False) for j, v in shifts.items()},
@@ -168,7 +182,62 @@ def parse_schedule(doc: Mapping[str, Any], where: str = "schedule") -> Schedule:
             j: _number(v, "periods_ms", j, where, positive=True) for j, v in periods.items()
         },
         models=dict(named),
+        sharing=sharing,
     )
+
+
+def _sharing(raw: Any, jobs: Sequence[str], where: str) -> tuple[tuple[str, ...], ...]:
+    """The `sharing` field: lists of two or more placed jobs, no job in two groups."""
+    shape = f"{where}: field 'sharing' must be a list of groups [[job, job, ...], ...]"
+    if not isinstance(raw, list):
+        raise UserInputError(shape)
+    seen: set[str] = set()
+    out = []
+    for group in raw:
+        if not isinstance(group, list) or len(group) < 2:
+            raise UserInputError(shape + f"; {shown(group)} is not a list of two or more jobs")
+        for job in group:
+            if not isinstance(job, str) or job not in jobs:
+                raise UserInputError(
+                    f"{where}: field 'sharing' names job {shown(job)}, which 'placement' "
+                    "does not place; " + did_you_mean(str(job), jobs, "job")
+                )
+            if job in seen:
+                raise UserInputError(f"{where}: field 'sharing' puts job '{job}' in two groups")
+            seen.add(job)
+        out.append(tuple(group))
+    return tuple(out)
+
+
+def time_shared(jobs: Sequence[JobPlan], sharing: Sequence[Sequence[str]]) -> tuple[JobPlan, ...]:
+    """`jobs` with each sharing group's members on their time-shared profiles (module
+    docstring); a job in no group, or alone in its group, is unchanged.
+
+    >>> from scheduler.types import Phase
+    >>> a = Profile("a", "m", "data", 2, 100.0, (Phase(90.0, 0.0), Phase(10.0, 50.0)))
+    >>> b = Profile("b", "m", "data", 2, 100.0, (Phase(10.0, 0.0), Phase(90.0, 50.0)))
+    >>> plans = [JobPlan(n, "m", ("s01", "s02"), p) for n, p in (("a", a), ("b", b))]
+    >>> [(j.profile.phases[0].duration_ms, j.shift_ms, j.period_ms)
+    ...  for j in time_shared(plans, [("a", "b")])]    # stages max(90, 90), max(10, 10)
+    [(90.0, 0.0, 100.0), (10.0, 90.0, 100.0)]
+    """
+    by_name = {j.name: j for j in jobs}
+    shaped: dict[str, JobPlan] = {}
+    for group in sharing:
+        members = tuple(n for n in group if n in by_name)
+        if len(members) < 2:
+            continue
+        laid = share({n: by_name[n].profile for n in members}, order=members)
+        for n in members:
+            job = by_name[n]
+            shaped[n] = replace(
+                job,
+                profile=laid.profiles[n],
+                sharing=members,
+                shift_ms=job.shift_ms if job.period_ms is not None else laid.offsets_ms[n],
+                period_ms=job.period_ms if job.period_ms is not None else laid.cycle_ms,
+            )
+    return tuple(shaped.get(j.name, j) for j in jobs)
 
 
 def _profile_for(
@@ -210,6 +279,8 @@ def plan_jobs(
 
     An unknown server (with the closest names) or a job with no profile is
     answered with `where` (the file, or whose schedule it is) and the job.
+    Members of the schedule's sharing groups run their time-shared profiles
+    (`time_shared`).
     """
     servers_known = [s.name for s in topo.servers]
     out = []
@@ -233,7 +304,7 @@ def plan_jobs(
                 period_ms=None if period is None else float(period),
             )
         )
-    return tuple(out)
+    return time_shared(out, schedule.sharing)
 
 
 @dataclass(frozen=True)

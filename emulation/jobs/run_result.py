@@ -114,12 +114,14 @@ class RunResult:
 
     def schedule(self) -> dict[str, Any]:
         """The schedule that ran, in the schedule file's keys."""
-        return {
+        doc: dict[str, Any] = {
             "placement": {j.name: list(j.servers) for j in self.jobs},
             "shifts_ms": {j.name: j.shift_ms for j in self.jobs},
             "periods_ms": {j.name: j.period_ms for j in self.jobs if j.period_ms is not None},
             "models": {j.name: j.model for j in self.jobs},
         }
+        groups = dict.fromkeys(j.sharing for j in self.jobs if j.sharing)
+        return doc | ({"sharing": [list(g) for g in groups]} if groups else {})
 
     def summary(self) -> dict[str, Any]:
         """summary.json."""
