@@ -137,7 +137,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=40)
-    parser.add_argument("--profile-iterations", type=int, default=20)
+    parser.add_argument("--profile-iterations", type=int, default=40)
     parser.add_argument("--scale", type=float, default=DEFAULT_SCALE)
     parser.add_argument("--cases", default="aligned,derived,measured")
     parser.add_argument("--out", type=Path, help="keep the run folders here")

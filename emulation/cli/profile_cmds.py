@@ -33,7 +33,9 @@ PROFILES_HELP = (
     "profiles JSON (`cassini profile --out`): measured profiles replace the derived ones "
     "of their model and worker count"
 )
-DEFAULT_ITERATIONS = 20  # (our choice) enough for a p95 of 19 intervals, a few seconds a model
+# (our choice) 40: a p95 of 38 intervals, ~10 s a model of 200 ms; 18 intervals let one
+# starved burst set the grid period (benchmarks README, measured profiles)
+DEFAULT_ITERATIONS = 40
 
 
 def register(sub: argparse._SubParsersAction) -> None:
