@@ -20,4 +20,5 @@
 - job_samples: per-(port, job) counts every 10 ms, from the gNMI STREAM or counter reads
 - p4/: the P4 programs (bmv2 and Tofino) and the P4Info, shipped as package data
 - tofino / bmv2: what each target needs beyond P4Runtime
+- tofino_sram: how many of a Tofino 1's SRAM blocks and stages an exact-match table takes
 """

@@ -15,8 +15,11 @@ it fit.
 >>> from controlplane.p4info import load_p4info
 >>> topo = load_topology("leaf-spine:8:4:16")
 >>> result = fit(topology_needs(topo, map_to_chip(topo)), load_p4info(), P4INFO_ONLY)
->>> print(result.shortfalls[0])  # doctest: +ELLIPSIS
-needs 23,936 entries in CassiniIngress.logical_forward; the P4 program holds 4,096 (...)
+>>> print(result.message)  # doctest: +NORMALIZE_WHITESPACE
+leaf-spine-8x4x16 fits the device: entries 192 in CassiniEgress.wred_profile, 23,936 in
+CassiniIngress.logical_forward; 192 chip ports, 32 cables, 128 hosts
+>>> print(fit(result.needs, load_p4info(), TOFINO).shortfalls[0])  # doctest: +ELLIPSIS
+needs 96 100G panel cages (192 ports at their links' speeds); a Tofino holds 64 (...)
 """
 
 from __future__ import annotations

@@ -175,3 +175,43 @@ def test_bmv2_converts_cells_to_packets(testbed):
     assert lines[0] == f"set_queue_depth 1067 {chip.ports()[0]}"  # 20000 cells * 80 B / 1500 B
     # 50 Gb/s * 0.01 = 500 Mb/s of 1500 B packets = 41667 packets/s
     assert lines[1] == f"set_queue_rate 41667 {chip.ports()[0]}"
+
+
+# --- The forwarding table's SRAM on a Tofino 1 (controlplane.tofino_sram) -------------
+
+
+def test_the_forwarding_table_fits_two_of_twelve_stages_by_hand() -> None:
+    """(9 + 48) key bits - 10 ghost + 4 version + 1 action bit + 9-bit port = 61 bits,
+    two a 128-bit word, 2,048 a block: 262,144 entries take 128 blocks, 80 + 48."""
+    from controlplane.p4info import load_p4info
+    from controlplane.tofino_sram import SRAM_BLOCKS_PER_STAGE, STAGES, sram_budget
+
+    p4 = load_p4info()
+    budget = sram_budget(p4, "logical_forward")
+    assert (budget.entries, budget.entry_bits, budget.entries_per_word) == (262_144, 61, 2)
+    assert (budget.blocks, budget.stages) == (128, 2) and budget.fits
+    assert not budget.action_data_in_ram  # the port rides in the match word
+    assert (STAGES, SRAM_BLOCKS_PER_STAGE) == (12, 80)
+    # Pessimistic: the 9-bit port as two whole bytes makes 68 bits, one a word.
+    bytes_ = sram_budget(p4, "logical_forward", byte_keys=True)
+    assert (bytes_.entry_bits, bytes_.entries_per_word, bytes_.blocks, bytes_.stages) == (
+        68,
+        1,
+        256,
+        4,
+    )
+    assert bytes_.fits
+    # The testbed's 1,656 entries and leaf-spine:8:4:16's 23,936: 1 and 12 blocks.
+    assert sram_budget(p4, "logical_forward", 1_656).blocks == 1
+    assert sram_budget(p4, "logical_forward", 23_936).blocks == 12
+    # A table of 13 stages' worth would not fit a pipe.
+    assert not sram_budget(p4, "logical_forward", 12 * 80 * 2_048 + 1).fits
+    wred = sram_budget(p4, "wred_profile")  # its thresholds need action RAM
+    assert wred.action_data_in_ram and wred.blocks == 1
+    with pytest.raises(ValueError, match="not an exact-match"):
+        from controlplane.p4info import index_p4info
+
+        message = type(p4.p4info)()
+        message.CopyFrom(p4.p4info)
+        message.tables[0].match_fields[0].match_type = 3  # TERNARY
+        sram_budget(index_p4info(message), "logical_forward")
