@@ -81,10 +81,13 @@ def test_spread_and_grid_period_by_hand() -> None:
         grid_period_ms(np.zeros(0))
 
 
-def _job(period_ms: float, offset_ms: float, up_ms: float, n: int, gbps_scaled: float):
+def _job(
+    period_ms: float, offset_ms: float, up_ms: float, n: int, gbps_scaled: float
+) -> tuple[list[IterationRecord], Telemetry]:
     """A job whose iterations start every `period_ms` and whose Up phase, `offset_ms` into
     each, carries `gbps_scaled` Gbit/s on link 'l' (capacity 0.05) for `up_ms`."""
-    records, rows = [], []
+    records: list[IterationRecord] = []
+    rows: list[tuple[float, str, str, int, int, int]] = []
     for k in range(n):
         start = 1000.0 + k * period_ms
         for w in range(2):
