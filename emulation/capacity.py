@@ -198,6 +198,9 @@ def _round_down(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
     return math.floor(value / step * (1 + 1e-9)) * step if value >= step else value
 
 
+_CAP_KEY = {"switch CPU": "switch_cpu_cores", "machine CPU": "machine_cpu_cores"}
+
+
 def largest_scale(
     constants: CostConstants,
     load: Load,
@@ -231,9 +234,14 @@ def largest_scale(
     }
     scale = _round_down(best)
     if scale < MIN_SCALE:
-        past = f"past {headroom:.0%} of its limit"
+        idle = (
+            f"with no traffic at all the switch is predicted at {fixed.switch_cores:.2f} of a "
+            f"core and the machine at {fixed.machine_cores:.2f} cores ({load.replicas} replicas "
+            f"x {constants.replica_base_cores:.3f})"
+        )
         reason = (
-            f"no S fits: at S = 0 the {bound} is already predicted {past}"
+            f"no S fits: {idle}, past {headroom:.0%} of the {bound} limit "
+            f"({caps[_CAP_KEY[bound]]:.2f} {'cores' if bound == 'machine CPU' else 'of a core'})"
             if best == 0.0
             else f"no S >= {MIN_SCALE:g} fits ({bound})"
         )
@@ -297,3 +305,10 @@ def heaviest(
     router = router or JobRouter(topo)
     loads = [load_of(topo, jobs, router) for jobs in placements]
     return max(loads, key=lambda ld: (ld.passes_per_s, ld.gbps), default=Load(0.0, 0.0, 0))
+
+
+def plan_load(
+    decisions: Sequence[Decision], topo: Topology, models: Mapping[str, ModelSpec] | None = None
+) -> Load:
+    """The heaviest load any of `decisions` (every scheduler's, for one trace) runs."""
+    return heaviest(topo, [decision_jobs(d, topo, models) for d in decisions])

@@ -25,12 +25,15 @@ import os
 import platform
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .capacity import CostConstants, load_of
+from topologies.errors import UserInputError
+
+from .capacity import HEADROOM, CostConstants, Load, ScaleChoice, largest_scale, load_of
 
 CALIBRATION_TOPOLOGY = "leaf-spine:2:1:2"  # 4 servers, 2 leaves: passes of 1 and 3 switches
 CALIBRATION_MODEL = "vgg19"  # the four-jobs trace's heaviest talker
@@ -152,10 +155,23 @@ def background_cores(seconds: float = BACKGROUND_S) -> float:
     return round(machine_fractions(before, after)["busy"] * after.cores, 4)
 
 
+def _read_lateness(grpc_address: str | None) -> dict[str, dict[str, int]]:
+    """The switch's lateness histograms over gNMI, as the runner reads them (its own copy:
+    the runner calls this module, so this module does not call the runner)."""
+    from controlplane.gnmi import GnmiError, GnmiReader
+
+    if grpc_address is None:
+        return {}
+    try:
+        with GnmiReader(grpc_address, timeout=10.0) as reader:
+            return reader.read_fidelity()
+    except GnmiError:
+        return {}
+
+
 def measure_point(scale: float, iterations: int = CALIBRATION_ITERATIONS) -> dict[str, Any]:
     """One calibration run at `scale` (root: builds a fabric, torn down on exit)."""
     from emulation.emulate.fidelity import switch_lateness
-    from emulation.emulate.runner import read_lateness
     from emulation.fabric import EmulatedFabric
     from emulation.fabric_options import FabricOptions
     from emulation.jobs.launch import parse_schedule, plan_jobs
@@ -174,9 +190,9 @@ def measure_point(scale: float, iterations: int = CALIBRATION_ITERATIONS) -> dic
         tempfile.TemporaryDirectory() as out,
         EmulatedFabric(topo, FabricOptions(scale=scale)) as fabric,
     ):
-        before = read_lateness(fabric)
+        before = _read_lateness(fabric.grpc_address)
         result = run_schedule(fabric, jobs, RunSettings(iterations=iterations, gnmi=False), out)
-        lateness = switch_lateness(before, read_lateness(fabric))
+        lateness = switch_lateness(before, _read_lateness(fabric.grpc_address))
     if result.error is not None:
         raise RuntimeError(f"calibration run at S = {scale:g} failed: {result.error}")
     fid = result.fidelity
@@ -226,9 +242,47 @@ def cached_or_calibrate(
     found = None if recalibrate else load_cached(path)
     if found is not None:
         return found, False
+    if os.geteuid() != 0:
+        raise UserInputError(
+            "no emulation cost cached for this machine: calibrating builds a fabric, run "
+            "`sudo cassini capacity --recalibrate` once"
+        )
     if say is not None:
         why = "--recalibrate" if recalibrate else "no calibration cached for this machine"
         say(f"{why}: measuring the emulator's cost (a few seconds per scale)")
     constants = calibrate(say=say)
     save(constants, path)
     return constants, True
+
+
+def choose_scale(
+    load: Load,
+    recalibrate: bool = False,
+    say: Callable[[str], None] | None = None,
+    headroom: float = HEADROOM,
+) -> tuple[ScaleChoice, dict[str, Any]]:
+    """The largest S for `load` on this machine, and the record a report keeps of why.
+
+    The machine's other work (sampled for `BACKGROUND_S`) counts against its CPU
+    limit; when it leaves no S at all, the choice is the quiet machine's, and the
+    reason says the machine-CPU witness may condemn the run whatever S it runs at
+    (our choice: a busy machine is the user's to see, not a reason to refuse).
+    """
+    constants, fresh = cached_or_calibrate(recalibrate, say)
+    others = background_cores()
+    choice = largest_scale(constants, load, headroom, background_cores=others)
+    if choice.scale is None:
+        quiet = largest_scale(constants, load, headroom)
+        note = (
+            f"; the machine is already {others:.2f} of {constants.cores} cores busy with "
+            "other work: its CPU witness may fail at any S"
+            + (", chosen as on a quiet machine" if quiet.scale is not None else "")
+        )
+        choice = replace(quiet, reason=quiet.reason + note)
+    record = choice.as_dict() | {
+        "constants": constants.as_dict(),
+        "calibrated_now": fresh,
+        "others_busy_cores": others,
+        "cache": str(cache_path(machine_identity())),
+    }
+    return choice, record

@@ -16,6 +16,7 @@ from topologies.errors import UserInputError
 
 from . import (
     bmv2_cmds,
+    capacity_cmds,
     ecn_cmds,
     emulate_cmds,
     fabric_cmds,
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         switch_cmds,
         fabric_cmds,
         emulate_cmds,
+        capacity_cmds,
         profile_cmds,
         reproduce_cmds,
     ):

@@ -124,14 +124,35 @@ def port_number(text: str) -> int:
     return value
 
 
-def add_scale_argument(parser: argparse.ArgumentParser) -> None:
-    """`--scale`, with the one default every command that scales a fabric uses."""
+AUTO_SCALE = "auto"
+
+
+def scale_or_auto(text: str) -> float | str:
+    """`scale_factor`, or 'auto': the largest S this machine sustains (`emulation.capacity`)."""
+    return AUTO_SCALE if text.strip().lower() == AUTO_SCALE else scale_factor(text)
+
+
+def add_scale_argument(parser: argparse.ArgumentParser, auto: bool = False) -> None:
+    """`--scale`, with the one default every command that scales a fabric uses; with
+    `auto`, also 'auto' and `--recalibrate` (commands that run jobs, whose load is known)."""
+    text = (
+        f"emulation factor S in (0, 1]: port rate = link Gbps x S, thresholds scaled "
+        f"to match (default {DEFAULT_SCALE}: 50 Gbps -> {50e3 * DEFAULT_SCALE:g} Mbit/s)"
+    )
+    if not auto:
+        parser.add_argument("--scale", type=scale_factor, default=DEFAULT_SCALE, help=text)
+        return
     parser.add_argument(
         "--scale",
-        type=scale_factor,
+        type=scale_or_auto,
         default=DEFAULT_SCALE,
-        help=f"emulation factor S in (0, 1]: port rate = link Gbps x S, thresholds scaled "
-        f"to match (default {DEFAULT_SCALE}: 50 Gbps -> {50e3 * DEFAULT_SCALE:g} Mbit/s)",
+        help=text + "; 'auto': the largest S this machine's calibration predicts the jobs "
+        "run trustworthily at (`cassini capacity`)",
+    )
+    parser.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="with --scale auto: measure this machine's emulation cost again (a few seconds)",
     )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .common import (
+    AUTO_SCALE,
     MAX_ITERATIONS,
     MAX_JOBS,
     Interrupted,
@@ -107,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     emu.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
     emu.add_argument("--device-config", metavar="FILE", help="bmv2: the compiled JSON")
-    add_scale_argument(emu)
+    add_scale_argument(emu, auto=True)
     length = emu.add_mutually_exclusive_group()
     length.add_argument(
         "--iterations",
@@ -134,6 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def settings_from(args: argparse.Namespace) -> EmulateSettings:
     from emulation.emulate.runner import EmulateSettings, scheduler_names
     from emulation.jobs.agent import parse_drift_threshold
+    from emulation.scaling import DEFAULT_SCALE
     from topologies.errors import UserInputError
 
     try:
@@ -153,7 +155,9 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
         trace=args.trace,
         schedulers=tuple(args.schedulers.split(",")),
         target=args.target,
-        scale=args.scale,
+        scale=DEFAULT_SCALE if args.scale == AUTO_SCALE else args.scale,
+        scale_auto=args.scale == AUTO_SCALE,
+        recalibrate=args.recalibrate,
         iterations=10**6 if duration is not None else args.iterations,
         duration_s=duration,
         seed=args.seed,
@@ -185,7 +189,8 @@ def _emulate(args: argparse.Namespace) -> int:
             settings = _profile_first(settings, stage, quiet=args.json)
         # progress goes to stderr: a bar on a terminal, else a line every few seconds
         if args.json or not sys.stderr.isatty():
-            report, stopped = emulate(settings, stage, None if args.json else ProgressLines())
+            lines = None if args.json else ProgressLines()
+            report, stopped = emulate(settings, stage, lines, say=_to_stderr)
         else:
             report, stopped = _with_bar(settings, stage)
     if args.json:
@@ -288,7 +293,7 @@ def _with_bar(settings: EmulateSettings, out: Path) -> tuple[Report, str | None]
                     marks=live.marks_per_s,
                 )
 
-        return emulate(settings, out, on_progress)
+        return emulate(settings, out, on_progress, say=bar.console.print)
 
 
 def _trust(s: dict[str, Any]) -> str:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .common import (
+    AUTO_SCALE,
     MAX_ITERATIONS,
     Interrupted,
     add_force_argument,
@@ -29,7 +31,11 @@ from .common import (
 from .poll_flags import add_poll_interval_argument, poll_interval_or_default
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from emulation.jobs.launch import JobPlan
     from emulation.jobs.run_result import Progress, RunResult
+    from topologies.model import Topology
 
 
 def register(fabric_sub: argparse._SubParsersAction) -> None:
@@ -49,7 +55,7 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
         default=40,
         help="iterations per job (default 40)",
     )
-    add_scale_argument(run)
+    add_scale_argument(run, auto=True)
     add_transport_argument(run)
     run.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
     run.add_argument(
@@ -116,7 +122,9 @@ def _run(args: argparse.Namespace) -> int:
         transport=args.transport,
     )
     check_output(args.out, "folder", args.force)  # refused before the fabric is built
-    scale = args.scale
+    scale, scale_choice = args.scale, None
+    if scale == AUTO_SCALE:  # before anything is built: the jobs' load is known
+        scale, scale_choice = _auto_scale(topo, jobs, args.recalibrate)
     result = None
     try:
         with signals_raise(), staged_folder(args.out, args.force) as stage:
@@ -125,6 +133,8 @@ def _run(args: argparse.Namespace) -> int:
                       f"{sum(j.workers for j in jobs)} replicas", file=sys.stderr, flush=True)  # fmt: skip
                 result = run_schedule(fabric, jobs, settings, stage, progress=_print_progress)
             write_run(result, stage)
+            if scale_choice is not None:
+                _add_to_summary(stage / "summary.json", {"scale_choice": scale_choice})
     except SignalExit as stopped:
         raise Interrupted(
             stopped.signum, f"{stopped.signal_name}: {args.out} not written"
@@ -145,6 +155,26 @@ def _run(args: argparse.Namespace) -> int:
         print(f"cassini: error: {result.error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _auto_scale(
+    topo: Topology, jobs: Sequence[JobPlan], recalibrate: bool
+) -> tuple[float, dict[str, Any]]:
+    """The S `--scale auto` chooses for these jobs, said on stderr, and why."""
+    from emulation.capacity import load_of
+    from emulation.capacity_calibration import choose_scale
+    from topologies.errors import UserInputError
+
+    load = load_of(topo, [(j.servers, j.profile) for j in jobs])
+    choice, record = choose_scale(load, recalibrate, lambda line: print(line, file=sys.stderr))
+    if choice.scale is None:
+        raise UserInputError(f"--scale auto: {choice.reason}")
+    print(f"--scale auto: {choice.reason}", file=sys.stderr, flush=True)
+    return choice.scale, record
+
+
+def _add_to_summary(path: Path, extra: dict[str, Any]) -> None:
+    path.write_text(json.dumps(json.loads(path.read_text()) | extra, indent=1) + "\n")
 
 
 def _print_progress(p: Progress) -> None:

@@ -99,6 +99,10 @@ class EmulateSettings:
     # Measured profiles (`cassini profile`): the schedulers and the simulator plan with
     # them; the replicas still run the models' own workload
     profiles: str | None = None
+    # --scale auto: `scale` is replaced by the largest S this machine's calibration
+    # predicts the plan's heaviest placement runs trustworthily at (`emulation.capacity`)
+    scale_auto: bool = False
+    recalibrate: bool = False  # measure the machine's cost again first
 
 
 @dataclass
@@ -353,10 +357,31 @@ def _fabric(settings: EmulateSettings, topo: Topology) -> Iterator[EmulatedFabri
         yield fabric
 
 
+def auto_scale(
+    settings: EmulateSettings,
+    plan: TracePlan,
+    topo: Topology,
+    models: Mapping[str, Any] | None,
+    say: Callable[[str], None] | None = None,
+) -> tuple[EmulateSettings, dict[str, Any]]:
+    """`settings` at the S `--scale auto` chooses for `plan`, and why (for summary.json)."""
+    from emulation.capacity import plan_load
+    from emulation.capacity_calibration import choose_scale
+
+    load = plan_load([d for p in plan.plans for d in p.decisions], topo, models)
+    choice, record = choose_scale(load, settings.recalibrate, say)
+    if choice.scale is None:
+        raise UserInputError(f"--scale auto: {choice.reason}")
+    if say is not None:
+        say(f"--scale auto: {choice.reason}")
+    return replace(settings, scale=choice.scale), record
+
+
 def emulate(
     settings: EmulateSettings,
     out_dir: str | Path,
     on_progress: Callable[[Live], None] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[Report, str | None]:
     """Plan, run every scheduler on one fabric, report; returns the report and why it stopped
     early (a signal's name) or None. The report is written in every case: a switch that
@@ -370,6 +395,9 @@ def emulate(
     topo = load_topology(settings.topology)
     plan = make_plan(settings, topo)
     models = load_models(settings.models) if settings.models else None
+    scale_choice = None
+    if settings.scale_auto:  # `say` tells the terminal which S and why
+        settings, scale_choice = auto_scale(settings, plan, topo, models, say)
     runs: list[SchedulerRun] = []
     stopped: str | None = None
     failed: str | None = None
@@ -411,6 +439,8 @@ def emulate(
     )
     record["stopped_by"] = stopped
     record["failed"] = failed
+    if scale_choice is not None:
+        record["scale_choice"] = scale_choice
     return write_report(runs, record, out), stopped
 
 

@@ -1,0 +1,95 @@
+"""`--scale auto`: S chosen from this machine's cached calibration, recorded with its reason.
+
+The cache is a test folder holding constants chosen so the switch binds at
+S = 0.001 for this plan (the machine's own calibration is not needed and
+not touched); the run itself is two 2-worker ResNet50 jobs for a few
+iterations on `leaf-spine:2:1:2`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emulation import capacity_calibration as cal
+from emulation.capacity import HEADROOM, CostConstants, largest_scale, plan_load
+from emulation.emulate.fidelity import FidelityLimits
+from emulation.emulate.runner import EmulateSettings, emulate, make_plan
+from scheduler.traces import TraceJob, write_trace
+from tests.helpers.leftovers import leftovers
+from topologies.errors import UserInputError
+from topologies.library import load_topology
+
+TOPOLOGY = "leaf-spine:2:1:2"
+WANTED = 0.001  # the S the cached constants make the switch bind at
+
+
+def _settings(tmp_path: Path, prefix: str) -> EmulateSettings:
+    trace = write_trace(
+        [TraceJob("a", "resnet50", 2, 1000), TraceJob("b", "resnet50", 2, 1000)],
+        tmp_path / "trace.csv",
+    )
+    return EmulateSettings(topology=TOPOLOGY, trace=str(trace), schedulers=("themis",),
+                           iterations=5, prefix=prefix, scale_auto=True)  # fmt: skip
+
+
+def _cache(tmp_path: Path, settings: EmulateSettings, switch_base: float = 0.1) -> CostConstants:
+    """Constants whose switch limit binds at exactly `WANTED` for the plan's load."""
+    topo = load_topology(TOPOLOGY)
+    plan = make_plan(settings, topo)
+    load = plan_load([d for p in plan.plans for d in p.decisions], topo)
+    room = HEADROOM * FidelityLimits().switch_cpu - switch_base
+    constants = CostConstants(
+        switch_base_cores=switch_base,
+        switch_cores_per_kpps=room / (WANTED * load.passes_per_s / 1e3),
+        replica_base_cores=0.0,
+        replica_cores_per_gbps=0.0,
+        harness_cores=0.0,
+        cores=2,
+    )
+    cal.save(constants, cal.cache_path(cal.machine_identity()))
+    return constants
+
+
+@pytest.mark.root
+def test_scale_auto_chooses_from_the_cache_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    settings = _settings(tmp_path, "tca")
+    constants = _cache(tmp_path, settings)
+    said: list[str] = []
+    report, stopped = emulate(settings, tmp_path / "out", say=said.append)
+    assert stopped is None and leftovers("tca") == []
+    summary: dict[str, Any] = json.loads((tmp_path / "out" / "summary.json").read_text())
+    record = summary["settings"]["scale_choice"]
+    assert summary["settings"]["scale"] == pytest.approx(WANTED)  # the fabric ran at it
+    assert record["scale"] == pytest.approx(WANTED)
+    assert record["bound_by"] == "switch CPU"
+    assert record["calibrated_now"] is False
+    assert record["constants"]["switch_cores_per_kpps"] == pytest.approx(
+        constants.switch_cores_per_kpps
+    )
+    predicted = record["predicted_cpu"]["switch_cores"]
+    assert predicted == pytest.approx(HEADROOM * FidelityLimits().switch_cpu, rel=1e-3)
+    assert any(line.startswith("--scale auto: S = 0.001") for line in said), said
+    assert "bound by switch CPU" in record["reason"]
+    assert summary["schedulers"]["themis"]["jobs"]  # the jobs ran at the chosen S
+
+
+def test_scale_auto_refuses_in_one_line_when_nothing_fits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle switch already past its limit: refused before anything is built (no root)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    settings = _settings(tmp_path, "tcb")
+    _cache(tmp_path, settings, switch_base=0.0)
+    constants = CostConstants(0.95, 0.01, 0.0, 0.0, 0.0, cores=2)
+    cal.save(constants, cal.cache_path(cal.machine_identity()))
+    with pytest.raises(UserInputError, match=r"^--scale auto: no S fits: .*switch CPU limit"):
+        emulate(settings, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert largest_scale(constants, plan_load([], load_topology(TOPOLOGY))).scale is None
