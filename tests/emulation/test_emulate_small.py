@@ -133,6 +133,9 @@ def _check_telemetry(run: Path, given: dict[str, Any]) -> None:
         assert abs(marks - marked) <= one_sample / 1500 + 1, (link, marks, marked)
     with (run / "iterations.csv").open() as fh:
         records = list(csv.DictReader(fh))
+    # every worker counted, and the per-iteration marks sum to the run's host total
+    assert all(r["ce_marks"].isdigit() for r in records)
+    assert sum(int(r["ce_marks"]) for r in records) == given["host_ce_marks"]
     first_ms = min(float(r["start_ms"]) for r in records)
     last_ms = max(float(r["end_ms"]) for r in records)
     # the jobs' bytes fall between their first iteration's start and last one's end
