@@ -31,6 +31,7 @@ from emulation.softswitch.fast_pipeline import FastSwitchProgram, available
 from emulation.softswitch.reference_program import ReferenceSwitchProgram
 from emulation.softswitch.service_limits import read_capacity
 from emulation.softswitch.state import DataplaneState, LocalDataplane
+from emulation.softswitch.switch_program import SwitchProgram
 from emulation.softswitch.tm_config import TmConfig
 from topologies.chip_mapping import ChipMap, map_to_chip
 from topologies.library import load_topology
@@ -89,7 +90,7 @@ def _frame(topo: Topology, src: str, dst: str) -> bytes:
     return bytes(packet / bytes(20))
 
 
-def _hops(program: Any, chip: ChipMap, port: int, frame: bytes, now: float) -> list[int]:
+def _hops(program: SwitchProgram, chip: ChipMap, port: int, frame: bytes, now: float) -> list[int]:
     """The chip ports `frame` enters on, from `port` until it leaves on a server port
     (the last item: that port); [] plus the last port reached when it is lost."""
     tm = program.tm
@@ -131,7 +132,7 @@ def test_the_chip_forwards_on_the_routers_path_for_every_pair(
     router = Router(topo)
     # Ports unbounded by rate: every frame leaves at once, none queues behind another.
     config = TmConfig(default_rate_gbps=1_000.0)
-    programs = [
+    programs: list[SwitchProgram] = [
         ReferenceSwitchProgram(state, config, chip.ports()),
         FastSwitchProgram(state, config, chip.ports()),
     ]
