@@ -195,7 +195,8 @@ def _round_down(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
     if value <= 0:
         return 0.0
     step = 10 ** (math.floor(math.log10(value)) - digits + 1)
-    return math.floor(value / step * (1 + 1e-9)) * step if value >= step else value
+    down = math.floor(value / step * (1 + 1e-9)) * step
+    return float(f"{down:.{digits}g}")  # 0.00033, not 0.00033000000000000005
 
 
 _CAP_KEY = {"switch CPU": "switch_cpu_cores", "machine CPU": "machine_cpu_cores"}
