@@ -27,6 +27,9 @@ from .common import (
 from .fabric_run_cmds import add_transport_argument
 
 if TYPE_CHECKING:
+    from emulation.fabric import EmulatedFabric
+    from emulation.profile.measure import MeasuredProfile
+    from emulation.profile.sharing import SharingRun
     from scheduler.profiles import ModelSpec
 
 PROFILES_HELP = (
@@ -64,6 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_transport_argument(prof)
     prof.add_argument("--models-file", metavar="FILE", help="YAML adding or replacing models")
     prof.add_argument("--runs", metavar="DIR", help="keep each model's run folder here")
+    prof.add_argument(
+        "--sharing",
+        metavar="K,K",
+        help="also run K jobs of the (one) model, 2 workers each, through one ToR uplink "
+        "(K in 2-4, e.g. 2,3,4) and write the sharing model to --sharing-out",
+    )
+    prof.add_argument("--sharing-out", metavar="FILE", help="the sharing model JSON")
     prof.add_argument("--out", required=True, metavar="FILE", help="the profiles JSON to write")
     add_force_argument(prof)
     prof.add_argument("--json", action="store_true", help="print the profiles JSON")
@@ -95,6 +105,7 @@ def parse_models(text: str, specs: Mapping[str, ModelSpec], workers: int) -> lis
 def _profile(args: argparse.Namespace) -> int:
     from emulation.jobs.run_settings import RunSettings
     from emulation.profile.session import profile_on_fabric, write_profiles
+    from emulation.profile.sharing import measure_sharing, write_sharing_model
     from emulation.signals import SignalExit, signals_raise
     from scheduler.profiles import load_models
     from topologies.outputs import check_output
@@ -108,13 +119,26 @@ def _profile(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"profiling {line}", file=sys.stderr, flush=True)
 
+    counts, sharing_out = _sharing_flags(args, models)
+    found: list[SharingRun] = []
+
+    def sharing(fabric: EmulatedFabric, measured: list[MeasuredProfile]) -> None:
+        say(f"sharing: {', '.join(map(str, counts))} jobs of {models[0]} through one link")
+        found.extend(
+            measure_sharing(fabric, models[0], counts, settings, runs / "sharing",
+                            measured[0].up_ms.mean)
+        )  # fmt: skip
+
     try:
         with signals_raise(), tempfile.TemporaryDirectory() as scratch:
             runs = Path(args.runs) if args.runs else Path(scratch)
             measured = profile_on_fabric(
-                args.topology, {args.workers: models}, settings, runs, args.scale, specs, say
-            )
+                args.topology, {args.workers: models}, settings, runs, args.scale, specs, say,
+                then=sharing if counts else None,
+            )  # fmt: skip
             write_profiles(out, measured)
+            if sharing_out is not None:
+                write_sharing_model(sharing_out, models[0], found)
     except SignalExit as stopped:
         raise Interrupted(stopped.signum, f"{stopped.signal_name}: {out} not written") from None
     if args.json:
@@ -128,4 +152,33 @@ def _profile(args: argparse.Namespace) -> int:
               f"{m.up_offset_ms.mean:>8.1f}{m.up_offset_ms.p99:>8.1f}{m.up_gbps:>7.1f}  "
               f"{m.link}")  # fmt: skip
     print(f"wrote {out}")
+    for run in found:
+        for f in run.by_active:
+            print(f"{run.jobs} jobs on {run.link}: {f.active} Up at once in {f.samples} samples, "
+                  f"link {f.utilisation:.0%} used, Jain {f.fairness:.3f}")  # fmt: skip
+        print(f"{run.jobs} jobs: Up phase {run.stretch:.2f}x as long as alone")
+    if sharing_out is not None:
+        print(f"wrote {sharing_out}")
     return 0
+
+
+def _sharing_flags(args: argparse.Namespace, models: list[str]) -> tuple[list[int], Path | None]:
+    """--sharing's job counts and --sharing-out, checked before any fabric."""
+    from topologies.errors import UserInputError
+    from topologies.outputs import check_output
+
+    if args.sharing is None:
+        if args.sharing_out is not None:
+            raise UserInputError("--sharing-out: give --sharing too (the job counts to run)")
+        return [], None
+    try:
+        counts = [int(c) for c in args.sharing.split(",") if c.strip()]
+    except ValueError:
+        raise UserInputError(f"--sharing {args.sharing!r}: job counts like 2,3,4") from None
+    if not counts or any(not 2 <= c <= 4 for c in counts):
+        raise UserInputError(f"--sharing {args.sharing!r}: job counts between 2 and 4")
+    if len(models) != 1 or args.workers != 2:
+        raise UserInputError("--sharing: one model (--models M) and --workers 2")
+    if args.sharing_out is None:
+        raise UserInputError("--sharing: give --sharing-out FILE for the sharing model")
+    return counts, check_output(args.sharing_out, "file", args.force, "--sharing-out")

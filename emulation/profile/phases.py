@@ -77,7 +77,7 @@ def up_segments(
     gap_samples: int = GAP_SAMPLES,
 ) -> UpSegments:
     """The Up phases of a utilisation series sampled every `interval_s` (`times_s` the
-    ends of the samples, ascending, one per sample including empty ones).
+    ends of the samples, ascending; a sample without a row may be missing).
 
     `threshold` None: `up_threshold(share)`. Runs of Up samples joined across at most
     `gap_samples` samples below it; a phase lasts its Up samples plus the gaps inside it.
@@ -97,7 +97,10 @@ def up_segments(
     if index.size == 0:
         empty = np.zeros(0)
         return UpSegments(empty, empty, empty, level)
-    breaks = np.flatnonzero(np.diff(index) > gap_samples + 1)
+    # a run ends where more than `gap_samples` samples are below the threshold, counted
+    # in rows or, where samples without traffic have no row, in time
+    far = np.diff(times_s[index]) > (gap_samples + 1.5) * interval_s
+    breaks = np.flatnonzero((np.diff(index) > gap_samples + 1) | far)
     firsts = np.concatenate(([index[0]], index[breaks + 1]))
     lasts = np.concatenate((index[breaks], [index[-1]]))
     starts = times_s[firsts] - interval_s

@@ -19,6 +19,7 @@ from .measure import MeasuredProfile, profile_models
 
 if TYPE_CHECKING:
     from emulation.emulate.runner import EmulateSettings
+    from emulation.fabric import EmulatedFabric
     from emulation.jobs.run_settings import RunSettings
     from scheduler.profiles import ModelSpec
 
@@ -31,8 +32,10 @@ def profile_on_fabric(
     scale: float,
     specs: Mapping[str, ModelSpec] | None = None,
     progress: Callable[[str], None] | None = None,
+    then: Callable[[EmulatedFabric, list[MeasuredProfile]], None] | None = None,
 ) -> list[MeasuredProfile]:
-    """Every model of `groups` ({workers: models}) alone on one fresh fabric."""
+    """Every model of `groups` ({workers: models}) alone on one fresh fabric; `then` runs
+    on the same fabric after, with the profiles (the sharing measurement)."""
     from emulation.fabric import EmulatedFabric
     from emulation.fabric_options import FabricOptions
     from topologies.library import load_topology
@@ -43,6 +46,8 @@ def profile_on_fabric(
         for workers, models in sorted(groups.items()):
             where = Path(runs_dir) / f"{workers}-workers"
             out += profile_models(fabric, models, workers, settings, where, specs, progress)
+        if then is not None:
+            then(fabric, out)
     return out
 
 

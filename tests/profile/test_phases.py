@@ -149,3 +149,11 @@ def test_a_starved_iteration_does_not_stretch_the_grid() -> None:
     assert m.period_ms == 200.0  # the calm grid does not
     full = measure("m", 2, shifted, telemetry, links, 0.001, job="j")
     assert full.period_ms == 255.0  # the default: p95 of all ten, 200 + 0.55 x 100
+
+
+def test_samples_missing_in_time_still_split_phases() -> None:
+    # only the Up samples have rows: two phases 100 ms apart are not one
+    t = np.array([0.01, 0.02, 0.03, 0.13, 0.14])
+    s = up_segments(t, np.full(5, 0.9), DT)
+    assert s.starts_s.tolist() == [0.0, 0.12]
+    assert s.durations_s.tolist() == [0.03, 0.02]

@@ -52,6 +52,9 @@ def test_unknown_model_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path:
     [
         (["--models", "gpt3"], "data-parallel"),
         (["--models", "vgg19", "--workers", "1"], "one worker"),
+        (["--models", "vgg19", "--sharing", "2,5", "--sharing-out", "s.json"], "between 2 and 4"),
+        (["--models", "vgg19", "--sharing-out", "s.json"], "give --sharing"),
+        (["--models", "vgg19,resnet50", "--sharing", "2", "--sharing-out", "s.json"], "one model"),
     ],
 )
 def test_unmeasurable_jobs_are_refused_before_any_fabric(
