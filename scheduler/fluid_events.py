@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from .fluid import compiled, max_min_pairs, tight_link
+from .fluid import compiled, max_min_classes, max_min_pairs, tight_link
 
 WAIT, DOWN, UP, DONE = 0, 1, 2, 3
 TOL_MS = 1e-7  # event-time tolerance: events this close count as simultaneous
@@ -162,12 +162,17 @@ def _group_of(
 
 @compiled
 def _solve(
-    group: Bools, want: Floats, rates: Floats, bf_ptr: Ints, bf_link: Ints, cap: Floats
-) -> None:
+    group: Bools, want: Floats, rates: Floats, bf_ptr: Ints, bf_link: Ints, cap: Floats,
+    flow_class: Ints,
+) -> None:  # fmt: skip
     """Max-min rates of the group's flows, over the links that can bind.
 
     The group is renumbered compactly first: each filling round then costs the
-    group's size, not the component's.
+    group's size, not the component's. Flows of several classes (a network
+    policy's strict priorities) are filled class by class, highest first
+    (`fluid.max_min_classes`); one class is plain max-min. Priorities keep
+    the groups apart as max-min does: on a link below capacity every class
+    gets its demand.
     """
     n = len(want)
     n_send = 0
@@ -202,7 +207,11 @@ def _solve(
                 link_of[c] = local_link[lk]
                 c += 1
             r += 1
-    solved = max_min_pairs(flow_of, link_of, want[flows], cap[links[:n_links]])
+    classes = flow_class[flows]
+    if classes.min() == classes.max():
+        solved = max_min_pairs(flow_of, link_of, want[flows], cap[links[:n_links]])
+    else:
+        solved = max_min_classes(flow_of, link_of, want[flows], cap[links[:n_links]], classes)
     for i in range(n_send):
         rates[flows[i]] = solved[i]
 
@@ -231,7 +240,7 @@ def _resolve(
     bf_ptr: Ints, bf_link: Ints, bl_ptr: Ints, bl_flow: Ints,
     cap: Floats, bind: Bools, tight: Bools, offered: Floats, per_ms: Floats,
     link_t: Floats, tot: Floats, buckets: Floats, b0: int, width: float,
-    marked_rate: Floats, job_marked: Floats, job_t: Floats,
+    marked_rate: Floats, job_marked: Floats, job_t: Floats, flow_class: Ints,
 ) -> None:  # fmt: skip
     """Re-solve max-min after flows' demands changed, and update the link counters.
 
@@ -268,7 +277,7 @@ def _resolve(
         group = _group_of(changed, tight, live, bf_ptr, bf_link, bl_ptr, bl_flow)
     for i in range(n_changed_links):
         tight[links[i]] = new_tight[i]
-    _solve(group, want, rates, bf_ptr, bf_link, cap)
+    _solve(group, want, rates, bf_ptr, bf_link, cap, flow_class)
     prev_want[:] = want
     # carried traffic and congestion of every link a group flow crosses
     job_seen = np.full(n_jobs, full, dtype=np.bool_)  # full: after a rewind, redo every job
@@ -327,7 +336,7 @@ def run_events(
     # per link
     cap: Floats, bind: Bools, tight: Bools, offered: Floats, per_ms: Floats, link_t: Floats,
     tot: Floats, buckets: Floats, b0: int, width: float,
-    job_t: Floats, ended: Ints,
+    job_t: Floats, ended: Ints, flow_class: Ints,
 ) -> tuple[int, float, bool, bool, bool, bool, float, float, float, int]:  # fmt: skip
     """Advance to `limit` or to the first event in which a job ends an iteration.
 
@@ -352,7 +361,7 @@ def run_events(
                     clock, full, want, prev_want, rates, flow_job, flow_lo, flow_hi,
                     ent_ptr, ent_link, al_ptr, al_flow, bf_ptr, bf_link, bl_ptr, bl_flow,
                     cap, bind, tight, offered, per_ms, link_t, tot, buckets, b0, width,
-                    marked_rate, job_marked, job_t,
+                    marked_rate, job_marked, job_t, flow_class,
                 )  # fmt: skip
             dirty = False
             # -- absolute finish times of the sending flows at their current rates

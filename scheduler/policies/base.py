@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from topologies.errors import UserInputError
 from topologies.model import DirectedLink, Topology
 
 from ..traffic import JobRouter, job_flows, nic_shares
@@ -108,8 +109,6 @@ class NetworkPolicy(Protocol):
 
 def check_classes(classes: int) -> int:
     """A switch port has 1-8 priority classes; anything else is one line."""
-    from topologies.errors import UserInputError
-
     if not 1 <= classes <= SWITCH_CLASSES:
         raise UserInputError(f"classes must be 1-{SWITCH_CLASSES}, got {classes}")
     return classes
@@ -141,3 +140,35 @@ def job_flows_of(inp: PolicyInput, job: str) -> tuple[FlowInfo, ...]:
 def job_links(flows: tuple[FlowInfo, ...]) -> frozenset[DirectedLink]:
     """Every directed link a set of flows crosses."""
     return frozenset(lk for f in flows for lk in f.links)
+
+
+def flow_classes(
+    policy: NetworkPolicy,
+    topology: Topology,
+    placement: Mapping[str, tuple[str, ...]],
+    profiles: Mapping[str, Profile],
+    now_ms: float = 0.0,
+    router: JobRouter | None = None,
+) -> dict[str, tuple[int, ...]]:
+    """Per placed job, its flows' classes in `job_flows` order (what the simulator
+    numbers); jobs whose flows are all in class 0 are left out.
+
+    The simulator asks at each scheduler decision, with every placed job on
+    its own profile (a time-shared job's too, our choice); a class holds
+    until the next decision. It honours classes only: a policy that sets
+    host rates is refused in one line.
+    """
+    router = router or JobRouter(topology)
+    inp = PolicyInput.of(topology, placement, profiles, now_ms=now_ms, router=router)
+    plan = policy.plan(inp)
+    if plan.rates_gbps:
+        raise UserInputError(
+            f"policy {plan.policy} sets host rates; the simulator honours classes only"
+        )
+    out: dict[str, tuple[int, ...]] = {}
+    for job, servers in placement.items():
+        ends = router.job_flows(servers, profiles[job].parallelism)
+        classes = tuple(plan.classes.get((job, a, b), 0) for a, b in ends)
+        if any(classes):
+            out[job] = classes
+    return out

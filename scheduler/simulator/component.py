@@ -99,7 +99,9 @@ class Component:
         flow_job: list[int] = []
         rows: list[list[int]] = []
         share: list[float] = []
+        klass: list[int] = []
         for j, m in enumerate(members):
+            klass += list(m.flow_class) if m.flow_class else [0] * len(m.flows)
             # A profile's gbps is one worker's NIC demand, split over the flows a
             # worker sends or receives (`nic_shares`). A flow's first link is its
             # source's NIC uplink and its last link its destination's NIC downlink.
@@ -109,6 +111,8 @@ class Component:
                 rows.append([local[g] for g in f])
         self.flow_job = np.array(flow_job, dtype=np.int64)
         self.flow_share = np.array(share, dtype=np.float64)
+        # strict-priority class per flow (`scheduler.policies`); all 0 is plain max-min
+        self.flow_class = np.array(klass, dtype=np.int64)
         # The incidence as (flow, link) pairs in flow order: a flow crosses a
         # handful of links, so per-event work is proportional to crossings,
         # not flows x links. `ent_ptr[f]:ent_ptr[f + 1]` are flow f's pairs.
@@ -378,7 +382,7 @@ class Component:
                 self.bf_ptr, self.bf_link, self.bl_ptr, self.bl_flow,
                 self.cap, self.bind, self.tight, self.offered, self.per_ms, self.link_t,
                 self.tot, self.buckets, self.b0, self.bucket_width,
-                self.job_t, self.ended,
+                self.job_t, self.ended, self.flow_class,
             )  # fmt: skip
             self.events += events
             if n_ended:

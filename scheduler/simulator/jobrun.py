@@ -90,3 +90,4 @@ class Member:
     first_due: float  # first grid point of a new schedule; nan: no grid, or keep the carried one
     new_grid: bool  # a new schedule replaces the carried grid
     alone_ms: float = 0.0  # iteration time alone when `profile` is a time-shared one; 0: its own
+    flow_class: tuple[int, ...] = ()  # per flow, a network policy's class (higher first); (): all 0

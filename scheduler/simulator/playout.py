@@ -19,6 +19,7 @@ from ..baselines.base import Allocation, ClusterView, JobStatus, ProfileBook, Sc
 from ..fluid_events import DONE as _DONE
 from ..fluid_events import TOL_MS as _TOL_MS
 from ..fluid_events import WAIT as _WAIT
+from ..policies.base import NetworkPolicy, flow_classes
 from ..timeshare import SharedGroup, share, slots_in_use
 from ..traces import TraceJob, check_fits
 from ..traffic import JobRouter
@@ -48,6 +49,7 @@ class _Run:
         progress: ProgressHook | None,
         book: ProfileBook | None = None,
         on_decision: DecisionHook | None = None,
+        policy: NetworkPolicy | None = None,
     ) -> None:
         check_fits(trace, topology.total_gpus())
         self.trace = sorted(trace, key=lambda j: (j.arrival_s, j.name))
@@ -78,6 +80,9 @@ class _Run:
         # GPU time-sharing (`scheduler.timeshare`): each shared job's group as last applied
         self.sharing: dict[str, tuple[str, ...]] = {}
         self.shared_cache: dict[tuple[tuple[str, str, int, int | None], ...], SharedGroup] = {}
+        # A network policy's strict-priority class per flow, by job, as last applied
+        self.policy = policy
+        self.classes: dict[str, tuple[int, ...]] = {}
         self.decisions = 0
         self.events_retired = 0
         self.ff_retired = 0.0
@@ -299,7 +304,12 @@ class _Run:
             ):
                 resync.add(name)
         self.sharing = new_sharing
-        if not changed and not resync and not reshaped:
+        new_classes = self._policy_classes(placement, now)
+        reclassed = {
+            n for n in self.live if new_classes.get(n, ()) != self.classes.get(n, ())
+        } - changed
+        self.classes = new_classes
+        if not changed and not resync and not reshaped and not reclassed:
             return
         new_links: set[int] = set()
         for name in changed:
@@ -318,7 +328,7 @@ class _Run:
         touched = []
         for comp in self.comps:
             names = {r.trace.name for r in comp.runs}
-            if names & (changed | resync | reshaped) or (
+            if names & (changed | resync | reshaped | reclassed) or (
                 not self.scheduler.dedicated and hot_new.intersection(comp.global_links.tolist())
             ):
                 touched.append(comp)
@@ -382,6 +392,7 @@ class _Run:
                     first_due,
                     new_grid,
                     alone_ms,
+                    new_classes.get(name, ()),
                 )
             )
         for group in self._groups(members):
@@ -390,6 +401,18 @@ class _Run:
             )
             comp.take_snapshot()
             self.comps.append(comp)
+
+    def _policy_classes(
+        self, placement: Mapping[str, tuple[str, ...]], now: float
+    ) -> dict[str, tuple[int, ...]]:
+        """Each placed job's flow classes under the network policy (none: {})."""
+        if self.policy is None:
+            return {}
+        profiles = {
+            n: self.profile(self.runs[n].trace.model, len(s), self.runs[n].trace.batch_size)
+            for n, s in placement.items()
+        }
+        return flow_classes(self.policy, self.topology, placement, profiles, now, self.router)
 
     def _first_dues(self, alloc: Allocation, names: list[str], now: float) -> dict[str, float]:
         """First grid point of every paced job of a new schedule (see `first_grid_points`)."""
@@ -543,8 +566,12 @@ def simulate(
     progress: ProgressHook | None = None,
     book: ProfileBook | None = None,
     on_decision: DecisionHook | None = None,
+    policy: NetworkPolicy | None = None,
 ) -> SimResult:
     """Run `trace` on `topology` under `scheduler`; deterministic for a given seed.
+
+    `policy` (`scheduler.policies`) gives flows strict-priority classes at
+    every decision; without one every flow shares max-min, as before.
 
     `on_event(now_s, slots_used, gpus)` is called after every scheduler
     decision (tests use it to check capacity at every event);
@@ -560,5 +587,6 @@ def simulate(
         progress,
         book,
         on_decision,
+        policy,
     )
     return run.execute()
