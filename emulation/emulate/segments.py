@@ -8,9 +8,7 @@ decision, the jobs run as replicas with that decision's placement and
 shifts. A decision changes something (`changes`) when it starts a job (an
 arrival, or a waiting job placed at a departure or a tick), stops one the
 scheduler still holds (waiting or preempted), moves a job, or gives a job
-that keeps its servers another shift or period or another sharing group
-(time-shared GPUs: its profile changes, `emulation.jobs.launch.time_shared`).
-A decision that changes
+that keeps its servers another shift or period. A decision that changes
 nothing (a tick with the same placement and shifts, a departure that only
 frees servers) is no boundary: nothing restarts, since a restart costs a
 barrier and a connection set-up. At a boundary every replica finishes the
@@ -46,8 +44,8 @@ at the segment's start, so the shifts stay relative to one another (the
 simulator re-aligns at a new schedule the same way: shifts are relative to
 the decision's time). A decision without a new schedule (`new_schedule`
 False, so no shifts in it) keeps each agent's grid for the jobs that keep
-their servers and their sharing group (`kept_grids`); a moved job, or one
-whose group changed, then runs free, as in the simulator.
+their servers (`kept_grids`); a moved job then runs free, as in the
+simulator.
 
 Pure: `segments`, `changes`, `kept_grids`, `carried` and `merge` only
 compute; the runner runs.
@@ -110,7 +108,6 @@ def kept_grids(applied: Decision, decision: Decision) -> Decision:
         job
         for job, servers in decision.placement.items()
         if sorted(applied.placement.get(job, ())) == sorted(servers)
-        and sharing_group(applied, job) == sharing_group(decision, job)
     ]
     return replace(
         decision,
@@ -149,9 +146,6 @@ def changes(applied: Decision, decision: Decision) -> tuple[str, ...]:
             ):
                 if old != new:
                     out.append(f"{job}: {what} {_text(old)} -> {_text(new)} ms")
-            was, now = sharing_group(applied, job), sharing_group(decision, job)
-            if was != now:
-                out.append(f"{job}: shares GPUs with {_group_text(was)} -> {_group_text(now)}")
     for job in applied.placement:
         if job not in decision.placement and job in decision.models:
             out.append(f"{job}: stops (the scheduler holds it back)")
@@ -160,15 +154,6 @@ def changes(applied: Decision, decision: Decision) -> tuple[str, ...]:
 
 def _text(value: float | None) -> str:
     return "none" if value is None else f"{value:.1f}"
-
-
-def sharing_group(decision: Decision, job: str) -> tuple[str, ...]:
-    """The sharing group `job` time-shares GPUs in under `decision` (empty: none)."""
-    return next((g for g in decision.sharing if job in g), ())
-
-
-def _group_text(group: tuple[str, ...]) -> str:
-    return "+".join(group) if group else "none"
 
 
 def carried(before: Decision, decision: Decision) -> Decision:

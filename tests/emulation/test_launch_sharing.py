@@ -125,14 +125,3 @@ def test_a_bad_sharing_field_is_named(sharing: object, message: str) -> None:
     doc = {"placement": {"a": ["s01"], "c": ["s01"]}, "sharing": sharing}
     with pytest.raises(UserInputError, match=message):
         parse_schedule(doc, "f.json")
-
-
-def test_a_member_left_alone_runs_its_own_profile_free_as_in_the_simulator() -> None:
-    """a departs (simulated at 3.98 s): the decision has no group and no new schedule, so c
-    restarts on its own profile (compute 70 ms) without a grid, as `playout` reshapes it."""
-    plan = plan_trace(TRACE, TOPO, ["nags"], 20)
-    last = segments(plan.of("nags").decisions)[-1]
-    assert "c: shares GPUs with a+c -> none" in last.why
-    (c,) = [j for j in plan_jobs(last.runs.as_schedule(), TOPO) if j.name == "c"]
-    assert c.profile == build_profile("vgg11", 2, nic_gbps=50.0)
-    assert (c.shift_ms, c.period_ms, c.sharing) == (0.0, None, ())
