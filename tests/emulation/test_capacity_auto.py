@@ -93,3 +93,56 @@ def test_scale_auto_refuses_in_one_line_when_nothing_fits(
         emulate(settings, tmp_path / "out")
     assert not (tmp_path / "out").exists()
     assert largest_scale(constants, plan_load([], load_topology(TOPOLOGY))).scale is None
+
+
+def _cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **over: float) -> CostConstants:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    values: dict[str, Any] = dict(switch_base_cores=0.1, switch_cores_per_kpps=0.02,
+                                  replica_base_cores=0.0, replica_cores_per_gbps=0.0,
+                                  harness_cores=0.0, cores=2) | over  # fmt: skip
+    constants = CostConstants(**values)
+    cal.save(constants, cal.cache_path(cal.machine_identity()))
+    return constants
+
+
+def test_capacity_command_answers_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emulation.capacity import fill_jobs, load_of
+    from emulation.cli import main
+
+    constants = _cached(tmp_path, monkeypatch)
+    assert main(["capacity", "-t", TOPOLOGY, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    topo = load_topology(TOPOLOGY)
+    expected = largest_scale(constants, load_of(topo, fill_jobs(topo)))
+    assert doc["scale"] == expected.scale and doc["bound_by"] == "switch CPU"
+    assert doc["calibrated_now"] is False
+    assert main(["capacity", "-t", TOPOLOGY, "--headroom", "2"]) == 2  # one line, no traceback
+    assert "--headroom" in capsys.readouterr().err
+
+
+def test_fabric_run_auto_scale_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from emulation.capacity import load_of
+    from emulation.cli.fabric_run_cmds import _auto_scale
+    from emulation.jobs.launch import parse_schedule, plan_jobs
+
+    constants = _cached(tmp_path, monkeypatch)
+    topo = load_topology(TOPOLOGY)
+    doc = {"placement": {"a": ["s01", "s03"]}, "models": {"a": "resnet50"}}
+    jobs = plan_jobs(parse_schedule(doc), topo)
+    scale, record = _auto_scale(topo, jobs, recalibrate=False)
+    expected = largest_scale(constants, load_of(topo, [(j.servers, j.profile) for j in jobs]))
+    assert scale == expected.scale and record["scale"] == scale
+    assert record["predicted_cpu"]["switch_cores"] <= HEADROOM * FidelityLimits().switch_cpu
+
+
+def test_without_a_cache_and_without_root_the_answer_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty"))
+    monkeypatch.setattr(cal.os, "geteuid", lambda: 1000)
+    with pytest.raises(UserInputError, match="sudo cassini capacity --recalibrate"):
+        cal.cached_or_calibrate()
