@@ -31,6 +31,16 @@ its stage offset, as the scheduler decided them; a member the schedule gives
 no period takes the layout's (our choice: a hand-written file need not
 repeat them).
 
+(our choice) When the simulator has a member leave its group by finishing,
+the survivor goes on with the profile and grid it has until the next
+decision that changes something (`emulation.emulate.segments`), where the
+simulator runs it alone on its own profile: a departure that only frees a
+share is no boundary, as one that only frees servers is not, since a
+boundary restarts every replica and, on a busy machine, the departed
+member, behind the simulator, would lose the iterations it has left (its
+servers are the survivor's). The survivor's iterations are then at most
+its sharing factor slower than the simulator's.
+
     >>> from topologies.library import load_topology
     >>> topo = load_topology("leaf-spine:2:1:2")
     >>> schedule = parse_schedule({"placement": {"vgg19-0": ["s01", "s03"]},

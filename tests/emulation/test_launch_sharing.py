@@ -125,3 +125,13 @@ def test_a_bad_sharing_field_is_named(sharing: object, message: str) -> None:
     doc = {"placement": {"a": ["s01"], "c": ["s01"]}, "sharing": sharing}
     with pytest.raises(UserInputError, match=message):
         parse_schedule(doc, "f.json")
+
+
+def test_a_member_left_alone_by_a_departure_keeps_its_shared_profile() -> None:
+    """(our choice, `launch` docstring) a's simulated departure (3.98 s) only frees its share:
+    no boundary, so a, behind the simulator in the fabric, runs on to its iterations."""
+    plan = plan_trace(TRACE, TOPO, ["nags"], 20)
+    parts = segments(plan.of("nags").decisions)
+    assert [p.start_s for p in parts] == [0.0, 0.5] and parts[-1].end_s is None
+    jobs = {j.name: j for j in plan_jobs(parts[-1].runs.as_schedule(), TOPO)}
+    assert jobs["c"].profile.phases[0].duration_ms == pytest.approx(88.576)
