@@ -9,8 +9,9 @@ import pytest
 
 from scheduler.fluid import max_min_rates, priority_rates
 from scheduler.policies import make_policy
-from scheduler.policies.base import NetworkPlan, PolicyInput, job_flows_of
+from scheduler.policies.base import NetworkPlan, NetworkPolicy, PolicyInput, job_flows_of
 from scheduler.simulator import SimSettings, simulate
+from scheduler.simulator.results import SimResult
 from scheduler.traces import TraceJob
 from tests.helpers.schedulers import FixedScheduler
 from tests.scheduler.test_simulator import HALF, FixedBook
@@ -53,16 +54,15 @@ class FirstClass:
         return NetworkPlan(self.name, {f.key: 1 for f in flows})
 
 
-def _two_jobs(policy: object, fast: bool = True):
+def _two_jobs(policy: NetworkPolicy | None, fast: bool = True) -> SimResult:
     # both jobs' rings cross leaf1 <-> spine1 <-> leaf2 (50 Gbps); each job
     # computes 100 ms, then sends 100 ms at 50 Gbps
     topo = leaf_spine(2, 1, 2)
     trace = [TraceJob("a", "vgg16", 2, 50), TraceJob("b", "vgg16", 2, 50)]
     sched = FixedScheduler({"a": ("s01", "s03"), "b": ("s02", "s04")})
     return simulate(
-        trace, topo, sched, SimSettings(fast_forward=fast), book=FixedBook(HALF),
-        policy=policy,  # type: ignore[arg-type]
-    )  # fmt: skip
+        trace, topo, sched, SimSettings(fast_forward=fast), book=FixedBook(HALF), policy=policy
+    )
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -71,7 +71,11 @@ def test_priority_makes_two_jobs_take_turns(fast: bool) -> None:
     # waits, b sends 200-300. Then a computes 200-300 and sends 300-400 while b
     # computes: they take turns, a every 200 ms, b 300 ms once then 200 ms.
     # Crux: equal intensities, a first by name, so a is class 7 and b 6.
-    for policy, first, second in ((make_policy("crux"), "a", "b"), (FirstClass("b"), "b", "a")):
+    cases: tuple[tuple[NetworkPolicy, str, str], ...] = (
+        (make_policy("crux"), "a", "b"),
+        (FirstClass("b"), "b", "a"),
+    )
+    for policy, first, second in cases:
         res = _two_jobs(policy, fast)
         by = {j.name: j for j in res.jobs}
         assert by[first].iteration_ms == pytest.approx(np.full(50, 200.0))
@@ -87,3 +91,36 @@ def test_a_rate_policy_is_refused_by_the_simulator() -> None:
 
     with pytest.raises(UserInputError, match="honours classes only"):
         _two_jobs(make_policy("echelon-rate"))
+
+
+@pytest.mark.parametrize("name", ["crux", "echelon"])
+def test_incremental_solving_with_classes_equals_full_resolve(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Strict priority decomposes over the same groups of flows joined by tight
+    # links as max-min does; the optimised path must agree with re-solving
+    # every flow at every event, and the classes must change the run.
+    import scheduler.simulator.component as sim
+    from scheduler.baselines import make_scheduler
+    from scheduler.traces import poisson_trace
+
+    topo = leaf_spine(4, 2, 2)
+    trace = poisson_trace(12, topo.total_gpus(), 0.9, 3)
+    settings = SimSettings(fast_forward=False, seed=3)
+
+    def run(policy: NetworkPolicy | None) -> SimResult:
+        sched = make_scheduler("random", topo, seed=3)
+        return simulate(trace, topo, sched, settings, policy=policy)
+
+    fast = run(make_policy(name))
+    plain = run(None)
+    monkeypatch.setattr(sim.Component, "always_full", True)
+    full = run(make_policy(name))
+    assert fast.events > 100
+    jobs = fast.jobs
+    for f, p in zip(jobs, full.jobs, strict=True):
+        assert len(f.iteration_ms) == len(p.iteration_ms)
+        assert f.iteration_ms.mean() == pytest.approx(p.iteration_ms.mean(), rel=1e-6)
+        assert f.finish_s == pytest.approx(p.finish_s, rel=1e-6)
+    means = [j.iteration_ms.mean() for j in jobs]
+    assert means != pytest.approx([j.iteration_ms.mean() for j in plain.jobs], rel=1e-6)
