@@ -68,7 +68,9 @@ ELECTION_ID = (0, 1)
 TIMEOUT_S = 60.0
 START_TIMEOUT_S = 60.0  # for the server to listen, and for every client to be connected
 CHECKPOINTS = (0, 100, 500)  # stream cycles after which RSS is taken (and after the last)
-OVERSIZED_INSTALLED = 4000  # entries installed before the failing Write (table size 4,096)
+# Entries installed before the failing Write, whose 10,000 updates repeat them and so
+# all fail (ALREADY_EXISTS) whatever the table's size.
+OVERSIZED_INSTALLED = 4000
 MAX_UPDATES_PER_WRITE = 10_000  # emulation/softswitch/device.py; checked against it in main()
 # Before this round of fixes (the same measurements, for comparison).
 BEFORE = {
