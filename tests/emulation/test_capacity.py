@@ -184,3 +184,22 @@ def test_calibrate_measures_every_scale_and_fits() -> None:
     assert c.cores == 2 and len(c.points) == 3
     json.dumps(c.as_dict())  # what the cache and summary.json hold
     assert math.isclose(c.harness_cores, 0.1, abs_tol=1e-6)
+
+
+def test_peak_passes_cap_each_link_at_its_capacity() -> None:
+    topo = load_topology("leaf-spine:2:1:2")  # every link 50 Gbit/s
+    # two rings crossing the spine, each worker at 40 Gbit/s in its Up phase:
+    # into a switch, 4 host links x 40 + leaf->spine and spine->leaf, 2 x 40 each
+    # capped at 50, four of them: 160 + 200 Gbit/s
+    load = load_of(topo, [(["s01", "s03"], _profile(2)), (["s02", "s04"], _profile(2))])
+    assert load.peak_passes_per_s == pytest.approx(360e9 / FRAME_BITS)
+    assert load.passes_per_s == pytest.approx(4 * 10e9 * 3 / FRAME_BITS)
+
+
+def test_largest_scale_bound_by_the_switchs_bursts() -> None:
+    # mean: 0.1 + 0.02 * 1000 * S <= 0.72 -> S = 0.031
+    # bursts: 0.1 + 0.02 * 30000 * S <= 0.8 (a whole core x headroom) -> S = 0.0011667
+    choice = largest_scale(_constants(), Load(1e6, 0.001, 1, peak_passes_per_s=30e6))
+    assert choice.bound_by == "switch bursts"
+    assert choice.scale == pytest.approx(0.0011)
+    assert choice.limits["switch_burst_cores"] == pytest.approx(0.8)
