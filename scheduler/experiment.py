@@ -166,6 +166,7 @@ def run_experiment(
     pace: bool = True,
     trace_kind: str = "file",
     on_decision: Callable[[str, float, ClusterView, Allocation], None] | None = None,
+    policy: str = "none",
 ) -> Experiment:
     """Simulate every scheduler on the same trace and topology (sequentially).
 
@@ -176,7 +177,12 @@ def run_experiment(
     `scheduler.traces.TRACE_KINDS`, or "file") lets a report cite the paper's
     figures for that kind of trace. `on_decision(scheduler, now_s, view,
     allocation)` sees every decision (`scheduler.decisions` records them).
+    `policy` (a `scheduler.policies` name) is the network side every scheduler runs
+    under: its flows' priority classes at each decision.
     """
+    from scheduler.policies import make_policy, parse_policy
+
+    policy = parse_policy(policy)
     settings = settings or SimSettings(seed=seed)
     router = JobRouter(topology)
     book = ProfileBook(models, nic_gbps=topology.nic_gbps())
@@ -202,7 +208,15 @@ def run_experiment(
             else None
         )
         res = simulate(
-            trace, topology, sched, settings, router, progress=hook, book=book, on_decision=seen
+            trace,
+            topology,
+            sched,
+            settings,
+            router,
+            progress=hook,
+            book=book,
+            on_decision=seen,
+            policy=None if policy == "none" else make_policy(policy),
         )
         results[name] = res
         summaries.append(summarise(res, time.perf_counter() - t0))
@@ -215,6 +229,7 @@ def run_experiment(
         "jobs": len(trace),
         "seed": seed,
         "candidates": candidates,
+        "policy": policy,
         "models": models_label,
         "simulator": dict(settings.__dict__),
         "harness": importlib.metadata.version("cassini-harness"),

@@ -53,6 +53,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"comma-separated (default {DEFAULT_SCHEDULERS})",
     )
     sim.add_argument(
+        "--policy",
+        default="none",
+        help="the network side every scheduler runs under: none, crux, echelon "
+        "(priority classes; scheduler/policies) (default none)",
+    )
+    sim.add_argument(
         "--candidates",
         type=positive_int_up_to(MAX_CANDIDATES),
         default=10,
@@ -126,6 +132,7 @@ def _generate(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from scheduler.baselines import parse_scheduler_names
     from scheduler.experiment import run_experiment
+    from scheduler.policies import parse_policy
     from scheduler.profiles import load_models, with_measured_profiles
     from scheduler.report import format_ratio, write_outputs
     from scheduler.simulator import SimSettings
@@ -134,6 +141,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from topologies.outputs import check_output, staged_folder
 
     names = parse_scheduler_names(args.schedulers)
+    policy = parse_policy(args.policy)
     topo = load_topology(args.topology)
     models = with_measured_profiles(load_models(args.models), args.profiles)
     jobs, label = resolve_trace(
@@ -153,6 +161,7 @@ def _simulate(args: argparse.Namespace) -> int:
         models=models,
         models_label=args.models or "built-in",
         trace_kind=args.trace if args.trace in TRACE_KINDS else "file",
+        policy=policy,
     )
     out = check_output(args.out, "folder", args.force)  # a bad --out is one line, first
     nothing = f"{out} not written" + (" (the old folder is kept)" if out.exists() else "")
