@@ -18,6 +18,15 @@ File format (YAML or JSON), every key optional:
     pfc: {enabled: true, xoff_cells: 4000, xon_cells: 3000, pause_quanta: 65535, priority: 3}
     loopback_cables:
       - {port_a: 10, port_b: 11, delay_us: 1}
+    classes:                       # per queue class 0..7 (7 served first), every key optional
+      7: {queue_cells: 2000,
+          wred: {min_cells: 100, max_cells: 400, max_prob_percent: 20},
+          pfc: {enabled: false, xoff_cells: 1000, xon_cells: 750, priority: 7}}
+
+Every egress port has QUEUE_CLASSES strict-priority queues. A class's
+settings default to the port's: its queue limit to the port's queue_cells,
+its WRED profile to the one the control plane wrote for the port, its PFC to
+the `pfc` block; so a file without `classes` means what it meant before.
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ TOFINO1_BUFFER_CELLS = 280_000
 # The paper's PFC skid threshold per logical switch.
 PAPER_XOFF_CELLS = 4000
 MAX_PORT = 511  # bit<9> ports
+# Strict-priority queues per egress port (Tofino's and bmv2's --priority-queues).
+QUEUE_CLASSES = 8
 # The largest frame a 1500-byte MTU gives on the wire, FCS excluded (the TM adds
 # `wire_overhead_bytes` on top of what it is handed).
 MTU_FRAME_BYTES = 1514
@@ -65,6 +76,28 @@ class PfcConfig:
 
 
 @dataclass(frozen=True)
+class ClassWred:
+    """WRED/ECN thresholds of one queue class, in cells, on every port (overrides the port's)."""
+
+    min_cells: int
+    max_cells: int
+    max_prob_percent: int
+
+
+@dataclass(frozen=True)
+class ClassSettings:
+    """Overrides for one queue class; None means the port's (or `pfc`'s) setting."""
+
+    queue_cells: int | None = None
+    wred: ClassWred | None = None
+    pfc_enabled: bool | None = None
+    xoff_cells: int | None = None
+    xon_cells: int | None = None
+    # The 802.1Qbb priority this class's pause frames name.
+    pfc_priority: int | None = None
+
+
+@dataclass(frozen=True)
 class LoopbackCable:
     """Two ports joined by a cable: what leaves one enters the other after delay_us."""
 
@@ -85,6 +118,26 @@ class TmConfig:
     ports: Mapping[int, PortSettings] = field(default_factory=dict)
     pfc: PfcConfig = field(default_factory=PfcConfig)
     loopback_cables: tuple[LoopbackCable, ...] = ()
+    classes: Mapping[int, ClassSettings] = field(default_factory=dict)
+
+    def class_settings(self, queue_class: int) -> ClassSettings:
+        return self.classes.get(queue_class) or ClassSettings()
+
+    def class_queue_cells(self, port: int, queue_class: int) -> int:
+        """The class queue's limit: its own, else the port's."""
+        own = self.class_settings(queue_class).queue_cells
+        return own if own is not None else self.queue_cells(port)
+
+    def class_pfc(self, queue_class: int) -> tuple[bool, int, int, int]:
+        """(enabled, xoff cells, xon cells, priority) of the class's PFC, `pfc`'s by default."""
+        c = self.class_settings(queue_class)
+        pfc = self.pfc
+        return (
+            pfc.enabled if c.pfc_enabled is None else c.pfc_enabled,
+            pfc.xoff_cells if c.xoff_cells is None else c.xoff_cells,
+            pfc.xon_cells if c.xon_cells is None else c.xon_cells,
+            pfc.priority if c.pfc_priority is None else c.pfc_priority,
+        )
 
     def rate_gbps(self, port: int) -> float:
         settings = self.ports.get(port)
@@ -128,6 +181,16 @@ class TmConfig:
                 f"port {port}{where}: {self.rate_gbps(port):g} Gbps, "
                 f"queue {self.queue_cells(port)} cells"
             )
+        for queue_class, c in sorted(self.classes.items()):
+            enabled, xoff, xon, priority = self.class_pfc(queue_class)
+            wred = (
+                f"WRED {c.wred.min_cells}..{c.wred.max_cells} cells {c.wred.max_prob_percent}%"
+                if c.wred
+                else "WRED of the port"
+            )
+            pfc = f"PFC XOFF {xoff} XON {xon} priority {priority}" if enabled else "PFC off"
+            limit = f"queue {c.queue_cells} cells" if c.queue_cells else "queue of the port"
+            lines.append(f"class {queue_class}: {limit}, {wred}, {pfc}")
         for cable in self.loopback_cables:
             lines.append(f"loopback cable {cable.port_a} <-> {cable.port_b}, {cable.delay_us:g} us")
         return "\n".join(lines)
@@ -142,6 +205,7 @@ _TOP_KEYS = (
     "ports",
     "pfc",
     "loopback_cables",
+    "classes",
 )
 # (our choice) Bounds past any chip: 1.6 Tbit/s ports, a second of cable, and
 # integers the packet loop's 63-bit arithmetic holds.
@@ -151,6 +215,9 @@ MAX_INT = 2**40
 _PORT_KEYS = ("rate_gbps", "queue_cells")
 _PFC_KEYS = ("enabled", "xoff_cells", "xon_cells", "pause_quanta", "priority")
 _CABLE_KEYS = ("port_a", "port_b", "delay_us")
+_CLASS_KEYS = ("queue_cells", "wred", "pfc")
+_CLASS_WRED_KEYS = ("min_cells", "max_cells", "max_prob_percent")
+_CLASS_PFC_KEYS = ("enabled", "xoff_cells", "xon_cells", "priority")
 
 
 def load_tm_config(path: str | Path) -> TmConfig:
@@ -235,6 +302,8 @@ def tm_config_from_dict(data: Any, source: str = "TM config") -> TmConfig:
             )
         cables.append(LoopbackCable(a, b, float(delay)))
 
+    classes = _classes(data.get("classes") or {}, source, xoff, xon)
+
     return TmConfig(
         cell_bytes=cell_bytes,
         buffer_cells=buffer_cells,
@@ -246,12 +315,96 @@ def tm_config_from_dict(data: Any, source: str = "TM config") -> TmConfig:
         ports=ports,
         pfc=PfcConfig(enabled, xoff or 1, xon or 0, quanta or 1, priority or 0),
         loopback_cables=tuple(cables),
+        classes=classes,
     )
+
+
+def _classes(raw: Any, source: str, xoff: int, xon: int) -> dict[int, ClassSettings]:
+    """The `classes` block: queue class -> ClassSettings (see the module docstring)."""
+    if not isinstance(raw, Mapping):
+        raise UserInputError(f"{source}: field 'classes' must be a mapping of class -> settings")
+    classes: dict[int, ClassSettings] = {}
+    for raw_class, settings in raw.items():
+        queue_class = _port(raw_class, f"{source}: classes")
+        if queue_class >= QUEUE_CLASSES:
+            raise UserInputError(
+                f"{source}: classes: class {queue_class} must be 0..{QUEUE_CLASSES - 1}"
+            )
+        where = f"{source}: classes.{queue_class}"
+        _check_mapping(settings, where, _CLASS_KEYS)
+        wred = None
+        if settings.get("wred") is not None:
+            raw_wred = settings["wred"]
+            _check_mapping(raw_wred, f"{where}.wred", _CLASS_WRED_KEYS)
+            for key in _CLASS_WRED_KEYS:
+                if key not in raw_wred:
+                    raise UserInputError(f"{where}.wred: missing field '{key}'")
+            low = _int(raw_wred, "min_cells", f"{where}.wred", None, minimum=0)
+            high = _int(raw_wred, "max_cells", f"{where}.wred", None, minimum=0)
+            prob = _int(raw_wred, "max_prob_percent", f"{where}.wred", None, minimum=0)
+            if high <= low:
+                raise UserInputError(
+                    f"{where}.wred.max_cells ({high}) must exceed min_cells ({low})"
+                )
+            if prob > 100:
+                raise UserInputError(f"{where}.wred.max_prob_percent ({prob}) must be 0..100")
+            wred = ClassWred(low, high, prob)
+        raw_pfc = settings.get("pfc") or {}
+        _check_mapping(raw_pfc, f"{where}.pfc", _CLASS_PFC_KEYS)
+        enabled = raw_pfc.get("enabled")
+        if enabled is not None and not isinstance(enabled, bool):
+            raise UserInputError(f"{where}.pfc.enabled must be true or false, got {shown(enabled)}")
+        class_xoff = _int(raw_pfc, "xoff_cells", f"{where}.pfc", None, minimum=1)
+        class_xon = _int(raw_pfc, "xon_cells", f"{where}.pfc", None, minimum=0)
+        effective_xoff = class_xoff if class_xoff is not None else xoff
+        if class_xon is None and class_xoff is not None:
+            class_xon = class_xoff * 3 // 4  # as for the port's: 75 % of XOFF
+        if (class_xon if class_xon is not None else xon) >= effective_xoff:
+            raise UserInputError(
+                f"{where}.pfc.xon_cells must be below xoff_cells ({effective_xoff})"
+            )
+        priority = _int(raw_pfc, "priority", f"{where}.pfc", None, minimum=0)
+        if priority is not None and priority > 7:
+            raise UserInputError(f"{where}.pfc.priority ({priority}) must be 0..7")
+        classes[queue_class] = ClassSettings(
+            queue_cells=_int(settings, "queue_cells", where, None, minimum=1),
+            wred=wred,
+            pfc_enabled=enabled,
+            xoff_cells=class_xoff,
+            xon_cells=class_xon,
+            pfc_priority=priority,
+        )
+    return classes
+
+
+def _class_to_dict(c: ClassSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if c.queue_cells is not None:
+        out["queue_cells"] = c.queue_cells
+    if c.wred is not None:
+        out["wred"] = {
+            "min_cells": c.wred.min_cells,
+            "max_cells": c.wred.max_cells,
+            "max_prob_percent": c.wred.max_prob_percent,
+        }
+    pfc = {
+        key: value
+        for key, value in (
+            ("enabled", c.pfc_enabled),
+            ("xoff_cells", c.xoff_cells),
+            ("xon_cells", c.xon_cells),
+            ("priority", c.pfc_priority),
+        )
+        if value is not None
+    }
+    if pfc:
+        out["pfc"] = pfc
+    return out
 
 
 def tm_config_to_dict(tm: TmConfig) -> dict[str, Any]:
     """The file form `tm_config_from_dict` reads back (for `cassini switch serve --tm-config`)."""
-    return {
+    out: dict[str, Any] = {
         "cell_bytes": tm.cell_bytes,
         "buffer_cells": tm.buffer_cells,
         "default_rate_gbps": tm.default_rate_gbps,
@@ -277,6 +430,9 @@ def tm_config_to_dict(tm: TmConfig) -> dict[str, Any]:
             for c in tm.loopback_cables
         ],
     }
+    if tm.classes:  # only when set: older readers of this form never see the key
+        out["classes"] = {str(k): _class_to_dict(c) for k, c in sorted(tm.classes.items())}
+    return out
 
 
 def _check_mapping(data: Any, where: str, known: tuple[str, ...]) -> None:

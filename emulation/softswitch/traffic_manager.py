@@ -2,8 +2,14 @@
 
 The traffic manager of the software target, free of sockets and clocks: the
 caller passes times (seconds, any monotonic origin), so tests drive it with a
-fake clock. One FIFO per egress port, depth in cells as on Tofino; each port
-drains at its configured rate on a virtual clock (a frame starts when the
+fake clock. QUEUE_CLASSES FIFOs per egress port (queue classes, 7 highest, as
+Tofino's and bmv2's --priority-queues), depth in cells as on Tofino, served
+by strict priority: the transmitter takes the head of the highest non-empty
+class, so a high class overtakes queued lower ones and starves them while it
+is backlogged. Each class has its own queue limit, WRED profile and PFC
+thresholds (TmConfig.classes; by default the port's, so class 0 alone is the
+one FIFO this was before), and counters (`class_*`, at port * QUEUE_CLASSES +
+class). Each port drains at its configured rate on a virtual clock (a frame starts when the
 previous one has finished serialising); WRED/ECN on enqueue; tail drop at
 the queue limit or the shared buffer; PFC per ingress port; loopback cables
 carry frames from one port to its peer after the cable delay.
@@ -48,7 +54,7 @@ from heapq import heappop, heappush
 
 from .packet import ECN_CE, build_pfc_frame, ipv4_offset, set_ce
 from .state import COUNTER_CELLS, JOB_CLASSES, JOB_COUNTER_CELLS, WredProfile
-from .tm_config import TmConfig
+from .tm_config import QUEUE_CLASSES, TmConfig
 
 # Virtual times are sums of float serialisation times; an event this close to
 # `now` is due (1 ns: far below any serialisation time, far above float error).
@@ -70,6 +76,27 @@ class Verdict(IntEnum):
     MARKED = 1
     WRED_DROPPED = 2
     TAIL_DROPPED = 3
+
+
+class PortQueues:
+    """The class FIFOs of one egress port; len() is the frames queued in all of them."""
+
+    __slots__ = ("classes",)
+
+    def __init__(self) -> None:
+        self.classes: list[deque[tuple[bytes, int, int, bool, int]]] = [
+            deque() for _ in range(QUEUE_CLASSES)
+        ]
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self.classes)
+
+    def head_class(self) -> int:
+        """The highest class with a frame queued; -1 when all are empty."""
+        for queue_class in range(QUEUE_CLASSES - 1, -1, -1):
+            if self.classes[queue_class]:
+                return queue_class
+        return -1
 
 
 class TrafficManager:
@@ -94,9 +121,23 @@ class TrafficManager:
         # completes (the pipeline's ingress); None leaves them in `arrived`.
         self.on_arrival = on_arrival
         n = COUNTER_CELLS
-        # Queued (frame, ingress port, cells, CE-marked by this port's WRED, job class).
-        self.queues: list[deque[tuple[bytes, int, int, bool, int]]] = [deque() for _ in range(n)]
-        self.queue_cells = [0] * n
+        # Queued (frame, ingress port, cells, CE-marked by this port's WRED, job class),
+        # per port and queue class.
+        self.queues = [PortQueues() for _ in range(n)]
+        self.queue_cells = [0] * n  # all classes of the port
+        cn = n * QUEUE_CLASSES
+        self.class_cells = [0] * cn  # at port * QUEUE_CLASSES + class
+        self.class_limit = [
+            config.class_queue_cells(p, c) for p in range(n) for c in range(QUEUE_CLASSES)
+        ]
+        # A class's own WRED profile (on every port), else None: the port's.
+        self.class_wred: list[WredProfile | None] = [None] * QUEUE_CLASSES
+        for queue_class, settings in config.classes.items():
+            if settings.wred is not None:
+                w = settings.wred
+                self.class_wred[queue_class] = WredProfile(
+                    w.min_cells, w.max_cells, w.max_prob_percent
+                )
         self.peak_queue_cells = [0] * n  # deepest queue an arriving frame joined
         # Deepest queue an arriving frame found since the reader last zeroed it.
         self.max_depth_cells = [0] * n
@@ -132,6 +173,13 @@ class TrafficManager:
         self.job_tx_bytes = [0] * JOB_COUNTER_CELLS
         self.job_marked_packets = [0] * JOB_COUNTER_CELLS
         self.job_marked_bytes = [0] * JOB_COUNTER_CELLS
+        # ... and per (port, queue class), at port * QUEUE_CLASSES + class: frames
+        # admitted, sent, sent CE-marked, dropped (WRED or tail).
+        self.class_enqueued_packets = [0] * cn
+        self.class_sent_packets = [0] * cn
+        self.class_sent_bytes = [0] * cn
+        self.class_marked_packets = [0] * cn
+        self.class_dropped_packets = [0] * cn
 
         self.cable_peer = [-1] * n
         self.cable_delay = [0.0] * n
@@ -144,10 +192,17 @@ class TrafficManager:
         self.pfc_enabled = pfc.enabled
         self.xoff_cells = pfc.xoff_cells
         self.xon_cells = pfc.xon_cells
-        self.ingress_cells = [0] * n
-        self.ingress_paused = [False] * n
-        self.pause_refresh_at: dict[int, float] = {}  # host ports we keep paused
-        self.pause_frames: dict[int, tuple[bytes, bytes]] = {}
+        self.ingress_cells = [0] * n  # all classes
+        self.ingress_paused = [False] * n  # some class of the port is paused
+        # Per class (enabled, XOFF, XON, the priority its pause frames name), and the
+        # cells / pause state per (ingress port, class), at port * QUEUE_CLASSES + class.
+        self.class_pfc = [config.class_pfc(c) for c in range(QUEUE_CLASSES)]
+        self.ingress_class_cells = [0] * cn
+        self.ingress_class_paused = [False] * cn
+        # (port, class) keys (port * QUEUE_CLASSES + class) of host ports we keep paused.
+        self.pause_refresh_at: dict[int, float] = {}
+        self.pause_frames: dict[int, tuple[bytes, bytes]] = {}  # for `pfc.priority`
+        self.class_pause_frames: dict[int, tuple[bytes, bytes]] = {}  # per (port, class) key
         macs = port_macs or {}
         for port in self.ports:
             if self.cable_peer[port] < 0:
@@ -156,6 +211,16 @@ class TrafficManager:
                     build_pfc_frame(mac, pfc.priority, pfc.pause_quanta),
                     build_pfc_frame(mac, pfc.priority, 0),
                 )
+                for queue_class in range(QUEUE_CLASSES):
+                    priority = self.class_pfc[queue_class][3]
+                    self.class_pause_frames[port * QUEUE_CLASSES + queue_class] = (
+                        self.pause_frames[port]
+                        if priority == pfc.priority
+                        else (
+                            build_pfc_frame(mac, priority, pfc.pause_quanta),
+                            build_pfc_frame(mac, priority, 0),
+                        )
+                    )
         self.pause_seconds = [
             pfc.pause_quanta * PAUSE_QUANTUM_BITS * self.seconds_per_byte[p] / 8 for p in range(n)
         ]
@@ -201,16 +266,24 @@ class TrafficManager:
     # --- enqueue ------------------------------------------------------------
 
     def enqueue(
-        self, frame: bytes, in_port: int, out_port: int, now: float, job_class: int = 0
+        self,
+        frame: bytes,
+        in_port: int,
+        out_port: int,
+        now: float,
+        job_class: int = 0,
+        queue_class: int = 0,
     ) -> int:
-        """Admit a frame of `job_class` to out_port's queue (maybe CE-marked) or drop it;
-        returns a Verdict."""
+        """Admit a frame of `job_class` to out_port's `queue_class` queue (maybe
+        CE-marked) or drop it; returns a Verdict."""
         events = self.events
         if events and events[0][0] < now:
             self.advance(now)  # the queue this frame joins is the queue at `now`
+        qcell = out_port * QUEUE_CLASSES + queue_class
         if self.port_down[out_port]:
             self.tail_dropped_packets[out_port] += 1
             self.tail_dropped_bytes[out_port] += len(frame)
+            self.class_dropped_packets[qcell] += 1
             return Verdict.TAIL_DROPPED
         depth = self.queue_cells[out_port]
         if (
@@ -229,6 +302,9 @@ class TrafficManager:
             cell = out_port * JOB_CLASSES + job_class
             self.job_tx_packets[cell] += 1
             self.job_tx_bytes[cell] += length
+            self.class_enqueued_packets[qcell] += 1
+            self.class_sent_packets[qcell] += 1
+            self.class_sent_bytes[qcell] += length
             peer = self.cable_peer[out_port]
             if peer >= 0:
                 when = end + self.cable_delay[out_port]
@@ -248,14 +324,17 @@ class TrafficManager:
         cells = (len(frame) + cell_bytes - 1) // cell_bytes
         verdict = Verdict.QUEUED
         marked_here = False
-        profile = self.wred.get(out_port)
-        if profile is not None and depth > profile.min_cells:
-            if depth > profile.max_cells:
+        # WRED and the queue limit see the class's own queue (the port's whole
+        # queue while only class 0 is used).
+        class_depth = self.class_cells[qcell]
+        profile = self.class_wred[queue_class] or self.wred.get(out_port)
+        if profile is not None and class_depth > profile.min_cells:
+            if class_depth > profile.max_cells:
                 mark = True
             else:
                 # Linear from 0 at min_cells to max_prob at max_cells.
                 mark = self._random() * 100.0 * (profile.max_cells - profile.min_cells) < (
-                    profile.max_prob_percent * (depth - profile.min_cells)
+                    profile.max_prob_percent * (class_depth - profile.min_cells)
                 )
             if mark:
                 offset = ipv4_offset(frame)
@@ -273,19 +352,26 @@ class TrafficManager:
                     # Not ECN-capable (or not IPv4): RED drops where it would mark.
                     self.wred_dropped_packets[out_port] += 1
                     self.wred_dropped_bytes[out_port] += len(frame)
+                    self.class_dropped_packets[qcell] += 1
                     return Verdict.WRED_DROPPED
                 # (our choice) already CE: passes unchanged and is not counted again.
         if (
-            depth + cells > self.queue_limit[out_port]
+            class_depth + cells > self.class_limit[qcell]
+            or depth + cells > self.queue_limit[out_port]
             or self.buffered_cells + cells > self.config.buffer_cells
         ):
             self.tail_dropped_packets[out_port] += 1
             self.tail_dropped_bytes[out_port] += len(frame)
+            self.class_dropped_packets[qcell] += 1
             return Verdict.TAIL_DROPPED
 
         if depth == 0 and self.tx_free_at[out_port] < now:
             self.tx_free_at[out_port] = now  # the port was idle: no credit for idle time
-        self.queues[out_port].append((frame, in_port, cells, marked_here, job_class))
+        self.queues[out_port].classes[queue_class].append(
+            (frame, in_port, cells, marked_here, job_class)
+        )
+        self.class_enqueued_packets[qcell] += 1
+        self.class_cells[qcell] = class_depth + cells
         depth += cells
         self.queue_cells[out_port] = depth
         if depth > self.peak_queue_cells[out_port]:
@@ -293,10 +379,13 @@ class TrafficManager:
         self.buffered_cells += cells
         if depth == cells:
             self._schedule_start(out_port, now)
-        held = self.ingress_cells[in_port] + cells
-        self.ingress_cells[in_port] = held
-        if held > self.xoff_cells and self.pfc_enabled and not self.ingress_paused[in_port]:
-            self._pause_upstream(in_port, now)
+        self.ingress_cells[in_port] += cells
+        pcell = in_port * QUEUE_CLASSES + queue_class
+        held = self.ingress_class_cells[pcell] + cells
+        self.ingress_class_cells[pcell] = held
+        enabled, xoff, _xon, _priority = self.class_pfc[queue_class]
+        if held > xoff and enabled and not self.ingress_class_paused[pcell]:
+            self._pause_upstream(in_port, queue_class, now)
         return verdict
 
     # --- time passes --------------------------------------------------------
@@ -331,8 +420,8 @@ class TrafficManager:
                 if self.start_at[port] == when:
                     self.start_at[port] = NEVER
                     self._serve(port, when)
-            elif self.pause_refresh_at.get(port) == when:
-                self._send_pause(port, when)
+            elif self.pause_refresh_at.get(port) == when:  # `port` is a (port, class) key
+                self._send_pause(*divmod(port, QUEUE_CLASSES), when)
         self._limit = outer_limit
         if now > self.now:
             self.now = now
@@ -350,6 +439,21 @@ class TrafficManager:
             heappop(events)
         return None
 
+    def class_stats(self) -> dict[str, dict[tuple[int, int], int]]:
+        """Per (port, queue class) counters, the cells that are not zero, by name."""
+        rows = {
+            "enqueued_packets": self.class_enqueued_packets,
+            "sent_packets": self.class_sent_packets,
+            "sent_bytes": self.class_sent_bytes,
+            "marked_packets": self.class_marked_packets,
+            "dropped_packets": self.class_dropped_packets,
+            "queued_cells": self.class_cells,
+        }
+        return {
+            name: {divmod(i, QUEUE_CLASSES): v for i, v in enumerate(row) if v}
+            for name, row in rows.items()
+        }
+
     # --- the transmitter ------------------------------------------------------
 
     def _schedule_start(self, port: int, now: float) -> None:
@@ -362,21 +466,30 @@ class TrafficManager:
             heappush(self.events, (when, next(self._sequence), _START, port, None))
 
     def _serve(self, port: int, now: float) -> None:
-        queue = self.queues[port]
-        if not queue:
+        queues = self.queues[port]
+        queue_class = queues.head_class()
+        if queue_class < 0:
             return
         if self.tx_free_at[port] > now + TIME_EPSILON_S or self.paused_until[port] > now:
             self._schedule_start(port, now)
             return
-        frame, in_port, cells, marked, job_class = queue.popleft()
+        frame, in_port, cells, marked, job_class = queues.classes[queue_class].popleft()
         self.queue_cells[port] -= cells
+        qcell = port * QUEUE_CLASSES + queue_class
+        self.class_cells[qcell] -= cells
+        self.class_sent_packets[qcell] += 1
+        self.class_sent_bytes[qcell] += len(frame)
+        if marked:
+            self.class_marked_packets[qcell] += 1
         self.buffered_cells -= cells
-        held = self.ingress_cells[in_port] - cells
-        self.ingress_cells[in_port] = held
+        self.ingress_cells[in_port] -= cells
+        pcell = in_port * QUEUE_CLASSES + queue_class
+        held = self.ingress_class_cells[pcell] - cells
+        self.ingress_class_cells[pcell] = held
         self._start(port, frame, now, marked, job_class)
-        if self.ingress_paused[in_port] and held <= self.xon_cells:
-            self._resume_upstream(in_port, now)
-        if queue:
+        if self.ingress_class_paused[pcell] and held <= self.class_pfc[queue_class][2]:
+            self._resume_upstream(in_port, queue_class, now)
+        if self.queue_cells[port]:
             self._schedule_start(port, now)
 
     def _start(
@@ -421,8 +534,10 @@ class TrafficManager:
     ) -> None:
         """A host paused (or resumed) our egress on `port`.
 
-        (our choice) One queue per port carries every priority, so the longest
-        pause among the enabled classes applies; zero quanta resumes at once.
+        (our choice) A pause from a host stops the port's transmitter, all its
+        queue classes (the PFC priorities hosts use are not mapped to queue
+        classes), so the longest pause among the enabled priorities applies;
+        zero quanta resumes at once.
         """
         longest = max((q for i, q in enumerate(quanta) if enable_vector >> i & 1), default=None)
         if longest is None:
@@ -432,32 +547,40 @@ class TrafficManager:
         self.start_at[port] = NEVER  # re-planned below for the new pause
         self._schedule_start(port, now)
 
-    def _pause_upstream(self, in_port: int, now: float) -> None:
+    def _pause_upstream(self, in_port: int, queue_class: int, now: float) -> None:
+        """`queue_class`'s cells from `in_port` passed its XOFF: pause that class upstream."""
+        self.ingress_class_paused[in_port * QUEUE_CLASSES + queue_class] = True
         self.ingress_paused[in_port] = True
         peer = self.cable_peer[in_port]
         if peer >= 0:
-            # The upstream logical switch is this chip: its queue stops draining.
+            # The upstream logical switch is this chip: its queue stops draining,
+            # (our choice) all its classes, until no class of in_port is paused.
             # No frame exists inside the chip: (our choice) one pause counts once.
             self.pfc_pauses_sent[in_port] += 1
             self.paused_until[peer] = NEVER
         else:
-            self._send_pause(in_port, now)
+            self._send_pause(in_port, queue_class, now)
 
-    def _send_pause(self, port: int, now: float) -> None:
-        self.control.append((port, self.pause_frames[port][0]))
+    def _send_pause(self, port: int, queue_class: int, now: float) -> None:
+        key = port * QUEUE_CLASSES + queue_class
+        self.control.append((port, self.class_pause_frames[key][0]))
         self.pfc_pauses_sent[port] += 1  # every frame on the wire, refreshes included
         # Refresh halfway through the pause so the sender never restarts early.
         when = now + self.pause_seconds[port] / 2
-        self.pause_refresh_at[port] = when
-        heappush(self.events, (when, next(self._sequence), _REFRESH, port, None))
+        self.pause_refresh_at[key] = when
+        heappush(self.events, (when, next(self._sequence), _REFRESH, key, None))
 
-    def _resume_upstream(self, in_port: int, now: float) -> None:
-        self.ingress_paused[in_port] = False
+    def _resume_upstream(self, in_port: int, queue_class: int, now: float) -> None:
+        base = in_port * QUEUE_CLASSES
+        self.ingress_class_paused[base + queue_class] = False
+        still_paused = any(self.ingress_class_paused[base : base + QUEUE_CLASSES])
+        self.ingress_paused[in_port] = still_paused
         self.pfc_resumes_sent[in_port] += 1
         peer = self.cable_peer[in_port]
         if peer >= 0:
-            self.paused_until[peer] = now
-            self._schedule_start(peer, now)
+            if not still_paused:
+                self.paused_until[peer] = now
+                self._schedule_start(peer, now)
         else:
-            self.pause_refresh_at.pop(in_port, None)
-            self.control.append((in_port, self.pause_frames[in_port][1]))
+            self.pause_refresh_at.pop(base + queue_class, None)
+            self.control.append((in_port, self.class_pause_frames[base + queue_class][1]))
