@@ -73,6 +73,8 @@ typedef struct {
     double last_cut_at;
     int cut_pending, last_increase;
     long cuts, cnps;
+    /* MLTCP's F (mltcp.py): both increase steps times this; 0 (a zeroed buffer) is 1 */
+    double gain;
 } rp_t;
 
 static void rp_start(const settings_t *s, rp_t *st) {
@@ -117,13 +119,13 @@ static void cut(const settings_t *s, rp_t *st, double now) {
 static void increase(const settings_t *s, rp_t *st, int kind) {
     long f = s->threshold, t = st->timer_stage, bc = st->byte_stage;
     long hi = t > bc ? t : bc, lo = t < bc ? t : bc;
-    double rt = st->rt;
+    double rt = st->rt, k = st->gain > 0 ? st->gain : 1.0;
     if (hi <= f) {
         /* fast recovery: Rt stays */
     } else if (lo > f) {
-        rt = fmin(s->line, rt + (double)(lo - f) * s->hai);
+        rt = fmin(s->line, rt + (double)(lo - f) * (s->hai * k));
     } else {
-        rt = fmin(s->line, rt + s->ai);
+        rt = fmin(s->line, rt + s->ai * k);
     }
     double rc = fmin(s->line, (rt + st->rc) / 2);
     if (s->line - rc <= s->line * 1e-6)
@@ -560,7 +562,7 @@ static void run_receiver(int fd, double cnp_interval, long qpn, long first, long
 /* --- several QPs of one worker in one loop (the replicas' collectives) -------------------
  *
  * transfer(settings, payload, overhead, rto, ack_every, timeout_s, cnp_interval, recv_fd,
- *          senders, receivers, header, relay, pfc)
+ *          senders, receivers, header, relay, pfc[, mltcp])
  *   senders: (fd, qpn, first_psn, state, steps) per QP this worker sends on: a connected UDP
  *     socket, the peer's QP number, the PSN this call starts at, a writable buffer of
  *     RP_STATE_BYTES holding the QP's DCQCN state across calls (zeros: at line rate), and
@@ -571,6 +573,8 @@ static void run_receiver(int fd, double cnp_interval, long qpn, long first, long
  *     first receiver) is in, as the ring's relay cuts steps through (ring.Ring.relay).
  *   pfc: None or (fd, priority, link_bps, paused_until): an AF_PACKET socket reading the
  *     host port's 802.1Qbb frames; data stops while the priority is paused.
+ *   mltcp: None or (slope, intercept, total, sent): every QP's increase steps times MLTCP's F
+ *     of the iteration's bytes sent (`sent` before this call) over `total` (mltcp.py).
  * -> (status, err, side, index, heard, pause_frames, paused_s, paused_until,
  *     [(sent, cnps, cuts, retransmits, timeouts, naks, rc, min_rc)],
  *     [(accepted, marked, cnps, naks, early)])
@@ -591,6 +595,7 @@ typedef struct {
     tx_t tx;
     double next_send;
     long sent, naks, cnps0, cuts0;
+    long fresh; /* packets of this call sent at least once (MLTCP's byte count) */
     double min_rc;
 } sq_t;
 
@@ -702,10 +707,25 @@ typedef struct {
     int heard;
 } xfer_result_t;
 
+/* MLTCP (mltcp.py): F = intercept + slope x f, f = the iteration's bytes sent (before this
+ * call, plus this call's first transmissions, summed over the worker's QPs) over its total. */
+typedef struct {
+    int on;
+    double slope, intercept, total, sent;
+} mltcp_t;
+
+static double mltcp_gain(const mltcp_t *m) {
+    if (m->total <= 0)
+        return 1.0;
+    double f = m->sent / m->total;
+    f = f < 0 ? 0 : (f > 1 ? 1 : f);
+    return m->intercept + m->slope * f;
+}
+
 static void run_transfer(const settings_t *s, long payload, long overhead, double rto,
                          long ack_every, double timeout_s, double cnp_interval, int recv_fd,
                          sq_t *sq, int nsq, rq_t *rq, int nrq, int header, int relay,
-                         pfc_t *pfc, xfer_result_t *res, PyThreadState **ts) {
+                         pfc_t *pfc, mltcp_t *ml, xfer_result_t *res, PyThreadState **ts) {
     unsigned char out[BTH_LEN + MAX_PAYLOAD + ICRC_LEN], in[BTH_LEN + MAX_PAYLOAD + ICRC_LEN + 64];
     unsigned char reply[BTH_LEN + CNP_PAD + ICRC_LEN];
     char control[128];
@@ -734,6 +754,8 @@ static void run_transfer(const settings_t *s, long payload, long overhead, doubl
         now = monotonic_s();
         int done = 1;
         for (int i = 0; i < nsq; i++) {
+            if (ml->on)
+                sq[i].rp->gain = mltcp_gain(ml);
             rp_advance(s, sq[i].rp, now);
             tx_on_timer(&sq[i].tx, now);
             if (sq[i].tx.base != sq[i].tx.end)
@@ -801,6 +823,11 @@ static void run_transfer(const settings_t *s, long payload, long overhead, doubl
             }
             q->sent += 1;
             double bits = 8.0 * (double)(BTH_LEN + len + ICRC_LEN + overhead);
+            if (ml->on && index >= q->fresh) { /* a first transmission: the iteration moves on */
+                q->fresh = index + 1;
+                ml->sent += (double)len;
+                q->rp->gain = mltcp_gain(ml);
+            }
             rp_on_sent(s, q->rp, bits / 8.0, now);
             double gap = bits / q->rp->rc, floor_at = now - PACING_CREDIT * gap;
             q->next_send = (q->next_send > floor_at ? q->next_send : floor_at) + gap;
@@ -1019,8 +1046,11 @@ static PyObject *dcqcn_replay(PyObject *self, PyObject *args) {
             rp_on_cnp(&s, &st, now);
         else if (kind == 2)
             rp_on_sent(&s, &st, nbytes, now);
+        else if (kind == 3 && nbytes > 0)
+            st.gain = nbytes; /* MLTCP's F for the events after it */
         else {
-            PyErr_Format(PyExc_ValueError, "event kind %d: 0 advance, 1 CNP, 2 bytes sent", kind);
+            PyErr_Format(PyExc_ValueError,
+                         "event kind %d: 0 advance, 1 CNP, 2 bytes sent, 3 MLTCP gain > 0", kind);
             goto fail;
         }
         PyObject *row = Py_BuildValue("(dddlllNN)", st.rc, st.rt, st.alpha, st.timer_stage,
@@ -1231,14 +1261,25 @@ static PyObject *receiver(PyObject *self, PyObject *args) {
 
 
 static PyObject *transfer(PyObject *self, PyObject *args) {
-    PyObject *stuple, *senders, *receivers, *pfc_obj;
+    PyObject *stuple, *senders, *receivers, *pfc_obj, *mltcp_obj = Py_None;
     long payload, overhead, ack_every;
     double rto, timeout_s, cnp_interval;
     int recv_fd, header, relay;
-    if (!PyArg_ParseTuple(args, "O!lldlddiOOipO", &PyTuple_Type, &stuple, &payload, &overhead,
+    if (!PyArg_ParseTuple(args, "O!lldlddiOOipO|O", &PyTuple_Type, &stuple, &payload, &overhead,
                           &rto, &ack_every, &timeout_s, &cnp_interval, &recv_fd, &senders,
-                          &receivers, &header, &relay, &pfc_obj))
+                          &receivers, &header, &relay, &pfc_obj, &mltcp_obj))
         return NULL;
+    mltcp_t ml = {0, 0.0, 0.0, 0.0, 0.0};
+    if (mltcp_obj != Py_None) {
+        if (!PyArg_ParseTuple(mltcp_obj, "dddd;mltcp is (slope, intercept, total, sent)",
+                              &ml.slope, &ml.intercept, &ml.total, &ml.sent))
+            return NULL;
+        if (!(ml.intercept > 0) || ml.slope < 0) {
+            PyErr_SetString(PyExc_ValueError, "mltcp: intercept > 0 and slope >= 0");
+            return NULL;
+        }
+        ml.on = 1;
+    }
     settings_t s;
     if (!parse_settings(stuple, &s))
         return NULL;
@@ -1328,7 +1369,8 @@ static PyObject *transfer(PyObject *self, PyObject *args) {
     memset(&res, 0, sizeof(res));
     Py_BEGIN_ALLOW_THREADS
     run_transfer(&s, payload, overhead, rto, ack_every, timeout_s, cnp_interval, recv_fd, sq, nsq,
-                 rq, nrq, header & 0xFF, relay, pfc_obj == Py_None ? NULL : &pfc, &res, &_save);
+                 rq, nrq, header & 0xFF, relay, pfc_obj == Py_None ? NULL : &pfc, &ml, &res,
+                 &_save);
     Py_END_ALLOW_THREADS
     if (res.status == PATH_INTERRUPTED)
         goto cleanup;

@@ -52,6 +52,7 @@ def transfer(
     header: int,
     relay: bool,
     pfc: tuple[int, int, float, float] | None,
+    mltcp: tuple[float, float, float, float] | None = None,
     /,
 ) -> tuple[
     int,
