@@ -9,9 +9,12 @@ class, so a high class overtakes queued lower ones and starves them while it
 is backlogged. Each class has its own queue limit, WRED profile and PFC
 thresholds (TmConfig.classes; by default the port's, so class 0 alone is the
 one FIFO this was before), and counters (`class_*`, at port * QUEUE_CLASSES +
-class). Each port drains at its configured rate on a virtual clock (a frame starts when the
-previous one has finished serialising); WRED/ECN on enqueue; tail drop at
-the queue limit or the shared buffer; PFC per ingress port; loopback cables
+class). (our choice) A frame is tail-dropped past its class's limit or the
+port's (all classes together), and a pause from a host stops the whole port.
+Each port drains at its configured rate on a virtual clock (a frame starts
+when the previous one has finished serialising); WRED/ECN on enqueue; tail
+drop at the queue limit or the shared buffer; PFC per (ingress port, class);
+loopback cables
 carry frames from one port to its peer after the cable delay.
 
 A frame WRED marks on enqueue is counted as marked only when it leaves:
