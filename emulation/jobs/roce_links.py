@@ -8,7 +8,9 @@ by the BTH's destination QP). `relay` and `exchange` have `Ring.relay`'s and
 `exchange.exchange`'s signatures and semantics (header bytes, cut-through
 ring steps), and run in `_roce.transfer`: go-back-N, CNPs for CE marks,
 DCQCN's rate per QP (its state kept across collectives, as a NIC keeps it per
-QP) under the NIC's line rate, and PFC pauses honoured (`roce.pfc`).
+QP) under the NIC's line rate, and PFC pauses honoured (`roce.pfc`). With
+`mltcp`, DCQCN's increase steps grow with the share of the iteration's bytes
+the worker has sent (`roce.mltcp`); `start_iteration` resets that share.
 
 (our choice) RoCEv2's destination port is 4791; here it is the worker's own
 listening port (the TCP one's number, over UDP): a kernel UDP socket cannot
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 
 from emulation.roce import pfc
 from emulation.roce.dcqcn import DcqcnSettings, scaled
+from emulation.roce.mltcp import IterationBytes, MltcpSettings, iteration_sent, iteration_start
 from emulation.roce.native import compiled, settings_tuple
 
 from .header import Header
@@ -85,6 +88,7 @@ class RoceLinks:
         honour_pfc: bool = True,
         ifname: str | None = None,
         dcqcn: DcqcnSettings | None = None,
+        mltcp: MltcpSettings | None = None,
     ) -> None:
         if compiled is None:
             raise RuntimeError("the compiled RoCE data path is not built (scripts/setup.sh)")
@@ -123,6 +127,12 @@ class RoceLinks:
         self.send_psn = dict.fromkeys(ring.sends_to, 0)
         self.recv_psn = dict.fromkeys(ring.receives_from, 0)
         self.paused_until = 0.0
+        self.mltcp = mltcp
+        self.iteration = IterationBytes()
+
+    def start_iteration(self) -> None:
+        """A training iteration begins: MLTCP's share of its bytes sent restarts at 0."""
+        self.iteration = iteration_start(self.iteration)
 
     def relay(
         self, sends: Sequence[int], receives: Sequence[int], header: Header | None = None
@@ -163,19 +173,23 @@ class RoceLinks:
             for r in send_ranks
         ]
         receivers = [(QPN_BASE + r, self.recv_psn[r], receives[r]) for r in recv_ranks]
-        pause = None
+        pause, mltcp = None, None
+        if self.mltcp is not None:
+            it = self.iteration
+            mltcp = (self.mltcp.slope, self.mltcp.intercept, float(it.total), float(it.sent))
         if self.pfc_sock is not None:
             pause = (self.pfc_sock.fileno(), self.priority, self.link_bps, self.paused_until)
         status, err, side, index, heard, frames, paused_s, until, sent, got = compiled.transfer(
             self.settings, PAYLOAD, OVERHEAD, RTO_S, ACK_EVERY, self.ring.timeout_s,
             self.cnp_interval, self.recv.fileno(), senders, receivers, header.byte(), relay,
-            pause,
+            pause, mltcp,
         )  # fmt: skip
         if status != 0:
             peer = (recv_ranks if side == 1 else send_ranks)[index]
             if status == 3:
                 raise self.ring.lost(peer, f"no progress for {self.ring.timeout_s:g} s")
             raise self.ring.lost(peer, OSError(err, "RoCE socket failed"))
+        self.iteration = iteration_sent(self.iteration, sum(sum(sends[r]) for r in send_ranks))
         for r in send_ranks:
             self.send_psn[r] = (self.send_psn[r] + packets(sends[r])) & PSN_MASK
         for r in recv_ranks:

@@ -6,6 +6,7 @@ CNPs that cut the sender's rate (at most one CNP per marked packet)."""
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -198,3 +199,41 @@ def test_back_to_back_calls_lose_no_packet_to_the_call_before() -> None:
 
     for early, timeouts, retransmits in run_workers(3, body):
         assert (early, timeouts, retransmits) == (0, 0, 0)
+
+
+def test_mltcp_counts_the_iterations_bytes_and_hands_the_qps_its_gain() -> None:
+    """With MLTCP each QP's increase steps take F of the iteration's share sent
+    (`roce.mltcp`): F = 1 while no iteration has finished, then 0.25 + 1.5 f, reset at
+    each iteration's start. The gain is read from the QP's state (the double after
+    rp_t's counters in `_roce.c`, offset 128)."""
+    from emulation.roce.mltcp import IterationBytes, MltcpSettings
+
+    half = 60_000
+
+    def gain(roce: RoceLinks) -> float:
+        (state,) = roce.state.values()
+        return float(struct.unpack_from("d", state, 128)[0])
+
+    def body(ring: Ring, roce: RoceLinks) -> list[object]:
+        out: list[object] = []
+        roce.start_iteration()
+        roce.relay([half, half], [half, half])  # first iteration: total unknown
+        out += [roce.iteration, gain(roce)]
+        roce.start_iteration()
+        roce.relay([half], [half])  # half of the learned total
+        out.append(gain(roce))
+        roce.relay([half], [half])
+        out += [roce.iteration, gain(roce)]
+        roce.start_iteration()
+        out.append(roce.iteration)
+        return out
+
+    for first, g1, g_half, second, g_end, third in run_workers(
+        2, body, mltcp=MltcpSettings(slope=1.5, intercept=0.25)
+    ):
+        assert first == IterationBytes(total=0.0, sent=2 * half)
+        assert g1 == 1.0
+        assert g_half == pytest.approx(0.25 + 1.5 * 0.5, abs=1e-3)  # header bytes: ~1e-5
+        assert second == IterationBytes(total=2 * half, sent=2 * half)
+        assert g_end == 1.75
+        assert third == IterationBytes(total=2 * half, sent=0.0)
