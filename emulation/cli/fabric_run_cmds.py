@@ -57,6 +57,7 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
     )
     add_scale_argument(run, auto=True)
     add_transport_argument(run)
+    add_policy_argument(run)
     run.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
     run.add_argument(
         "--jobs-file", metavar="FILE", help="profiles JSON (`cassini profiles --json` schema)"
@@ -91,6 +92,39 @@ def transport_name(text: str) -> str:
     return text
 
 
+def add_policy_argument(parser: argparse.ArgumentParser) -> None:
+    """--policy, as `fabric run` and `emulate` take it (checked with --transport by
+    `fabric_policy`)."""
+    from scheduler.policies import POLICIES
+
+    parser.add_argument(
+        "--policy",
+        default="none",
+        help=f"network policy: {', '.join(POLICIES)} (default none); the fabric runs none "
+        "and mltcp (with --transport roce: the hosts' DCQCN grows more aggressive with the "
+        "iteration's bytes sent, no shifts)",
+    )
+
+
+def fabric_policy(policy: str, transport: str) -> str:
+    """A --policy the fabric can run with `transport`, else a one-line UserInputError."""
+    from emulation.jobs.run_settings import FABRIC_POLICIES
+    from scheduler.policies import parse_policy
+    from topologies.errors import UserInputError
+
+    name = parse_policy(policy)
+    if name == "mltcp" and transport != "roce":
+        raise UserInputError(
+            f"--policy mltcp runs in RoCE's DCQCN: add --transport roce, not {transport}"
+        )
+    if name not in FABRIC_POLICIES:
+        raise UserInputError(
+            f"--policy {name}: the fabric does not install its classes or rates; "
+            f"`cassini simulate --policy {name}` runs it (fabric: {', '.join(FABRIC_POLICIES)})"
+        )
+    return name
+
+
 def _run(args: argparse.Namespace) -> int:
     from emulation.fabric import EmulatedFabric
     from emulation.fabric_options import FabricOptions
@@ -120,6 +154,7 @@ def _run(args: argparse.Namespace) -> int:
         drift_fraction=drift,
         poll_interval_s=poll_interval_or_default(args.poll_interval),
         transport=args.transport,
+        policy=fabric_policy(args.policy, args.transport),
     )
     check_output(args.out, "folder", args.force)  # refused before the fabric is built
     scale, scale_choice = args.scale, None

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from emulation.roce.mltcp import MltcpSettings
 from scheduler.profiles import build_profile
 from scheduler.types import Phase
 from topologies.errors import UserInputError
@@ -107,6 +108,7 @@ class ReplicaSpec:
     transport: str = "tcp"  # "roce": the collectives' bytes as RoCEv2 (`roce_links`)
     pfc_priority: int = 3  # the class RoCE data rides (the switch's TmConfig.pfc.priority)
     honour_pfc: bool = True  # RoCE stops on the switch's pause frames for that class
+    mltcp: bool = False  # RoCE: DCQCN's increase grows with the iteration's sent share
 
     @property
     def iteration_ms(self) -> float:
@@ -145,6 +147,8 @@ class ReplicaSpec:
         args += ["--transport", self.transport, "--pfc-priority", str(self.pfc_priority)]
         if not self.honour_pfc:
             args += ["--ignore-pfc"]
+        if self.mltcp:
+            args += ["--mltcp"]
         return args
 
 
@@ -194,6 +198,9 @@ def parse_args(argv: Sequence[str]) -> ReplicaSpec:
     parser.add_argument("--transport", default="tcp", help="tcp (default) or roce")
     parser.add_argument("--pfc-priority", type=int, default=3, help="RoCE's PFC class (0-7)")
     parser.add_argument("--ignore-pfc", action="store_true", help="RoCE ignores pause frames")
+    parser.add_argument(
+        "--mltcp", action="store_true", help="RoCE: MLTCP's iteration-aware DCQCN increase"
+    )
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--deadline-ms", type=float, help="stop at this epoch time (ms)")
     parser.add_argument("--scale", type=float, default=0.001, help="emulation scale S")
@@ -215,6 +222,8 @@ def parse_args(argv: Sequence[str]) -> ReplicaSpec:
         raise UserInputError(f"--nic-gbps {args.nic_gbps}: must be > 0")
     if args.transport not in ("tcp", "roce"):
         raise UserInputError(f"--transport {args.transport!r}: tcp or roce")
+    if args.mltcp and args.transport != "roce":
+        raise UserInputError(f"--mltcp needs --transport roce, not {args.transport!r}")
     if not 0 <= args.pfc_priority <= 7:
         raise UserInputError(f"--pfc-priority {args.pfc_priority}: must be 0..7")
     if args.phases:
@@ -244,6 +253,7 @@ def parse_args(argv: Sequence[str]) -> ReplicaSpec:
         parallelism=parallelism, nic_gbps=None if args.no_pacing else args.nic_gbps,
         count_ce=not args.no_ce_count, congestion_control=args.congestion_control,
         transport=args.transport, pfc_priority=args.pfc_priority, honour_pfc=not args.ignore_pfc,
+        mltcp=args.mltcp,
     )  # fmt: skip
 
 
@@ -368,11 +378,12 @@ def open_roce(spec: ReplicaSpec, ring: Ring) -> RoceLinks:
     if spec.honour_pfc and ifname is None:
         _warn(spec, "no interface holds this worker's address: PFC pauses are not honoured")
     nic = spec.nic_gbps or 50.0
+    mltcp = MltcpSettings() if spec.mltcp else None
     try:
-        return RoceLinks(ring, nic, spec.scale, spec.pfc_priority, honour, ifname)
+        return RoceLinks(ring, nic, spec.scale, spec.pfc_priority, honour, ifname, mltcp=mltcp)
     except PermissionError:
         _warn(spec, "cannot read pause frames (needs CAP_NET_RAW): PFC is not honoured")
-        return RoceLinks(ring, nic, spec.scale, spec.pfc_priority, False, None)
+        return RoceLinks(ring, nic, spec.scale, spec.pfc_priority, False, None, mltcp=mltcp)
 
 
 def roce_pacing(spec: ReplicaSpec, ring: Ring) -> dict[int, float]:
@@ -425,6 +436,8 @@ def run_replica(spec: ReplicaSpec, clock: Callable[[], float] = now_ms) -> int:
                 woke = [sleep_until(start.start_ms, clock)]  # each sleep's lateness (ms)
                 up_pace: list[float] = []
                 began = clock()
+                if links is not None:
+                    links.start_iteration()  # MLTCP's share of the iteration restarts
                 want_stop = k == spec.iterations - 1 or (
                     spec.deadline_ms is not None and began >= spec.deadline_ms
                 )

@@ -10,6 +10,9 @@ from .launch import BASE_PORT, JobPlan
 
 # kernel TCP with ECN (`transport`), or RoCEv2 with DCQCN and PFC (`roce_links`)
 TRANSPORTS = ("tcp", "roce")
+# Network policies the fabric runs: none, or MLTCP (issue 30), the replicas' RoCE
+# DCQCN with an iteration-aware increase (`roce.mltcp`) and no agent pacing
+FABRIC_POLICIES = ("none", "mltcp")
 # (our choice) Without a deadline a run may take 3x its ideal time plus 30 s
 # to connect: long enough for a contended job, short enough that a stall ends.
 DEADLINE_FACTOR = 3.0
@@ -28,12 +31,17 @@ class RunSettings:
     transport: str = "tcp"
     gnmi: bool = True  # also read the interface counters (loss by cause)
     base_port: int = BASE_PORT
+    policy: str = "none"  # one of FABRIC_POLICIES
 
     def __post_init__(self) -> None:
         if self.iterations < 1:
             raise ValueError(f"iterations must be >= 1, got {self.iterations}")
         if self.transport not in TRANSPORTS:
             raise ValueError(f"transport {self.transport!r}: one of {', '.join(TRANSPORTS)}")
+        if self.policy not in FABRIC_POLICIES:
+            raise ValueError(f"policy {self.policy!r}: one of {', '.join(FABRIC_POLICIES)}")
+        if self.policy == "mltcp" and self.transport != "roce":
+            raise ValueError(f"policy mltcp needs transport roce, not {self.transport!r}")
         if self.poll_interval_s <= 0 or self.socket_timeout_s <= 0:
             raise ValueError("poll_interval_s and socket_timeout_s must be > 0")
 

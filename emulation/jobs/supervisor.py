@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -152,6 +152,7 @@ def run_schedule(
         transport=settings.transport,
         pfc_priority=fabric.profile.tm.pfc.priority,  # one setting for switch and hosts
     )
+    placed = with_policy(placed, settings.policy)
     slowest_ms = max(max(j.period_ms or 0.0, j.profile.iteration_ms) for j in jobs)
     hard_limit = (
         time.monotonic() + deadline_s + 2 * settings.socket_timeout_s + 2 * slowest_ms / 1e3
@@ -273,6 +274,17 @@ def run_schedule(
         telemetry=tuple(series.rows),
         queues=tuple(series.queues),
         telemetry_info=series.info,
+    )
+
+
+def with_policy(placed: Sequence[Placed], policy: str) -> tuple[Placed, ...]:
+    """The replicas under the run's network policy: with `mltcp` the hosts' congestion
+    control must make the turns, so every replica runs MLTCP and no agent paces (no
+    shift, no period); otherwise as placed."""
+    if policy != "mltcp":
+        return tuple(placed)
+    return tuple(
+        Placed(p.server, replace(p.spec, mltcp=True, shift_ms=0.0, period_ms=None)) for p in placed
     )
 
 

@@ -3,8 +3,9 @@
 A scheduler (`scheduler.baselines.registry`) decides where jobs run; a
 policy decides how their flows share the network: `crux` (classes by GPU
 intensity, `crux.py`), `echelon` and `echelon-rate` (EchelonFlow's staggered
-target finish times as classes or host rates, `echelon.py`), `none` (every
-flow in one class, max-min sharing: what runs today). They compose:
+target finish times as classes or host rates, `echelon.py`), `mltcp`
+(the hosts' DCQCN made iteration-aware, run on the emulated fabric only,
+`mltcp.py`), `none` (every flow in one class, max-min sharing: what runs today). They compose:
 `--schedulers themis --policy crux`. The interface: `base.py`; fitting
 ranks into a port's classes: `compression.py`.
 
@@ -13,7 +14,7 @@ ranks into a port's classes: `compression.py`.
     >>> parse_policy("crus")
     Traceback (most recent call last):
     ...
-    topologies.errors.UserInputError: --policy: no policy named 'crus'. Did you mean 'crux'? (known: crux, echelon, echelon-rate, none)
+    topologies.errors.UserInputError: --policy: no policy named 'crus'. Did you mean 'crux'? (known: crux, echelon, echelon-rate, mltcp, none)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from topologies.errors import UserInputError, did_you_mean
 from .base import NetworkPlan, NetworkPolicy, PolicyInput
 from .crux import CruxPolicy
 from .echelon import EchelonPolicy, EchelonRatePolicy
+from .mltcp import MltcpPolicy
 
 
 class NoPolicy:
@@ -41,6 +43,7 @@ POLICIES: dict[str, Callable[[], NetworkPolicy]] = {
     "crux": CruxPolicy,
     "echelon": EchelonPolicy,
     "echelon-rate": EchelonRatePolicy,
+    "mltcp": MltcpPolicy,
 }
 
 
