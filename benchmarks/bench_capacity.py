@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from emulation.capacity import fill_jobs, largest_scale, load_of  # noqa: E402
+from emulation.capacity import CostConstants, fill_jobs, largest_scale, load_of  # noqa: E402
 from emulation.capacity_calibration import background_cores, cached_or_calibrate  # noqa: E402
 from scheduler.traces import TraceJob, write_trace  # noqa: E402
 from topologies.library import load_topology  # noqa: E402
@@ -153,9 +153,11 @@ def plot(doc: dict[str, Any], path: Path) -> None:
             right.annotate("S -> 0", (n, preds[servers.index(n)].machine_cores), fontsize=7,
                            textcoords="offset points", xytext=(-30, 4))  # fmt: skip
     right.set_ylabel("cores at the chosen S")
+    right.set_yscale("linear")
     right.legend(fontsize=7)
     for ax in (left, right):
         ax.set_xscale("log", base=2)
+        ax.set_xlim(servers[0] / 1.2, servers[-1] * 1.2)
         ax.set_xticks(servers, [str(n) for n in servers])
         ax.set_xlabel("servers (every one running a replica)")
     loads = [c[k] for c in checks for k in ("load_average_before", "load_average_after") if k in c]
@@ -172,13 +174,21 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=15)
     parser.add_argument("--out", default="benchmarks/capacity")
     parser.add_argument("--replot", action="store_true", help="redraw OUT/capacity.png only")
+    parser.add_argument(
+        "--constants", metavar="JSON", help="predict from the constants in this capacity.json"
+    )
+    parser.add_argument("--name", default="capacity", help="OUT/NAME.json and OUT/NAME.png")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.replot:
-        plot(json.loads((out / "capacity.json").read_text()), out / "capacity.png")
+        plot(json.loads((out / f"{args.name}.json").read_text()), out / f"{args.name}.png")
         return
-    constants, fresh = cached_or_calibrate(args.recalibrate, print)
+    if args.constants:
+        raw = json.loads(Path(args.constants).read_text())["constants"]
+        constants, fresh = CostConstants.from_dict(raw), False
+    else:
+        constants, fresh = cached_or_calibrate(args.recalibrate, print)
     others = background_cores()
     rows = predict_all(constants, others)
     checks = []
@@ -198,8 +208,8 @@ def main() -> None:
         "predicted": rows,
         "checked": checks,
     }
-    (out / "capacity.json").write_text(json.dumps(doc, indent=1) + "\n")
-    plot(doc, out / "capacity.png")
+    (out / f"{args.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    plot(doc, out / f"{args.name}.png")
     print("| topology | servers | S (quiet) | switch / replicas / machine cores | bound | "
           "S (others now) |")  # fmt: skip
     print("|---|---|---|---|---|---|")
