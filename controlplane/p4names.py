@@ -23,8 +23,19 @@ WRED_ACTION = "CassiniEgress.set_wred"
 JOB_BY_DST_TABLE = "CassiniEgress.job_by_dst"
 JOB_BY_SRC_TABLE = "CassiniEgress.job_by_src"
 JOB_CLASS_ACTION = "CassiniEgress.set_job_class"
-TABLES = (FORWARD_TABLE, WRED_TABLE, JOB_BY_DST_TABLE, JOB_BY_SRC_TABLE)
-ACTIONS = (FORWARD_ACTION, WRED_ACTION, JOB_CLASS_ACTION)
+# A packet's queue class (strict priority, 7 first): by its 5-tuple, then by its DSCP.
+QUEUE_CLASS_TABLE = "CassiniIngress.queue_class"
+QUEUE_CLASS_BY_FLOW_TABLE = "CassiniIngress.queue_class_by_flow"
+QUEUE_CLASS_ACTION = "CassiniIngress.set_queue_class"
+TABLES = (
+    FORWARD_TABLE,
+    WRED_TABLE,
+    JOB_BY_DST_TABLE,
+    JOB_BY_SRC_TABLE,
+    QUEUE_CLASS_TABLE,
+    QUEUE_CLASS_BY_FLOW_TABLE,
+)
+ACTIONS = (FORWARD_ACTION, WRED_ACTION, JOB_CLASS_ACTION, QUEUE_CLASS_ACTION)
 
 PORT_RX = "CassiniIngress.port_rx"
 PORT_TX = "CassiniEgress.port_tx"

@@ -28,6 +28,14 @@
  * is looked up by its destination first, then by its source. 16 classes (a
  * 4-bit class): class 0 is traffic of no job, so 15 jobs at once.
  *
+ * Queue classes: bmv2 started with --priority-queues 8 serves 8 queues per
+ * egress port by strict priority (7 first), chosen by standard_metadata.priority.
+ * queue_class_by_flow (the 5-tuple of TCP/UDP over option-less IPv4), then
+ * queue_class (the DSCP of any IPv4 packet) set it; a packet neither matches
+ * stays in class 0. (our choice) Two exact tables instead of one ternary key:
+ * a flow entry is more specific than a DSCP entry, so it wins, and exact keys
+ * need no priorities from the control plane.
+ *
  * bmv2 reports enq_qdepth in packets, not cells: the control plane converts
  * thresholds for bmv2 (controlplane/bmv2.py), and max_qdepth holds packets
  * there (the software switch and Tofino count 80-byte cells). Object names match
@@ -98,12 +106,57 @@ control CassiniIngress(inout headers_t hdr,
         size = 262144;
     }
 
+    @name(".CassiniIngress.set_queue_class") @id(5)
+    action set_queue_class(bit<3> queue_class) {
+        standard_metadata.priority = queue_class;
+    }
+
+    @name(".CassiniIngress.queue_class") @id(5)
+    table queue_class {
+        key = {
+            hdr.ipv4.dscp : exact @name("dscp");
+        }
+        actions = {
+            set_queue_class;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 64;
+    }
+
+    @name(".CassiniIngress.queue_class_by_flow") @id(6)
+    table queue_class_by_flow {
+        key = {
+            hdr.ipv4.src_addr : exact @name("src_addr");
+            hdr.ipv4.dst_addr : exact @name("dst_addr");
+            hdr.ipv4.protocol : exact @name("protocol");
+            hdr.l4.src_port   : exact @name("src_port");
+            hdr.l4.dst_port   : exact @name("dst_port");
+        }
+        actions = {
+            set_queue_class;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 4096;
+    }
+
     apply {
         port_rx.count((bit<32>)standard_metadata.ingress_port);
         if (hdr.ethernet.isValid()) {
             logical_forward.apply();
         } else {
             drop();
+        }
+        standard_metadata.priority = 0;
+        if (hdr.ipv4.isValid()) {
+            bool by_flow = false;
+            if (hdr.l4.isValid()) {
+                by_flow = queue_class_by_flow.apply().hit;
+            }
+            if (!by_flow) {
+                queue_class.apply();
+            }
         }
     }
 }

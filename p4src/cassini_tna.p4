@@ -16,6 +16,12 @@
  * (x * 1.28125, by shifts). Comparisons of two run-time values are written as
  * saturating subtractions tested against zero, which the gateways support.
  *
+ * Queue classes, as in cassini.p4 (see there): queue_class_by_flow, then
+ * queue_class, set the packet's queue id (ig_tm_md.qid) and its class of
+ * service (ingress_cos) to one of 8 classes; (our choice) the port's queues
+ * 0..7 are configured strict priority, 7 first, in the TM (BfRt tm.queue
+ * sched_cfg, outside P4Runtime).
+ *
  * Per job, as in cassini.p4 (see there for the key, our choice): job_by_dst,
  * then job_by_src, give a packet its 4-bit job class; job_tx and
  * job_ecn_marked count per (egress port, class) at index port ++ class
@@ -105,12 +111,59 @@ control CassiniIngress(inout headers_t hdr,
         size = 262144;
     }
 
+    @name(".CassiniIngress.set_queue_class") @id(5)
+    action set_queue_class(bit<3> queue_class) {
+        ig_tm_md.qid = (QueueId_t)queue_class;
+        ig_tm_md.ingress_cos = queue_class;
+    }
+
+    @name(".CassiniIngress.queue_class") @id(5)
+    table queue_class {
+        key = {
+            hdr.ipv4.dscp : exact @name("dscp");
+        }
+        actions = {
+            set_queue_class;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 64;
+    }
+
+    @name(".CassiniIngress.queue_class_by_flow") @id(6)
+    table queue_class_by_flow {
+        key = {
+            hdr.ipv4.src_addr : exact @name("src_addr");
+            hdr.ipv4.dst_addr : exact @name("dst_addr");
+            hdr.ipv4.protocol : exact @name("protocol");
+            hdr.l4.src_port   : exact @name("src_port");
+            hdr.l4.dst_port   : exact @name("dst_port");
+        }
+        actions = {
+            set_queue_class;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 4096;
+    }
+
     apply {
         port_rx.count(ig_intr_md.ingress_port);
         if (hdr.ethernet.isValid()) {
             logical_forward.apply();
         } else {
             drop();
+        }
+        ig_tm_md.qid = 0;
+        ig_tm_md.ingress_cos = 0;
+        if (hdr.ipv4.isValid()) {
+            bool by_flow = false;
+            if (hdr.l4.isValid()) {
+                by_flow = queue_class_by_flow.apply().hit;
+            }
+            if (!by_flow) {
+                queue_class.apply();
+            }
         }
     }
 }
