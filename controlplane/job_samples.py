@@ -4,7 +4,12 @@ One record, `JobSample`, from two sources:
 
 - the software target's gNMI STREAM of /cassini/telemetry (`TelemetryStream`):
   its packet loop samples every 10 ms into a ring, the switch's service sends
-  one notification per sample (`samples_from_notification` reads it back);
+  one notification per sample, a leaf per count (`samples_from_notification`
+  reads it back) or, under /cassini/telemetry/packed, two bytes leaves of
+  int64 rows (`packed_sample`; what our collector asks for: 5 updates a
+  sample instead of about 150). Without a callback the stream keeps the
+  responses as they came and decodes them when asked (`decode_responses`),
+  after the run, so that the run's CPU goes to the replicas and the switch;
 - P4Runtime counter reads of `job_tx` and `job_ecn_marked` (`CounterSampler`),
   for targets without that stream (bmv2, Tofino): a sample per read, at the
   rate the target sustains (benchmarks/README.md states it), no queue depth
@@ -29,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
+import numpy as np
+from pygnmi.spec.v080 import gnmi_pb2
 
 from .gnmi import (
     JOB_LEAVES,
@@ -46,6 +52,16 @@ from .session import P4RuntimeSession
 from .tls import TlsSettings
 
 Cell = tuple[int, int]  # (egress port, job class)
+
+# The packed form of a sample (our choice; served by emulation/softswitch/gnmi_telemetry.py):
+# /cassini/telemetry/packed/cells and .../depths, bytes_val leaves of little-endian int64
+# rows, one row per (port, class) that sent and per port that queued; ports are chip ports.
+PACKED = "packed"
+PACKED_CELLS = "cells"
+PACKED_DEPTHS = "depths"
+PACKED_CELL_COLUMNS = ("port", "class", "packets", "bytes", "ce-marks")
+PACKED_DEPTH_COLUMNS = ("port", "max-queue-depth-cells")
+SUBSCRIBE_METHOD = "/gnmi.gNMI/Subscribe"
 
 
 @dataclass(frozen=True)
@@ -72,9 +88,11 @@ def port_of(name: str, ports: Mapping[str, int]) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def telemetry_path() -> Any:
-    """gnmi.Path /cassini/telemetry (everything the stream serves)."""
-    return gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n) for n in TELEMETRY_ROOT])
+def telemetry_path(packed: bool = False) -> Any:
+    """gnmi.Path /cassini/telemetry (everything the stream serves, a leaf per count) or
+    /cassini/telemetry/packed (the same in two bytes leaves)."""
+    names = (*TELEMETRY_ROOT, PACKED) if packed else TELEMETRY_ROOT
+    return gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n) for n in names])
 
 
 # What one leaf's path means: ("state", leaf), ("depth", port) or ("job", (port, class), i)
@@ -150,6 +168,66 @@ def samples_from_notification(
     )
 
 
+def packed_sample(notice: Any, interval_s: float) -> JobSample | None:
+    """The sample of one notification of the packed form (None: it only says samples
+    were lost; `lost_in` reads that)."""
+    state: dict[str, int] = {}
+    cells = depths = b""
+    for update in notice.update:
+        leaf = update.path.elem[-1].name if update.path.elem else ""
+        if leaf == PACKED_CELLS:
+            cells = update.val.bytes_val
+        elif leaf == PACKED_DEPTHS:
+            depths = update.val.bytes_val
+        else:
+            state[leaf] = update.val.uint_val
+    if "sample" not in state:
+        return None
+    rows = np.frombuffer(cells, "<i8").reshape(-1, len(PACKED_CELL_COLUMNS)).tolist()
+    queued = np.frombuffer(depths, "<i8").reshape(-1, len(PACKED_DEPTH_COLUMNS)).tolist()
+    return JobSample(
+        time_s=notice.timestamp / 1e9,
+        interval_s=max(1, state.get("intervals", 1)) * interval_s,
+        counts={(p, c): (n, b, m) for p, c, n, b, m in rows},
+        max_depth_cells={p: d for p, d in queued},
+        lost=state.get("samples-lost", 0),
+    )
+
+
+def is_packed_notification(notice: Any) -> bool:
+    """Is a notification in the packed form (a path through /cassini/telemetry/packed)?"""
+    return any(
+        len(u.path.elem) > 2 and u.path.elem[2].name.split(":")[-1] == PACKED for u in notice.update
+    )
+
+
+def decode_responses(
+    responses: Sequence[bytes],
+    ports: Mapping[str, int],
+    interval_s: float,
+    meanings: dict[bytes, Meaning] | None = None,
+) -> tuple[list[JobSample], int]:
+    """The samples of a stream's serialised SubscribeResponses (either form) and how many
+    samples were lost: what a `TelemetryStream` without a callback decodes after the run."""
+    meanings = {} if meanings is None else meanings
+    samples, lost = [], 0
+    for raw in responses:
+        response = gnmi_pb2.SubscribeResponse.FromString(raw)
+        if not response.HasField("update"):
+            continue
+        notice = response.update
+        if is_packed_notification(notice):
+            sample = packed_sample(notice, interval_s)
+        else:
+            sample = samples_from_notification(notice, ports, interval_s, meanings)
+        if sample is None:
+            lost += lost_in(notice)
+            continue
+        lost += sample.lost
+        samples.append(sample)
+    return samples, lost
+
+
 def lost_in(notice: Any) -> int:
     """The samples-lost leaf of a notification (0 if it has none)."""
     for update in notice.update:
@@ -159,30 +237,36 @@ def lost_in(notice: Any) -> int:
 
 
 class TelemetryStream:
-    """A gNMI STREAM subscription to /cassini/telemetry; each sample goes to `on_sample`.
+    """A gNMI STREAM subscription to /cassini/telemetry (`packed`: its packed form).
 
-    `start` returns once the target acknowledged the subscription (its
-    sync_response) and raises GnmiUnsupported if the target does not serve the
-    path, GnmiError if it cannot be reached; `stop` closes our side of the
-    stream, which ends it, and waits for what was in flight.
+    With `on_sample`, each sample goes to it as it comes (decoded in the
+    stream's thread); without, the stream keeps the serialised responses and
+    `samples` decodes them (`decode_responses`): during a run the thread only
+    appends bytes. `start` returns once the target acknowledged the
+    subscription (its sync_response) and raises GnmiUnsupported if the target
+    does not serve the path, GnmiError if it cannot be reached; `stop` closes
+    our side of the stream, which ends it, and waits for what was in flight.
     """
 
     def __init__(
         self,
         address: str,
         ports: Mapping[str, int],
-        on_sample: Callable[[JobSample], None],
+        on_sample: Callable[[JobSample], None] | None = None,
         interval_s: float = TELEMETRY_MIN_SAMPLE_NS / 1e9,
         timeout: float = 5.0,
         tls: TlsSettings | None = None,
+        packed: bool = True,
     ) -> None:
         self.address = address
         self.ports = dict(ports)
         self.on_sample = on_sample
         self.interval_s = interval_s
         self.timeout = timeout
+        self.packed = packed
         self.lost = 0  # samples the target's ring overwrote before our stream read them
         self.error: str | None = None
+        self.responses: list[bytes] = []  # kept as they came, without `on_sample`
         if tls is None:
             self._channel = grpc.insecure_channel(address)
         else:
@@ -197,7 +281,7 @@ class TelemetryStream:
 
     def _requests(self) -> Iterator[Any]:
         sub = gnmi_pb2.Subscription(
-            path=telemetry_path(),
+            path=telemetry_path(self.packed),
             mode=gnmi_pb2.SAMPLE,
             sample_interval=round(self.interval_s * 1e9),
         )
@@ -211,8 +295,13 @@ class TelemetryStream:
         self._stop.wait()  # then our side closes: the target ends the stream
 
     def start(self) -> TelemetryStream:
-        stub = gnmi_pb2_grpc.gNMIStub(self._channel)
-        self._call = stub.Subscribe(self._requests(), wait_for_ready=True)
+        # The responses as bytes (no deserializer): parsed only when and where needed.
+        subscribe = self._channel.stream_stream(
+            SUBSCRIBE_METHOD,
+            request_serializer=gnmi_pb2.SubscribeRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        self._call = subscribe(self._requests(), wait_for_ready=True)
         self._thread = threading.Thread(target=self._read, name="telemetry-stream", daemon=True)
         self._thread.start()
         try:
@@ -227,20 +316,19 @@ class TelemetryStream:
     def _read(self) -> None:
         synced = False
         try:
-            for response in self._call:
-                if response.sync_response:
-                    synced = True
-                    self._ready.put(None)
+            for raw in self._call:
+                if not synced:  # nothing but the sync_response comes before it
+                    if gnmi_pb2.SubscribeResponse.FromString(raw).sync_response:
+                        synced = True
+                        self._ready.put(None)
                     continue
-                notice = response.update
-                sample = samples_from_notification(
-                    notice, self.ports, self.interval_s, self._meanings
-                )
-                if sample is None:
-                    self.lost += lost_in(notice)
+                if self.on_sample is None:
+                    self.responses.append(raw)
                     continue
-                self.lost += sample.lost
-                self.on_sample(sample)
+                got, lost = decode_responses([raw], self.ports, self.interval_s, self._meanings)
+                self.lost += lost
+                for sample in got:
+                    self.on_sample(sample)
         except grpc.RpcError as err:
             code = err.code()
             if code == grpc.StatusCode.CANCELLED and self._stop.is_set():
@@ -254,6 +342,13 @@ class TelemetryStream:
         finally:
             if not synced:
                 self._ready.put(GnmiError(f"the telemetry stream from {self.address} ended"))
+
+    def samples(self) -> list[JobSample]:
+        """The samples of the responses kept (after `stop`; counts their losses in `lost`)."""
+        got, lost = decode_responses(self.responses, self.ports, self.interval_s, self._meanings)
+        self.responses = []
+        self.lost += lost
+        return got
 
     def stop(self) -> None:
         self._stop.set()
@@ -387,13 +482,8 @@ class SampleCollector:
                 with GnmiReader(self.address, self.timeout_s, self.tls) as reader:
                     names = {i.name: i.port for i in reader.read() if i.port is not None}
                 self._stream = TelemetryStream(
-                    self.address,
-                    names,
-                    self.collected.samples.append,
-                    self.interval_s,
-                    self.timeout_s,
-                    self.tls,
-                ).start()
+                    self.address, names, None, self.interval_s, self.timeout_s, self.tls
+                ).start()  # decoded in `stop`, after the run
                 self.collected.source = "gnmi-stream"
                 return self
             except GnmiUnsupported as err:  # no stream here: counter reads
@@ -433,6 +523,7 @@ class SampleCollector:
         self._stop.set()
         if self._stream is not None:
             self._stream.stop()
+            self.collected.samples.extend(self._stream.samples())
             self.collected.lost = self._stream.lost
             self.collected.error = self._stream.error
         if self._thread is not None:

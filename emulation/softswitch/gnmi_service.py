@@ -40,6 +40,7 @@ from .gnmi_config import serve_set
 from .gnmi_telemetry import (
     TelemetrySource,
     check_interval,
+    check_packed,
     is_telemetry,
     stream_samples,
     telemetry_schema,
@@ -445,11 +446,12 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         for origin, elems in wanted:
             check_origin(origin)
             select(schema, elems)  # a bad name fails the RPC before any data
+        paths = [elems for _, elems in wanted]
+        check_packed(paths, encoding)  # a mixed or JSON_IETF packed one fails here
         interval = min(check_interval(s.sample_interval) for s in sub_list.subscription)
         reader = SampleReader(ring)  # from the next sample: the client is told it is in place
         yield gnmi_pb2.SubscribeResponse(sync_response=True)
         ended = _client_gone(request_iterator, context)
-        paths = [elems for _, elems in wanted]
         for notice in stream_samples(
             reader, self.telemetry.names, paths, interval, encoding, sub_list.prefix,
             ended, context.is_active,

@@ -11,6 +11,14 @@ falls a ring behind (2.56 s) loses samples, and the next notification's
 `samples-lost` leaf says how many (their counts are in that notification:
 `intervals` says how many 10 ms intervals it covers, so no byte is lost).
 
+A subscription to `/cassini/telemetry/packed` gets the same samples in one
+notification each with two bytes leaves instead of a leaf per count
+(`packed_notification`, our choice): the per-leaf form of a busy testbed
+sample is about 150 updates, which cost its reader more than the switch
+takes to make them (the stream then lost samples); the packed form is five
+updates made and read with numpy. The layout is `controlplane.job_samples`'s
+(`PACKED_CELL_COLUMNS`), which reads it.
+
 Pure: `telemetry_tree` (one sample as a gNMI tree), `telemetry_schema` (every
 port and class, to check a path before any data). `stream_samples` is the
 loop a Subscribe handler runs.
@@ -35,6 +43,7 @@ from controlplane.gnmi import (
     TELEMETRY_MIN_SAMPLE_NS,
     TELEMETRY_ROOT,
 )
+from controlplane.job_samples import PACKED, PACKED_CELLS, PACKED_DEPTHS
 from topologies.port_names import port_name
 
 from .gnmi_tree import (
@@ -70,9 +79,14 @@ def _job_entry(values: Sequence[int], zeros: bool = False) -> dict[str, Any]:
     return {"state": {k: v for k, v in zip(JOB_LEAVES, values, strict=True) if v or zeros}}
 
 
-def _wrap(state: Mapping[str, int], ports: Mapping[str, Any]) -> dict[str, Any]:
+def _wrap(
+    state: Mapping[str, int], ports: Mapping[str, Any], packed: bool = False
+) -> dict[str, Any]:
     root, container = TELEMETRY_ROOT
-    return {root: {container: {"state": dict(state), "port": Keyed("name", ports)}}}
+    tree: dict[str, Any] = {"state": dict(state), "port": Keyed("name", ports)}
+    if packed:  # only in the schema: a path to /packed is checked against it
+        tree[PACKED] = {PACKED_CELLS: 0, PACKED_DEPTHS: 0}
+    return {root: {container: tree}}
 
 
 def telemetry_tree(sample: Sample, names: Mapping[int, str], lost: int) -> dict[str, Any]:
@@ -107,7 +121,7 @@ def telemetry_schema(ports: Sequence[int], names: Mapping[int, str]) -> dict[str
     """The tree with every port and class (zeros): what a path is checked against."""
     jobs = {str(c): _job_entry((0,) * len(JOB_LEAVES), zeros=True) for c in range(JOB_CLASSES)}
     entries = {port_name(p, names): _port_entry(0, jobs, zeros=True) for p in ports}
-    return _wrap(dict.fromkeys(SAMPLE_LEAVES, 0), entries)
+    return _wrap(dict.fromkeys(SAMPLE_LEAVES, 0), entries, packed=True)
 
 
 def check_interval(interval_ns: int) -> int:
@@ -132,6 +146,32 @@ def _state_matches(tree: Mapping[str, Any]) -> list[Match]:
     state = tree[root][container]["state"]
     path = ((root, ()), (container, ()), ("state", ()))
     return [Match((*path, (leaf, ())), state[leaf]) for leaf in SAMPLE_LEAVES]
+
+
+def is_packed(elems: Sequence[Any]) -> bool:
+    """Does a path ask for the packed form (/cassini/telemetry/packed or a leaf of it)?"""
+    return len(elems) >= 3 and bare_name(elems[2].name) == PACKED
+
+
+def check_packed(paths: Sequence[Sequence[Any]], encoding: int) -> bool:
+    """Is a subscription's list of paths the packed form (then alone and as typed scalars,
+    `encoding` being what the service answers with: its leaves are bytes, one form per
+    stream)? INVALID_ARGUMENT if not."""
+    packed = [is_packed(elems) for elems in paths]
+    if not any(packed):
+        return False
+    if not all(packed):
+        raise PathError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"/cassini/telemetry/{PACKED} is served in a subscription list of its own",
+        )
+    if encoding != gnmi_pb2.PROTO:
+        raise PathError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"/cassini/telemetry/{PACKED} is served as typed scalars only (PROTO or JSON: "
+            "its leaves are bytes), not in JSON_IETF",
+        )
+    return True
 
 
 def whole_tree(paths: Sequence[Sequence[Any]]) -> bool:
@@ -166,6 +206,7 @@ _UPDATE = _tag(gnmi_pb2.Notification, "update", 2)
 _PATH = _tag(gnmi_pb2.Update, "path", 2)
 _VAL = _tag(gnmi_pb2.Update, "val", 2)
 _UINT = _tag(gnmi_pb2.TypedValue, "uint_val", 0)
+_BYTES = _tag(gnmi_pb2.TypedValue, "bytes_val", 2)
 
 
 def _field(tag: bytes, payload: bytes) -> bytes:
@@ -237,6 +278,65 @@ def fast_notification(
     return gnmi_pb2.Notification.FromString(b"".join(parts))
 
 
+def _serialised_path(elems: Sequence[Elem]) -> bytes:
+    """An Update's path field, serialised."""
+    message = gnmi_pb2.Path()
+    set_path(message, elems)
+    return _field(_PATH, message.SerializeToString())
+
+
+def packed_paths() -> tuple[bytes, ...]:
+    """The serialised paths of a packed notification's leaves: the state leaves, cells,
+    depths."""
+    root: tuple[Elem, ...] = tuple((name, ()) for name in TELEMETRY_ROOT)
+    state = [(*root, ("state", ()), (leaf, ())) for leaf in SAMPLE_LEAVES]
+    packed = [(*root, (PACKED, ()), (leaf, ())) for leaf in (PACKED_CELLS, PACKED_DEPTHS)]
+    return tuple(_serialised_path(elems) for elems in (*state, *packed))
+
+
+def packed_bytes(sample: Sample) -> tuple[bytes, bytes]:
+    """The two packed leaves of a sample: little-endian int64 rows of (port, class,
+    packets, bytes, CE-marked packets) per (port, class) that sent, and of (port,
+    deepest queue in cells) per port that queued.
+
+    >>> import numpy as np
+    >>> z = np.zeros((2, JOB_CLASSES), dtype=np.int64)
+    >>> p, b = z.copy(), z.copy(); p[1, 2], b[1, 2] = 3, 4500
+    >>> cells, depths = packed_bytes(Sample(7, 1.0, 2.0, 1, (5, 6), p, b, z, np.array([0, 4])))
+    >>> np.frombuffer(cells, "<i8").tolist(), np.frombuffer(depths, "<i8").tolist()
+    ([6, 2, 3, 4500, 0], [6, 4])
+    """
+    ports = np.asarray(sample.ports, dtype=np.int64)
+    rows, classes = np.nonzero(sample.packets)
+    cells = np.stack(
+        (
+            ports[rows],
+            classes,
+            sample.packets[rows, classes],
+            sample.bytes[rows, classes],
+            sample.ce_marks[rows, classes],
+        ),
+        axis=1,
+    )
+    queued = np.flatnonzero(sample.max_depth_cells)
+    depths = np.stack((ports[queued], sample.max_depth_cells[queued]), axis=1)
+    return cells.astype("<i8").tobytes(), depths.astype("<i8").tobytes()
+
+
+def packed_notification(sample: Sample, lost: int, prefix: Any, paths: tuple[bytes, ...]) -> Any:
+    """The notification of one sample in the packed form (`paths`: `packed_paths()`,
+    made once per subscription): the state leaves, then the cells and depths leaves."""
+    parts = [_TIMESTAMP + _varint(round(sample.wall_s * 1e9))]
+    if prefix is not None and (prefix.target or prefix.origin):
+        head = gnmi_pb2.Path(target=prefix.target, origin=prefix.origin)
+        parts.append(_field(_PREFIX, head.SerializeToString()))
+    for path, value in zip(paths, (sample.number, sample.intervals, lost), strict=False):
+        parts.append(_field(_UPDATE, path + _field(_VAL, _UINT + _varint(int(value)))))
+    for path, blob in zip(paths[len(SAMPLE_LEAVES) :], packed_bytes(sample), strict=True):
+        parts.append(_field(_UPDATE, path + _field(_VAL, _field(_BYTES, blob))))
+    return gnmi_pb2.Notification.FromString(b"".join(parts))
+
+
 def sample_notification(
     sample: Sample,
     names: Mapping[int, str],
@@ -274,6 +374,7 @@ def stream_samples(
     this generator at its `yield`, never the packet loop, which goes on
     overwriting the ring; the reader then finds samples gone and says so.
     """
+    packed = packed_paths() if check_packed(paths, encoding) else None
     fast = encoding == gnmi_pb2.PROTO and whole_tree(paths)
     cache: dict[Any, tuple[bytes, ...]] = {}  # serialised leaf paths of this subscription
     due = time.monotonic_ns()
@@ -286,7 +387,9 @@ def stream_samples(
         got = reader.read()
         lost = got.lost
         for sample in got.samples:
-            if fast:
+            if packed is not None:
+                yield packed_notification(sample, lost, prefix, packed)
+            elif fast:
                 yield fast_notification(sample, names, lost, prefix, cache)
             else:
                 yield sample_notification(sample, names, lost, paths, encoding, prefix)
