@@ -1,7 +1,7 @@
 """`--scale auto`: S chosen from this machine's cached calibration, recorded with its reason.
 
-The cache is a test folder holding constants chosen so the switch binds at
-S = 0.001 for this plan (the machine's own calibration is not needed and
+The cache is a test folder holding constants chosen so the switch's bursts
+bind at S = 0.001 for this plan (the machine's own calibration is not needed and
 not touched); the run itself is two 2-worker ResNet50 jobs for a few
 iterations on `leaf-spine:2:1:2`.
 """
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from emulation import capacity_calibration as cal
-from emulation.capacity import HEADROOM, CostConstants, largest_scale, plan_load
+from emulation.capacity import BURST_CORES, HEADROOM, CostConstants, largest_scale, plan_load
 from emulation.emulate.fidelity import FidelityLimits
 from emulation.emulate.runner import EmulateSettings, emulate, make_plan
 from scheduler.traces import TraceJob, write_trace
@@ -37,14 +37,14 @@ def _settings(tmp_path: Path, prefix: str) -> EmulateSettings:
 
 
 def _cache(tmp_path: Path, settings: EmulateSettings, switch_base: float = 0.1) -> CostConstants:
-    """Constants whose switch limit binds at exactly `WANTED` for the plan's load."""
+    """Constants whose switch-burst limit binds at exactly `WANTED` for the plan's load."""
     topo = load_topology(TOPOLOGY)
     plan = make_plan(settings, topo)
     load = plan_load([d for p in plan.plans for d in p.decisions], topo)
-    room = HEADROOM * FidelityLimits().switch_cpu - switch_base
+    room = HEADROOM * BURST_CORES - switch_base
     constants = CostConstants(
         switch_base_cores=switch_base,
-        switch_cores_per_kpps=room / (WANTED * load.passes_per_s / 1e3),
+        switch_cores_per_kpps=room / (WANTED * load.peak_passes_per_s / 1e3),
         replica_base_cores=0.0,
         replica_cores_per_gbps=0.0,
         harness_cores=0.0,
@@ -68,15 +68,16 @@ def test_scale_auto_chooses_from_the_cache_and_says_why(
     record = summary["settings"]["scale_choice"]
     assert summary["settings"]["scale"] == pytest.approx(WANTED)  # the fabric ran at it
     assert record["scale"] == pytest.approx(WANTED)
-    assert record["bound_by"] == "switch CPU"
+    assert record["bound_by"] == "switch bursts"
     assert record["calibrated_now"] is False
     assert record["constants"]["switch_cores_per_kpps"] == pytest.approx(
         constants.switch_cores_per_kpps
     )
-    predicted = record["predicted_cpu"]["switch_cores"]
-    assert predicted == pytest.approx(HEADROOM * FidelityLimits().switch_cpu, rel=1e-3)
+    predicted = record["predicted_cpu"]["switch_cores"]  # the mean, under its own limit
+    assert predicted < HEADROOM * FidelityLimits().switch_cpu
+    assert record["limits"]["switch_burst_cores"] == pytest.approx(HEADROOM * BURST_CORES)
     assert any(line.startswith("--scale auto: S = 0.001") for line in said), said
-    assert "bound by switch CPU" in record["reason"]
+    assert "bound by switch bursts" in record["reason"]
     assert summary["schedulers"]["themis"]["jobs"]  # the jobs ran at the chosen S
 
 
@@ -116,7 +117,7 @@ def test_capacity_command_answers_from_the_cache(
     doc = json.loads(capsys.readouterr().out)
     topo = load_topology(TOPOLOGY)
     expected = largest_scale(constants, load_of(topo, fill_jobs(topo)))
-    assert doc["scale"] == expected.scale and doc["bound_by"] == "switch CPU"
+    assert doc["scale"] == expected.scale and doc["bound_by"] == expected.bound_by
     assert doc["calibrated_now"] is False
     assert main(["capacity", "-t", TOPOLOGY, "--headroom", "2"]) == 2  # one line, no traceback
     assert "--headroom" in capsys.readouterr().err
