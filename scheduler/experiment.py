@@ -25,6 +25,7 @@ from topologies.model import Topology
 from .baselines.base import Allocation, ClusterView, ProfileBook
 from .baselines.registry import CASSINI_BASE, make_scheduler
 from .profiles import ModelSpec
+from .sharing_model import IDENTITY, SharingModel
 from .simulator import SimResult, SimSettings, simulate
 from .traces import TraceJob
 from .traffic import JobRouter
@@ -167,6 +168,7 @@ def run_experiment(
     trace_kind: str = "file",
     on_decision: Callable[[str, float, ClusterView, Allocation], None] | None = None,
     policy: str = "none",
+    sharing: SharingModel | None = None,
 ) -> Experiment:
     """Simulate every scheduler on the same trace and topology (sequentially).
 
@@ -178,7 +180,8 @@ def run_experiment(
     figures for that kind of trace. `on_decision(scheduler, now_s, view,
     allocation)` sees every decision (`scheduler.decisions` records them).
     `policy` (a `scheduler.policies` name) is the network side every scheduler runs
-    under: its flows' priority classes at each decision.
+    under: its flows' priority classes at each decision. `sharing`
+    (`scheduler.sharing_model`) replaces ideal max-min on shared links; None is ideal.
     """
     from scheduler.policies import make_policy, parse_policy
 
@@ -217,6 +220,7 @@ def run_experiment(
             book=book,
             on_decision=seen,
             policy=None if policy == "none" else make_policy(policy),
+            sharing=sharing or IDENTITY,
         )
         results[name] = res
         summaries.append(summarise(res, time.perf_counter() - t0))
@@ -230,6 +234,7 @@ def run_experiment(
         "seed": seed,
         "candidates": candidates,
         "policy": policy,
+        **({"sharing": sharing.describe()} if sharing and not sharing.identity else {}),
         "models": models_label,
         "simulator": dict(settings.__dict__),
         "harness": importlib.metadata.version("cassini-harness"),

@@ -233,6 +233,29 @@ def _add_links(
 
 
 @compiled
+def _shared_capacity(
+    lk: int, want: Floats, cap: Floats, factor: Floats, al_ptr: Ints, al_flow: Ints,
+    flow_job: Ints,
+) -> float:  # fmt: skip
+    """Link lk's capacity under the sharing model: cap x factor(jobs sending on it).
+
+    A link's flows are listed in flow order and a job's flows are contiguous,
+    so the jobs are counted where the job number changes.
+    """
+    last = factor.size - 1
+    if last == 0:
+        return cap[lk] * factor[0]
+    jobs = 0
+    prev = -1
+    for x in range(al_ptr[lk], al_ptr[lk + 1]):
+        f = al_flow[x]
+        if want[f] > 0 and flow_job[f] != prev:
+            jobs += 1
+            prev = flow_job[f]
+    return cap[lk] * factor[min(jobs, last)]
+
+
+@compiled
 def _resolve(
     clock: float, full: bool, want: Floats, prev_want: Floats, rates: Floats,
     flow_job: Ints, flow_lo: Ints, flow_hi: Ints,
@@ -241,8 +264,13 @@ def _resolve(
     cap: Floats, bind: Bools, tight: Bools, offered: Floats, per_ms: Floats,
     link_t: Floats, tot: Floats, buckets: Floats, b0: int, width: float,
     marked_rate: Floats, job_marked: Floats, job_t: Floats, flow_class: Ints,
+    factor: Floats, ecap: Floats,
 ) -> None:  # fmt: skip
     """Re-solve max-min after flows' demands changed, and update the link counters.
+
+    Links offer their capacity under the sharing model (`ecap`, kept per link:
+    `scheduler.sharing_model`); it changes only with the jobs sending on a
+    link, so only on the links a changed flow crosses, where it is recomputed.
 
     Max-min splits into independent groups of flows joined by tight links; a
     group with no changed flow, through links tight before or after the
@@ -267,7 +295,8 @@ def _resolve(
         for x in range(al_ptr[lk], al_ptr[lk + 1]):
             total += want[al_flow[x]]
         offered[lk] = total
-        new_tight[i] = bind[lk] and tight_link(total, cap[lk])
+        ecap[lk] = _shared_capacity(lk, want, cap, factor, al_ptr, al_flow, flow_job)
+        new_tight[i] = bind[lk] and tight_link(total, ecap[lk])
         tight[lk] = tight[lk] or new_tight[i]  # tight before or after, for the search
     if full:
         group = want > 0
@@ -277,7 +306,7 @@ def _resolve(
         group = _group_of(changed, tight, live, bf_ptr, bf_link, bl_ptr, bl_flow)
     for i in range(n_changed_links):
         tight[links[i]] = new_tight[i]
-    _solve(group, want, rates, bf_ptr, bf_link, cap, flow_class)
+    _solve(group, want, rates, bf_ptr, bf_link, ecap, flow_class)
     prev_want[:] = want
     # carried traffic and congestion of every link a group flow crosses
     job_seen = np.full(n_jobs, full, dtype=np.bool_)  # full: after a rewind, redo every job
@@ -292,10 +321,10 @@ def _resolve(
         for x in range(al_ptr[lk], al_ptr[lk + 1]):
             carried += rates[al_flow[x]]
         was_over = per_ms[1, lk] > 0
-        over = offered[lk] > cap[lk] * (1 + OVER)
+        over = offered[lk] > ecap[lk] * (1 + OVER)
         per_ms[0, lk] = carried
         per_ms[1, lk] = 1.0 if over else 0.0
-        per_ms[2, lk] = max(offered[lk] - cap[lk], 0.0)
+        per_ms[2, lk] = max(offered[lk] - ecap[lk], 0.0)
         if over != was_over:
             for x in range(al_ptr[lk], al_ptr[lk + 1]):
                 job_seen[flow_job[al_flow[x]]] = True
@@ -336,7 +365,7 @@ def run_events(
     # per link
     cap: Floats, bind: Bools, tight: Bools, offered: Floats, per_ms: Floats, link_t: Floats,
     tot: Floats, buckets: Floats, b0: int, width: float,
-    job_t: Floats, ended: Ints, flow_class: Ints,
+    job_t: Floats, ended: Ints, flow_class: Ints, factor: Floats, ecap: Floats,
 ) -> tuple[int, float, bool, bool, bool, bool, float, float, float, int]:  # fmt: skip
     """Advance to `limit` or to the first event in which a job ends an iteration.
 
@@ -361,7 +390,7 @@ def run_events(
                     clock, full, want, prev_want, rates, flow_job, flow_lo, flow_hi,
                     ent_ptr, ent_link, al_ptr, al_flow, bf_ptr, bf_link, bl_ptr, bl_flow,
                     cap, bind, tight, offered, per_ms, link_t, tot, buckets, b0, width,
-                    marked_rate, job_marked, job_t, flow_class,
+                    marked_rate, job_marked, job_t, flow_class, factor, ecap,
                 )  # fmt: skip
             dirty = False
             # -- absolute finish times of the sending flows at their current rates

@@ -21,6 +21,10 @@ from .common import (
 from .profile_cmds import PROFILES_HELP
 
 DEFAULT_SCHEDULERS = "themis,th+cassini,pollux,po+cassini,random,ideal"
+SHARING_HELP = (
+    "sharing model JSON (`cassini profile --sharing-out`): a link n jobs share offers "
+    "capacity x the measured factor(n) instead of ideal max-min"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="placements per decision for Cassini (default 10)",
     )
     sim.add_argument("--profiles", metavar="FILE", help=PROFILES_HELP)
+    sim.add_argument("--sharing", metavar="FILE", help=SHARING_HELP)
     sim.add_argument("--exact", action="store_true", help="no steady-state fast-forward (slower)")
     sim.add_argument(
         "--drift",
@@ -135,6 +140,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from scheduler.policies import parse_policy
     from scheduler.profiles import load_models, with_measured_profiles
     from scheduler.report import format_ratio, write_outputs
+    from scheduler.sharing_model import load_sharing_model
     from scheduler.simulator import SimSettings
     from scheduler.traces import TRACE_KINDS, check_fits, resolve_trace
     from topologies.library import load_topology
@@ -144,6 +150,7 @@ def _simulate(args: argparse.Namespace) -> int:
     policy = parse_policy(args.policy)
     topo = load_topology(args.topology)
     models = with_measured_profiles(load_models(args.models), args.profiles)
+    sharing = load_sharing_model(args.sharing)
     jobs, label = resolve_trace(
         args.trace, topo.total_gpus(), args.jobs, args.load, args.seed, models
     )
@@ -162,6 +169,7 @@ def _simulate(args: argparse.Namespace) -> int:
         models_label=args.models or "built-in",
         trace_kind=args.trace if args.trace in TRACE_KINDS else "file",
         policy=policy,
+        sharing=sharing,
     )
     out = check_output(args.out, "folder", args.force)  # a bad --out is one line, first
     nothing = f"{out} not written" + (" (the old folder is kept)" if out.exists() else "")

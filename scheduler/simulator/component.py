@@ -34,6 +34,7 @@ from ..fluid_events import TOL_MS as _TOL_MS
 from ..fluid_events import UP as _UP
 from ..fluid_events import WAIT as _WAIT
 from ..fluid_events import begin_phase, flush_all, log_segment, retime, run_events
+from ..sharing_model import IDENTITY, SharingModel
 from ..traffic import nic_shares
 from .fastforward import (
     Window,
@@ -84,6 +85,7 @@ class Component:
         clock: float,
         stats: LinkStats,
         dedicated: bool,
+        sharing: SharingModel = IDENTITY,
     ) -> None:
         self.settings = settings
         self.members = members
@@ -127,7 +129,10 @@ class Component:
         offered_peak = np.bincount(
             self.ent_link, weights=flow_peak[self.ent_flow], minlength=len(self.cap)
         )
-        self.bind = offered_peak > self.cap * (1 + 1e-9)
+        # the sharing model's factor by jobs sending on a link (`scheduler.sharing_model`)
+        self.factor = sharing.table()
+        self.ecap = self.cap.copy()  # each link's capacity under it, as last solved
+        self.bind = offered_peak > self.cap * sharing.lowest() * (1 + 1e-9)
         bound = self.bind[self.ent_link]
         bind_flow, bind_link = self.ent_flow[bound], self.ent_link[bound]
         self.bf_link = bind_link
@@ -382,7 +387,7 @@ class Component:
                 self.bf_ptr, self.bf_link, self.bl_ptr, self.bl_flow,
                 self.cap, self.bind, self.tight, self.offered, self.per_ms, self.link_t,
                 self.tot, self.buckets, self.b0, self.bucket_width,
-                self.job_t, self.ended, self.flow_class,
+                self.job_t, self.ended, self.flow_class, self.factor, self.ecap,
             )  # fmt: skip
             self.events += events
             if n_ended:

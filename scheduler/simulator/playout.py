@@ -20,6 +20,7 @@ from ..fluid_events import DONE as _DONE
 from ..fluid_events import TOL_MS as _TOL_MS
 from ..fluid_events import WAIT as _WAIT
 from ..policies.base import NetworkPolicy, flow_classes
+from ..sharing_model import IDENTITY, SharingModel
 from ..timeshare import SharedGroup, share, slots_in_use
 from ..traces import TraceJob, check_fits
 from ..traffic import JobRouter
@@ -50,6 +51,7 @@ class _Run:
         book: ProfileBook | None = None,
         on_decision: DecisionHook | None = None,
         policy: NetworkPolicy | None = None,
+        sharing: SharingModel = IDENTITY,
     ) -> None:
         check_fits(trace, topology.total_gpus())
         self.trace = sorted(trace, key=lambda j: (j.arrival_s, j.name))
@@ -68,6 +70,7 @@ class _Run:
         # other down, so only they join jobs into one component: elsewhere the
         # max-min allocation never binds and jobs are independent exactly.
         self.peak_load = np.zeros(len(self.links))
+        self.link_sharing = sharing  # capacity under load (`scheduler.sharing_model`)
         self.on_event = on_event
         self.progress = progress
         self.on_decision = on_decision
@@ -211,7 +214,7 @@ class _Run:
         np.add.at(self.peak_load, run.load_links, run.load_gbps)
 
     def coupling(self) -> npt.NDArray[np.bool_]:
-        return self.peak_load > self.capacity * (1 + 1e-9)
+        return self.peak_load > self.capacity * self.link_sharing.lowest() * (1 + 1e-9)
 
     def live_sharing(self) -> tuple[tuple[str, ...], ...]:
         """The sharing groups as applied, restricted to jobs still placed (two or more)."""
@@ -397,8 +400,9 @@ class _Run:
             )
         for group in self._groups(members):
             comp = Component(
-                group, self.capacity, self.settings, now, self.stats, self.scheduler.dedicated
-            )
+                group, self.capacity, self.settings, now, self.stats,
+                self.scheduler.dedicated, self.link_sharing,
+            )  # fmt: skip
             comp.take_snapshot()
             self.comps.append(comp)
 
@@ -567,11 +571,13 @@ def simulate(
     book: ProfileBook | None = None,
     on_decision: DecisionHook | None = None,
     policy: NetworkPolicy | None = None,
+    sharing: SharingModel = IDENTITY,
 ) -> SimResult:
     """Run `trace` on `topology` under `scheduler`; deterministic for a given seed.
 
     `policy` (`scheduler.policies`) gives flows strict-priority classes at
     every decision; without one every flow shares max-min, as before.
+    `sharing` (`scheduler.sharing_model`): a link n jobs share offers capacity x factor(n).
 
     `on_event(now_s, slots_used, gpus)` is called after every scheduler
     decision (tests use it to check capacity at every event);
@@ -588,5 +594,6 @@ def simulate(
         book,
         on_decision,
         policy,
+        sharing,
     )
     return run.execute()
