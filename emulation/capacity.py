@@ -21,12 +21,17 @@ A job's traffic is its profile's mean over an iteration (each worker sends
 `sum(duration x gbps) / iteration_ms` to each ring neighbour, split as
 `scheduler.traffic.nic_shares` splits it), routed by `topologies.routing`
 as the switch routes it. Every rate scales with S, so each cost is
-`base + slope x S` and the largest S is the smallest of the three
-constraints solved for S, each kept under `HEADROOM` of the fidelity
-monitor's own limit (`emulation.emulate.fidelity.FidelityLimits`): the
-switch's share of one core, and the machine's busy fraction of all cores.
-The replicas have no limit of their own in the monitor; they count in the
-machine's.
+`base + slope x S` and the largest S is the smallest of three constraints
+solved for S, each kept under `HEADROOM` of its limit: the fidelity
+monitor's own (`emulation.emulate.fidelity.FidelityLimits`) for the
+switch's mean share of one core and the machine's busy fraction of all
+cores (less the machine's other work, when the caller measured it), and a
+whole core (`BURST_CORES`) for the switch while every job is in its busiest
+phase at once, each link capped at its capacity (the frame-lateness
+witness fails on bursts the mean hides). The replicas have no limit of
+their own in the monitor; they count in the machine's. The model predicts
+CPU, not lateness: the host witnesses (replicas woken late) depend on the
+machine's other work too, which only the machine's limit reflects.
 
 >>> c = CostConstants(switch_base_cores=0.1, switch_cores_per_kpps=0.02,
 ...                   replica_base_cores=0.01, replica_cores_per_gbps=2.0,
