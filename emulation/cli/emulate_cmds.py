@@ -40,6 +40,7 @@ from .poll_flags import (
 )
 from .profile_cmds import DEFAULT_ITERATIONS as PROFILE_ITERATIONS
 from .profile_cmds import PROFILES_HELP
+from .simulate_cmds import SHARING_HELP
 
 if TYPE_CHECKING:
     from emulation.emulate.report import Report
@@ -99,6 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="profile the trace's models alone on the fabric first (`cassini profile`; "
         "DIR/profiles.json) and plan with those profiles",
     )
+    emu.add_argument("--sharing", metavar="FILE", help=SHARING_HELP)
     emu.add_argument(
         "--schedulers",
         default=DEFAULT_SCHEDULERS,
@@ -173,6 +175,7 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
         transport=args.transport,
         policy=fabric_policy(args.policy, args.transport),
         profiles=args.profiles,
+        sharing=args.sharing,
     )
     # checked before anything is built, and recorded as the runner reads them
     return dataclasses.replace(settings, schedulers=tuple(scheduler_names(settings)))
@@ -192,9 +195,9 @@ def _emulate(args: argparse.Namespace) -> int:
         # progress goes to stderr: a bar on a terminal, else a line every few seconds
         if args.json or not sys.stderr.isatty():
             lines = None if args.json else ProgressLines()
-            report, stopped = emulate(settings, stage, lines, say=_to_stderr)
+            report, stopped = emulate(settings, stage, lines, say=_to_stderr, final_dir=out)
         else:
-            report, stopped = _with_bar(settings, stage)
+            report, stopped = _with_bar(settings, stage, out)
     if args.json:
         print((out / "summary.json").read_text(), end="")
     else:
@@ -260,7 +263,7 @@ class ProgressLines:
         )
 
 
-def _with_bar(settings: EmulateSettings, out: Path) -> tuple[Report, str | None]:
+def _with_bar(settings: EmulateSettings, out: Path, final: Path) -> tuple[Report, str | None]:
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -295,7 +298,7 @@ def _with_bar(settings: EmulateSettings, out: Path) -> tuple[Report, str | None]
                     marks=live.marks_per_s,
                 )
 
-        return emulate(settings, out, on_progress, say=bar.console.print)
+        return emulate(settings, out, on_progress, say=bar.console.print, final_dir=final)
 
 
 def _trust(s: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ from scheduler.baselines.registry import CASSINI_BASE
 from scheduler.decisions import Decision, DecisionLog
 from scheduler.experiment import Experiment, run_experiment, speedups, summarise
 from scheduler.profiles import ModelSpec
+from scheduler.sharing_model import IDENTITY, SharingModel
 from scheduler.simulator import SimSettings
 from scheduler.traces import TraceJob
 from scheduler.traffic import JobRouter
@@ -109,10 +110,11 @@ def plan_trace(
     models: Mapping[str, ModelSpec] | None = None,
     label: str = "",
     given: GivenScheduler | None = None,
+    sharing: SharingModel | None = None,
 ) -> TracePlan:
     """Each scheduler's decisions for `trace` run for `iterations` iterations (one count or
     per job), simulated; on the `given` schedule's placement when there is one (module
-    docstring)."""
+    docstring); `sharing` the simulator's link sharing (`scheduler.sharing_model`)."""
     jobs = emulated_trace(trace, iterations)
     log = DecisionLog()
     if given is None:
@@ -125,9 +127,12 @@ def plan_trace(
             trace_label=label,
             models=models,
             on_decision=log,
+            sharing=sharing,
         )
     else:
-        experiment = _experiment_on(jobs, topology, schedulers, given, seed, models, log)
+        experiment = _experiment_on(
+            jobs, topology, schedulers, given, seed, models, log, sharing or IDENTITY
+        )
     summaries = {s.name: s for s in experiment.summaries}
     plans = []
     for name in schedulers:
@@ -173,6 +178,7 @@ def _experiment_on(
     seed: int,
     models: Mapping[str, ModelSpec] | None,
     log: DecisionLog,
+    sharing: SharingModel,
 ) -> Experiment:
     """`run_experiment`'s results for the schedulers of `on_schedule`."""
     from scheduler.simulator import simulate
@@ -189,6 +195,7 @@ def _experiment_on(
             router,
             book=book,
             on_decision=partial(log, name),
+            sharing=sharing,
         )
         results[name] = result
         summaries.append(summarise(result))

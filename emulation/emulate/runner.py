@@ -100,6 +100,9 @@ class EmulateSettings:
     # Measured profiles (`cassini profile`): the schedulers and the simulator plan with
     # them; the replicas still run the models' own workload
     profiles: str | None = None
+    # Measured link sharing (`cassini profile --sharing-out`): the simulator's links
+    # shared by n jobs offer capacity x factor(n) (`scheduler.sharing_model`)
+    sharing: str | None = None
     # --scale auto: `scale` is replaced by the largest S this machine's calibration
     # predicts the plan's heaviest placement runs trustworthily at (`emulation.capacity`)
     scale_auto: bool = False
@@ -121,6 +124,7 @@ class Live:
 def make_plan(settings: EmulateSettings, topo: Topology) -> TracePlan:
     """Resolve the trace and let every scheduler decide on it (no fabric yet)."""
     from scheduler.profiles import load_models, with_measured_profiles
+    from scheduler.sharing_model import load_sharing_model
     from scheduler.traces import check_fits, resolve_trace
 
     names = scheduler_names(settings)
@@ -140,7 +144,8 @@ def make_plan(settings: EmulateSettings, topo: Topology) -> TracePlan:
     if settings.duration_s is not None:
         iterations = iterations_in(trace, settings.duration_s, topo.nic_gbps(), models)
     given = None if settings.schedule is None else given_schedule(settings.schedule, trace, topo)
-    return plan_trace(trace, topo, names, iterations, settings.seed, models, label, given)
+    sharing = load_sharing_model(settings.sharing)
+    return plan_trace(trace, topo, names, iterations, settings.seed, models, label, given, sharing)
 
 
 def scheduler_names(settings: EmulateSettings) -> list[str]:
@@ -384,11 +389,13 @@ def emulate(
     out_dir: str | Path,
     on_progress: Callable[[Live], None] | None = None,
     say: Callable[[str], None] | None = None,
+    final_dir: str | Path | None = None,
 ) -> tuple[Report, str | None]:
     """Plan, run every scheduler on one fabric, report; returns the report and why it stopped
     early (a signal's name) or None. The report is written in every case: a switch that
     dies ends the run with a partial report whose settings name the failure
-    (`failed`), the fabric torn down."""
+    (`failed`), the fabric torn down. `final_dir`: where a staged `out_dir` goes once
+    written; files inside it are recorded at their final paths."""
     from emulation.signals import SignalExit, signals_raise
     from scheduler.profiles import load_models
     from topologies.library import load_topology
@@ -435,6 +442,9 @@ def emulate(
     except KeyboardInterrupt:
         stopped = "SIGINT"
     record = run_settings_record(settings, plan, fabric_ref[0])
+    if final_dir is not None:
+        for key in ("profiles", "sharing"):
+            record[key] = moved_path(record[key], out, Path(final_dir))
     record["wall_s"] = round(time.monotonic() - began, 1)
     record["all_schedulers_ran"] = (
         stopped is None and failed is None and len(runs) == len(plan.plans)
@@ -444,6 +454,17 @@ def emulate(
     if scale_choice is not None:
         record["scale_choice"] = scale_choice
     return write_report(runs, record, out), stopped
+
+
+def moved_path(path: str | None, stage: Path, final: Path) -> str | None:
+    """`path` once the folder `stage` is renamed `final` (unchanged outside it).
+
+    >>> moved_path("res/.demo.partial-1/profiles.json", Path("res/.demo.partial-1"), Path("res/demo"))
+    'res/demo/profiles.json'
+    """
+    if path is None or not Path(path).is_relative_to(stage):
+        return path
+    return str(final / Path(path).relative_to(stage))
 
 
 def plan_names(plan: TracePlan) -> list[str]:
