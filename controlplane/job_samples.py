@@ -62,6 +62,9 @@ PACKED_DEPTHS = "depths"
 PACKED_CELL_COLUMNS = ("port", "class", "packets", "bytes", "ce-marks")
 PACKED_DEPTH_COLUMNS = ("port", "max-queue-depth-cells")
 SUBSCRIBE_METHOD = "/gnmi.gNMI/Subscribe"
+# (our choice) The collector's stream has the switch look in its ring every 100 ms: the
+# same 10 ms samples, ten per look, a tenth of the service's wake-ups; its ring holds 2.56 s.
+STREAM_LOOK_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -257,6 +260,7 @@ class TelemetryStream:
         timeout: float = 5.0,
         tls: TlsSettings | None = None,
         packed: bool = True,
+        look_s: float | None = None,
     ) -> None:
         self.address = address
         self.ports = dict(ports)
@@ -264,6 +268,9 @@ class TelemetryStream:
         self.interval_s = interval_s
         self.timeout = timeout
         self.packed = packed
+        # How often the target looks in its ring (the subscription's sample_interval):
+        # None, every sample; longer sends the same samples, several per look.
+        self.look_s = look_s
         self.lost = 0  # samples the target's ring overwrote before our stream read them
         self.error: str | None = None
         self.responses: list[bytes] = []  # kept as they came, without `on_sample`
@@ -283,7 +290,7 @@ class TelemetryStream:
         sub = gnmi_pb2.Subscription(
             path=telemetry_path(self.packed),
             mode=gnmi_pb2.SAMPLE,
-            sample_interval=round(self.interval_s * 1e9),
+            sample_interval=round((self.look_s or self.interval_s) * 1e9),
         )
         yield gnmi_pb2.SubscribeRequest(
             subscribe=gnmi_pb2.SubscriptionList(
@@ -482,7 +489,13 @@ class SampleCollector:
                 with GnmiReader(self.address, self.timeout_s, self.tls) as reader:
                     names = {i.name: i.port for i in reader.read() if i.port is not None}
                 self._stream = TelemetryStream(
-                    self.address, names, None, self.interval_s, self.timeout_s, self.tls
+                    self.address,
+                    names,
+                    None,
+                    self.interval_s,
+                    self.timeout_s,
+                    self.tls,
+                    look_s=STREAM_LOOK_S,
                 ).start()  # decoded in `stop`, after the run
                 self.collected.source = "gnmi-stream"
                 return self

@@ -368,7 +368,9 @@ def stream_samples(
     active: Callable[[], bool],
 ) -> Iterator[Any]:
     """Notifications of every sample `reader` has not read, read every `interval_ns`, until
-    `ended` (make the reader before telling the client the subscription is in place).
+    `ended` (make the reader before telling the client the subscription is in place);
+    a client that closed its side still gets the samples written since the last look
+    (a client with a long interval would otherwise miss up to an interval at its end).
 
     Runs in the Subscribe handler's thread: a client that reads slowly holds
     this generator at its `yield`, never the packet loop, which goes on
@@ -378,10 +380,12 @@ def stream_samples(
     fast = encoding == gnmi_pb2.PROTO and whole_tree(paths)
     cache: dict[Any, tuple[bytes, ...]] = {}  # serialised leaf paths of this subscription
     due = time.monotonic_ns()
-    while not ended.is_set() and active():
+    last = False
+    while not last and active():
         due += interval_ns
         delay = (due - time.monotonic_ns()) / 1e9
-        if delay > 0 and ended.wait(delay):
+        last = ended.wait(delay) if delay > 0 else ended.is_set()
+        if last and not active():  # cancelled: nobody to send to
             return
         due = max(due, time.monotonic_ns() - interval_ns)  # late: no burst of catch-ups
         got = reader.read()

@@ -94,6 +94,24 @@ def test_a_deferred_packed_stream_decodes_as_a_live_per_leaf_one(
     assert (len(again), again[0].counts, lost) == (1, {}, 0)
 
 
+def test_a_stream_that_looks_rarely_still_gets_every_sample_at_its_end(
+    served: tuple[str, Writer],
+) -> None:
+    """The target looks every 0.5 s (`look_s`); the samples written since its last look
+    come when the client closes its side."""
+    address, writer = served
+    stream = TelemetryStream(address, {v: k for k, v in NAMES.items()}, look_s=0.5).start()
+    try:
+        for k in range(6):  # fewer than the ring's 8 slots
+            writer.write(k)
+            time.sleep(0.01)
+    finally:
+        stream.stop()
+    got = stream.samples()
+    assert (len(got), stream.lost) == (6, 0)
+    assert sums(got) == writer.totals()
+
+
 @pytest.mark.parametrize(
     ("paths", "encoding", "says"),
     [
