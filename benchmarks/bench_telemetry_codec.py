@@ -81,11 +81,12 @@ def main() -> int:
 
         raw = response()
         meanings: dict[bytes, Any] = {}
+
+        def decode(raw: bytes = raw, meanings: dict[bytes, Any] = meanings) -> Any:
+            return decode_responses([raw], ports, 0.01, meanings)
+
         encode_us = per_sample_us(response, args.rounds)
-        decode_us = per_sample_us(
-            lambda raw=raw, meanings=meanings: decode_responses([raw], ports, 0.01, meanings),
-            args.rounds,
-        )
+        decode_us = per_sample_us(decode, args.rounds)
         updates = len(gnmi_pb2.SubscribeResponse.FromString(raw).update.update)
         print(f"| {form} | {updates} | {len(raw)} | {encode_us:.0f} | {decode_us:.0f} |")
     return 0
