@@ -28,6 +28,7 @@
 #define PAUSE_QUANTUM_BITS 512
 #define NEVER INFINITY
 #define JOB_CLASSES 16 /* state.JOB_CLASSES: a 4-bit job class */
+#define QUEUE_CLASSES 8 /* tm_config.QUEUE_CLASSES: strict priority, 7 first */
 
 /* Rows of the job counter array [J_ROWS, n * JOB_CLASSES] (traffic_manager.job_*). */
 enum { J_TX_PACKETS, J_TX_BYTES, J_MARKED_PACKETS, J_MARKED_BYTES, J_ROWS };
@@ -84,13 +85,23 @@ typedef struct {
     int pfc_enabled;
     PyObject *forward, *wred, *random;
     PyObject *job_by_dst, *job_by_src; /* socket key -> job class (state.socket_key) */
+    PyObject *queue_by_dscp, *queue_by_flow; /* DSCP / state.flow_key -> queue class */
     PyObject **pause_frame, **resume_frame;
+    /* per queue class: its own WRED profile (cw_set), PFC enabled / XOFF / XON; and per
+     * (port, class) at port * QUEUE_CLASSES + class: queue limit and pause frames */
+    int cw_set[QUEUE_CLASSES], cpfc_enabled[QUEUE_CLASSES];
+    double cw_min[QUEUE_CLASSES], cw_max[QUEUE_CLASSES], cw_prob[QUEUE_CLASSES];
+    long cxoff[QUEUE_CLASSES], cxon[QUEUE_CLASSES];
+    long *class_limit;
+    PyObject **class_pause_frame, **class_resume_frame;
     /* the WRED profile last read per port (owned; frozen, so its fields stay valid) */
     PyObject **wred_obj;
     double *wred_min, *wred_max, *wred_prob;
-    /* state */
+    /* state; queues, class_cells, ingress_class_*, refresh_at and has_refresh are per
+     * (port, class), at port * QUEUE_CLASSES + class */
     Queue *queues;
-    long *queue_cells, *peak_queue_cells, *ingress_cells;
+    long *queue_cells, *peak_queue_cells, *ingress_cells, *class_cells, *ingress_class_cells;
+    unsigned char *ingress_class_paused;
     double *tx_free_at, *paused_until, *start_at, *last_reception, *last_arrival, *refresh_at;
     unsigned char *ingress_paused, *has_refresh;
     long buffered_cells;
@@ -287,7 +298,7 @@ static int append_transmitted(Pipeline *p, int port, PyObject *frame, double due
 }
 
 static int schedule_start(Pipeline *p, int port, double now) {
-    if (p->queues[port].len == 0) return 0;
+    if (p->queue_cells[port] == 0) return 0;
     double when = now;
     if (p->tx_free_at[port] > when) when = p->tx_free_at[port];
     if (p->paused_until[port] > when) when = p->paused_until[port];
@@ -298,18 +309,21 @@ static int schedule_start(Pipeline *p, int port, double now) {
     return 0;
 }
 
-static int send_pause(Pipeline *p, int port, double now) {
-    if (p->pause_frame[port] != NULL) {
-        if (append_pair(p->control, port, p->pause_frame[port]) < 0) return -1;
+/* `key`: port * QUEUE_CLASSES + class, the class whose pause this is. */
+static int send_pause(Pipeline *p, int key, double now) {
+    int port = key / QUEUE_CLASSES;
+    if (p->class_pause_frame[key] != NULL) {
+        if (append_pair(p->control, port, p->class_pause_frame[key]) < 0) return -1;
         COUNT(p, R_PFC_PAUSES_SENT, port)++; /* every frame, refreshes included */
     }
     double when = now + p->pause_seconds[port] / 2;
-    p->refresh_at[port] = when;
-    p->has_refresh[port] = 1;
-    return heap_push(p, when, REFRESH, port, NULL);
+    p->refresh_at[key] = when;
+    p->has_refresh[key] = 1;
+    return heap_push(p, when, REFRESH, key, NULL);
 }
 
-static int pause_upstream(Pipeline *p, int in_port, double now) {
+static int pause_upstream(Pipeline *p, int in_port, int queue_class, double now) {
+    p->ingress_class_paused[in_port * QUEUE_CLASSES + queue_class] = 1;
     p->ingress_paused[in_port] = 1;
     int peer = p->cable_peer[in_port];
     if (peer >= 0) {
@@ -317,20 +331,24 @@ static int pause_upstream(Pipeline *p, int in_port, double now) {
         p->paused_until[peer] = NEVER;
         return 0;
     }
-    return send_pause(p, in_port, now);
+    return send_pause(p, in_port * QUEUE_CLASSES + queue_class, now);
 }
 
-static int resume_upstream(Pipeline *p, int in_port, double now) {
-    p->ingress_paused[in_port] = 0;
+static int resume_upstream(Pipeline *p, int in_port, int queue_class, double now) {
+    int base = in_port * QUEUE_CLASSES, still_paused = 0;
+    p->ingress_class_paused[base + queue_class] = 0;
+    for (int c = 0; c < QUEUE_CLASSES; c++) still_paused |= p->ingress_class_paused[base + c];
+    p->ingress_paused[in_port] = (unsigned char)still_paused;
     COUNT(p, R_PFC_RESUMES_SENT, in_port)++;
     int peer = p->cable_peer[in_port];
     if (peer >= 0) {
+        if (still_paused) return 0;
         p->paused_until[peer] = now;
         return schedule_start(p, peer, now);
     }
-    p->has_refresh[in_port] = 0;
-    if (p->resume_frame[in_port] != NULL)
-        return append_pair(p->control, in_port, p->resume_frame[in_port]);
+    p->has_refresh[base + queue_class] = 0;
+    if (p->class_resume_frame[base + queue_class] != NULL)
+        return append_pair(p->control, in_port, p->class_resume_frame[base + queue_class]);
     return 0;
 }
 
@@ -359,22 +377,27 @@ static int tm_start(Pipeline *p, int port, PyObject *frame, double now, int mark
 }
 
 static int tm_serve(Pipeline *p, int port, double now) {
-    Queue *q = &p->queues[port];
-    if (q->len == 0) return 0;
+    if (p->queue_cells[port] == 0) return 0;
     if (p->tx_free_at[port] > now + TIME_EPSILON_S || p->paused_until[port] > now)
         return schedule_start(p, port, now);
-    Queued item = queue_popleft(q);
+    int queue_class = QUEUE_CLASSES - 1; /* strict priority: the highest non-empty class */
+    while (queue_class > 0 && p->queues[port * QUEUE_CLASSES + queue_class].len == 0)
+        queue_class--;
+    Queued item = queue_popleft(&p->queues[port * QUEUE_CLASSES + queue_class]);
     p->queue_cells[port] -= item.cells;
+    p->class_cells[port * QUEUE_CLASSES + queue_class] -= item.cells;
     p->buffered_cells -= item.cells;
-    long held = p->ingress_cells[item.in_port] - item.cells;
-    p->ingress_cells[item.in_port] = held;
+    p->ingress_cells[item.in_port] -= item.cells;
+    int pcell = item.in_port * QUEUE_CLASSES + queue_class;
+    long held = p->ingress_class_cells[pcell] - item.cells;
+    p->ingress_class_cells[pcell] = held;
     int rc = tm_start(p, port, item.frame, now, item.marked, item.job_class);
     Py_DECREF(item.frame);
     if (rc < 0) return -1;
-    if (p->ingress_paused[item.in_port] && held <= p->xon_cells) {
-        if (resume_upstream(p, item.in_port, now) < 0) return -1;
+    if (p->ingress_class_paused[pcell] && held <= p->cxon[queue_class]) {
+        if (resume_upstream(p, item.in_port, queue_class, now) < 0) return -1;
     }
-    if (q->len) return schedule_start(p, port, now);
+    if (p->queue_cells[port]) return schedule_start(p, port, now);
     return 0;
 }
 
@@ -388,7 +411,7 @@ static int wred_field(PyObject *profile, const char *name, double *out) {
 
 /* TrafficManager.enqueue */
 static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, double now,
-                      int job_class) {
+                      int job_class, int queue_class) {
     if (p->heap_len && p->heap[0].when < now) {
         if (tm_advance(p, now) < 0) return -1;
     }
@@ -419,30 +442,45 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
     long cells = (long)((length + p->cell_bytes - 1) / p->cell_bytes);
     int marked_here = 0;
     PyObject *owned = NULL; /* a CE-marked copy */
-    PyObject *key = PyLong_FromLong(out_port);
-    if (key == NULL) return -1;
-    PyObject *profile = PyDict_GetItemWithError(p->wred, key);
-    Py_DECREF(key);
-    if (profile == NULL && PyErr_Occurred()) return -1;
-    if (profile != NULL && profile != Py_None) {
-        if (profile != p->wred_obj[out_port]) {
-            if (wred_field(profile, "min_cells", &p->wred_min[out_port]) < 0 ||
-                wred_field(profile, "max_cells", &p->wred_max[out_port]) < 0 ||
-                wred_field(profile, "max_prob_percent", &p->wred_prob[out_port]) < 0)
-                return -1;
-            Py_INCREF(profile);
-            Py_XSETREF(p->wred_obj[out_port], profile);
+    int qcell = out_port * QUEUE_CLASSES + queue_class;
+    long class_depth = p->class_cells[qcell]; /* what WRED and the class limit see */
+    int has_profile = 0;
+    double min_cells = 0, max_cells = 0, max_prob = 0;
+    if (p->cw_set[queue_class]) { /* the class's own profile */
+        has_profile = 1;
+        min_cells = p->cw_min[queue_class];
+        max_cells = p->cw_max[queue_class];
+        max_prob = p->cw_prob[queue_class];
+    } else {
+        PyObject *key = PyLong_FromLong(out_port);
+        if (key == NULL) return -1;
+        PyObject *profile = PyDict_GetItemWithError(p->wred, key);
+        Py_DECREF(key);
+        if (profile == NULL && PyErr_Occurred()) return -1;
+        if (profile != NULL && profile != Py_None) {
+            if (profile != p->wred_obj[out_port]) {
+                if (wred_field(profile, "min_cells", &p->wred_min[out_port]) < 0 ||
+                    wred_field(profile, "max_cells", &p->wred_max[out_port]) < 0 ||
+                    wred_field(profile, "max_prob_percent", &p->wred_prob[out_port]) < 0)
+                    return -1;
+                Py_INCREF(profile);
+                Py_XSETREF(p->wred_obj[out_port], profile);
+            }
+            has_profile = 1;
+            min_cells = p->wred_min[out_port];
+            max_cells = p->wred_max[out_port];
+            max_prob = p->wred_prob[out_port];
         }
-        double min_cells = p->wred_min[out_port], max_cells = p->wred_max[out_port];
-        double max_prob = p->wred_prob[out_port];
-        if (depth > min_cells) {
+    }
+    if (has_profile) {
+        if (class_depth > min_cells) {
             int mark = 1;
-            if (!(depth > max_cells)) {
+            if (!(class_depth > max_cells)) {
                 PyObject *drawn = PyObject_CallNoArgs(p->random);
                 if (drawn == NULL) return -1;
                 double r = PyFloat_AsDouble(drawn);
                 Py_DECREF(drawn);
-                mark = r * 100.0 * (max_cells - min_cells) < max_prob * (depth - min_cells);
+                mark = r * 100.0 * (max_cells - min_cells) < max_prob * (class_depth - min_cells);
             }
             if (mark) {
                 const unsigned char *bytes = (const unsigned char *)PyBytes_AS_STRING(frame);
@@ -462,25 +500,30 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
             }
         }
     }
-    if (depth + cells > p->queue_limit[out_port] || p->buffered_cells + cells > p->buffer_cells) {
+    if (class_depth + cells > p->class_limit[qcell] || depth + cells > p->queue_limit[out_port] ||
+        p->buffered_cells + cells > p->buffer_cells) {
         COUNT(p, R_TAIL_DROPPED, out_port)++;
         COUNT(p, R_TAIL_DROPPED_BYTES, out_port) += length;
         Py_XDECREF(owned);
         return 0;
     }
     if (depth == 0 && p->tx_free_at[out_port] < now) p->tx_free_at[out_port] = now;
-    int rc = queue_append(&p->queues[out_port], frame, in_port, cells, marked_here, job_class);
+    int rc = queue_append(&p->queues[qcell], frame, in_port, cells, marked_here, job_class);
     Py_XDECREF(owned);
     if (rc < 0) return -1;
+    p->class_cells[qcell] = class_depth + cells;
     depth += cells;
     p->queue_cells[out_port] = depth;
     if (depth > p->peak_queue_cells[out_port]) p->peak_queue_cells[out_port] = depth;
     p->buffered_cells += cells;
     if (depth == cells && schedule_start(p, out_port, now) < 0) return -1;
-    long held = p->ingress_cells[in_port] + cells;
-    p->ingress_cells[in_port] = held;
-    if (held > p->xoff_cells && p->pfc_enabled && !p->ingress_paused[in_port])
-        return pause_upstream(p, in_port, now);
+    p->ingress_cells[in_port] += cells;
+    int pcell = in_port * QUEUE_CLASSES + queue_class;
+    long held = p->ingress_class_cells[pcell] + cells;
+    p->ingress_class_cells[pcell] = held;
+    if (held > p->cxoff[queue_class] && p->cpfc_enabled[queue_class] &&
+        !p->ingress_class_paused[pcell])
+        return pause_upstream(p, in_port, queue_class, now);
     return 0;
 }
 
@@ -527,6 +570,39 @@ static int find_job_class(Pipeline *p, const unsigned char *f, Py_ssize_t n) {
     }
     if (found == -2) return -1;
     return found < 0 ? 0 : found;
+}
+
+/* reference_program.queue_class: queue_by_flow (the 5-tuple of option-less IPv4 with TCP
+ * or UDP at fragment offset 0), then queue_by_dscp (any option-less IPv4); 0 when neither
+ * has it, -1 on an error. */
+static int find_queue_class(Pipeline *p, const unsigned char *f, Py_ssize_t n) {
+    int by_dscp = p->queue_by_dscp != NULL && PyDict_GET_SIZE(p->queue_by_dscp) > 0;
+    int by_flow = p->queue_by_flow != NULL && PyDict_GET_SIZE(p->queue_by_flow) > 0;
+    if (!by_dscp && !by_flow) return 0;
+    if (n < 34 || f[12] != 8 || f[13] != 0 || f[14] != 0x45) return 0;
+    PyObject *found = NULL, *key;
+    if (by_flow && n >= 38 && (f[23] == 6 || f[23] == 17) && !(f[20] & 0x1F) && !f[21]) {
+        unsigned char flow[13];
+        memcpy(flow, f + 26, 8);
+        flow[8] = f[23];
+        memcpy(flow + 9, f + 34, 4);
+        key = PyBytes_FromStringAndSize((const char *)flow, 13);
+        if (key == NULL) return -1;
+        found = PyDict_GetItemWithError(p->queue_by_flow, key);
+        Py_DECREF(key);
+        if (found == NULL && PyErr_Occurred()) return -1;
+    }
+    if (found == NULL && by_dscp) {
+        key = PyLong_FromLong(f[15] >> 2);
+        if (key == NULL) return -1;
+        found = PyDict_GetItemWithError(p->queue_by_dscp, key);
+        Py_DECREF(key);
+        if (found == NULL && PyErr_Occurred()) return -1;
+    }
+    if (found == NULL) return 0;
+    long queue_class = PyLong_AsLong(found);
+    if (queue_class == -1 && PyErr_Occurred()) return -1;
+    return (int)(queue_class & (QUEUE_CLASSES - 1));
 }
 
 /* ReferenceSwitchProgram.ingress */
@@ -585,7 +661,9 @@ static int ingress(Pipeline *p, int port, PyObject *frame, double now) {
     }
     int job_class = find_job_class(p, f, n);
     if (job_class < 0) return -1;
-    return tm_enqueue(p, frame, port, (int)out_port, now, job_class);
+    int queue_class = find_queue_class(p, f, n);
+    if (queue_class < 0) return -1;
+    return tm_enqueue(p, frame, port, (int)out_port, now, job_class, queue_class);
 }
 
 /* A frame the kernel showed late (virtual time already passed its reception) keeps its
@@ -647,8 +725,8 @@ static void pipeline_dealloc(Pipeline *p) {
     for (Py_ssize_t i = 0; i < p->heap_len; i++) Py_XDECREF(p->heap[i].frame);
     PyMem_Free(p->heap);
     if (p->queues != NULL) {
-        for (int port = 0; port < p->n; port++) {
-            Queue *q = &p->queues[port];
+        for (int qcell = 0; qcell < p->n * QUEUE_CLASSES; qcell++) {
+            Queue *q = &p->queues[qcell];
             for (Py_ssize_t i = 0; i < q->len; i++) Py_DECREF(q->items[(q->head + i) % q->cap].frame);
             PyMem_Free(q->items);
         }
@@ -663,12 +741,20 @@ static void pipeline_dealloc(Pipeline *p) {
     if (p->wred_obj != NULL) {
         for (int port = 0; port < p->n; port++) Py_XDECREF(p->wred_obj[port]);
     }
+    if (p->class_pause_frame != NULL) {
+        for (int key = 0; key < p->n * QUEUE_CLASSES; key++) {
+            Py_XDECREF(p->class_pause_frame[key]);
+            Py_XDECREF(p->class_resume_frame[key]);
+        }
+    }
     void *arrays[] = {p->seconds_per_byte, p->cable_delay, p->pause_seconds, p->queue_limit,
                       p->cable_peer, p->valid, p->pause_frame, p->resume_frame,
                       p->queue_cells, p->peak_queue_cells, p->ingress_cells, p->tx_free_at,
                       p->paused_until, p->start_at, p->last_reception, p->last_arrival, p->refresh_at,
                       p->ingress_paused, p->has_refresh, p->wred_obj, p->wred_min,
-                      p->wred_max, p->wred_prob};
+                      p->wred_max, p->wred_prob, p->class_limit, p->class_pause_frame,
+                      p->class_resume_frame, p->class_cells, p->ingress_class_cells,
+                      p->ingress_class_paused};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) PyMem_Free(arrays[i]);
     for (int i = 0; i < p->n_rings; i++) PyBuffer_Release(&p->rings[i].view);
     PyMem_Free(p->rings);
@@ -684,6 +770,8 @@ static void pipeline_dealloc(Pipeline *p) {
     Py_XDECREF(p->depth_obj);
     Py_XDECREF(p->job_by_dst);
     Py_XDECREF(p->job_by_src);
+    Py_XDECREF(p->queue_by_dscp);
+    Py_XDECREF(p->queue_by_flow);
     if (p->late_obj != NULL) PyBuffer_Release(&p->late_view);
     Py_XDECREF(p->counts_obj);
     Py_XDECREF(p->late_obj);
@@ -757,24 +845,31 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     PyObject *spb, *qlimit, *peer, *delay, *pause_s, *valid, *pause_frames, *resume_frames;
     PyObject *forward, *wred, *random, *counts, *lateness, *wakeup = NULL;
     PyObject *job_by_dst = NULL, *job_by_src = NULL, *job_counts = NULL, *max_depth = NULL;
+    PyObject *queue_by_dscp = NULL, *queue_by_flow = NULL, *class_limit = NULL;
+    PyObject *class_wred = NULL, *class_pfc = NULL, *class_pause = NULL, *class_resume = NULL;
     long wire_overhead, cell_bytes, buffer_cells, xoff, xon;
     static char *kwlist[] = {"n", "seconds_per_byte", "queue_limit", "cable_peer",
                              "cable_delay", "pause_seconds", "valid_ports", "pause_frames",
                              "resume_frames", "wire_overhead", "cell_bytes", "buffer_cells",
                              "pfc_enabled", "xoff_cells", "xon_cells", "forward", "wred",
                              "random", "counts", "lateness", "wakeup", "job_by_dst",
-                             "job_by_src", "job_counts", "max_depth", NULL};
+                             "job_by_src", "job_counts", "max_depth", "queue_by_dscp",
+                             "queue_by_flow", "class_limit", "class_wred", "class_pfc",
+                             "class_pause_frames", "class_resume_frames", NULL};
     if (p->queues != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Pipeline is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOOOOOOOlllpllO!O!OOO|OO!O!OO", kwlist, &n,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOOOOOOOlllpllO!O!OOO|OO!O!OOO!O!OOOO!O!", kwlist, &n,
                                      &spb, &qlimit, &peer, &delay, &pause_s, &valid,
                                      &pause_frames, &resume_frames, &wire_overhead, &cell_bytes,
                                      &buffer_cells, &pfc_enabled, &xoff, &xon, &PyDict_Type,
                                      &forward, &PyDict_Type, &wred, &random, &counts, &lateness,
                                      &wakeup, &PyDict_Type, &job_by_dst, &PyDict_Type,
-                                     &job_by_src, &job_counts, &max_depth))
+                                     &job_by_src, &job_counts, &max_depth, &PyDict_Type,
+                                     &queue_by_dscp, &PyDict_Type, &queue_by_flow,
+                                     &class_limit, &class_wred, &class_pfc, &PyDict_Type,
+                                     &class_pause, &PyDict_Type, &class_resume))
         return -1;
     if (n <= 0 || cell_bytes <= 0) {
         PyErr_SetString(PyExc_ValueError, "n and cell_bytes must be positive");
@@ -794,7 +889,14 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     p->wred_min = PyMem_Calloc(n, sizeof(double));
     p->wred_max = PyMem_Calloc(n, sizeof(double));
     p->wred_prob = PyMem_Calloc(n, sizeof(double));
-    p->queues = PyMem_Calloc(n, sizeof(Queue));
+    int nc = n * QUEUE_CLASSES;
+    p->queues = PyMem_Calloc(nc, sizeof(Queue));
+    p->class_limit = PyMem_Calloc(nc, sizeof(long));
+    p->class_cells = PyMem_Calloc(nc, sizeof(long));
+    p->ingress_class_cells = PyMem_Calloc(nc, sizeof(long));
+    p->ingress_class_paused = PyMem_Calloc(nc, 1);
+    p->class_pause_frame = PyMem_Calloc(nc, sizeof(PyObject *));
+    p->class_resume_frame = PyMem_Calloc(nc, sizeof(PyObject *));
     p->queue_cells = PyMem_Calloc(n, sizeof(long));
     p->peak_queue_cells = PyMem_Calloc(n, sizeof(long));
     p->ingress_cells = PyMem_Calloc(n, sizeof(long));
@@ -803,9 +905,9 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     p->start_at = PyMem_Calloc(n, sizeof(double));
     p->last_reception = PyMem_Calloc(n, sizeof(double));
     p->last_arrival = PyMem_Calloc(n, sizeof(double));
-    p->refresh_at = PyMem_Calloc(n, sizeof(double));
+    p->refresh_at = PyMem_Calloc(nc, sizeof(double));
     p->ingress_paused = PyMem_Calloc(n, 1);
-    p->has_refresh = PyMem_Calloc(n, 1);
+    p->has_refresh = PyMem_Calloc(nc, 1);
     (void)nd;
     (void)nl;
     if (!p->seconds_per_byte || !p->cable_delay || !p->pause_seconds || !p->queue_limit ||
@@ -814,7 +916,9 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
         !p->paused_until || !p->start_at || !p->last_reception || !p->last_arrival ||
         !p->refresh_at ||
         !p->ingress_paused || !p->has_refresh || !p->wred_obj || !p->wred_min ||
-        !p->wred_max || !p->wred_prob) {
+        !p->wred_max || !p->wred_prob || !p->class_limit || !p->class_cells ||
+        !p->ingress_class_cells || !p->ingress_class_paused || !p->class_pause_frame ||
+        !p->class_resume_frame) {
         PyErr_NoMemory();
         return -1;
     }
@@ -876,6 +980,83 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
         p->last_reception[i] = -NEVER;
         p->last_arrival[i] = -NEVER;
     }
+    /* Queue classes: by default each class has the port's limit, WRED and PFC. */
+    if (class_limit != NULL && class_limit != Py_None) {
+        if (fill_longs(class_limit, p->class_limit, nc, "class_limit") < 0) return -1;
+    } else {
+        for (int i = 0; i < nc; i++) p->class_limit[i] = p->queue_limit[i / QUEUE_CLASSES];
+    }
+    for (int c = 0; c < QUEUE_CLASSES; c++) {
+        p->cpfc_enabled[c] = pfc_enabled;
+        p->cxoff[c] = xoff;
+        p->cxon[c] = xon;
+    }
+    if (class_pfc != NULL && class_pfc != Py_None) {
+        PyObject *fast = PySequence_Fast(class_pfc, "class_pfc");
+        if (fast == NULL) return -1;
+        if (PySequence_Fast_GET_SIZE(fast) != QUEUE_CLASSES) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_ValueError, "class_pfc: 8 (enabled, xoff, xon) expected");
+            return -1;
+        }
+        for (int c = 0; c < QUEUE_CLASSES; c++) {
+            int enabled;
+            if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, c), "pll", &enabled,
+                                  &p->cxoff[c], &p->cxon[c])) {
+                Py_DECREF(fast);
+                return -1;
+            }
+            p->cpfc_enabled[c] = enabled;
+        }
+        Py_DECREF(fast);
+    }
+    if (class_wred != NULL && class_wred != Py_None) {
+        PyObject *fast = PySequence_Fast(class_wred, "class_wred");
+        if (fast == NULL) return -1;
+        if (PySequence_Fast_GET_SIZE(fast) != QUEUE_CLASSES) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_ValueError, "class_wred: 8 profiles or None expected");
+            return -1;
+        }
+        for (int c = 0; c < QUEUE_CLASSES; c++) {
+            PyObject *profile = PySequence_Fast_GET_ITEM(fast, c);
+            if (profile == Py_None) continue;
+            if (wred_field(profile, "min_cells", &p->cw_min[c]) < 0 ||
+                wred_field(profile, "max_cells", &p->cw_max[c]) < 0 ||
+                wred_field(profile, "max_prob_percent", &p->cw_prob[c]) < 0) {
+                Py_DECREF(fast);
+                return -1;
+            }
+            p->cw_set[c] = 1;
+        }
+        Py_DECREF(fast);
+    }
+    for (int key = 0; key < nc; key++) { /* by default the port's pause frames */
+        Py_XINCREF(p->pause_frame[key / QUEUE_CLASSES]);
+        p->class_pause_frame[key] = p->pause_frame[key / QUEUE_CLASSES];
+        Py_XINCREF(p->resume_frame[key / QUEUE_CLASSES]);
+        p->class_resume_frame[key] = p->resume_frame[key / QUEUE_CLASSES];
+    }
+    PyObject *class_maps[2] = {class_pause, class_resume};
+    PyObject **class_targets[2] = {p->class_pause_frame, p->class_resume_frame};
+    for (int m = 0; m < 2; m++) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        if (class_maps[m] == NULL) continue;
+        while (PyDict_Next(class_maps[m], &pos, &key, &value)) {
+            long k = PyLong_AsLong(key);
+            if (k < 0 || k >= nc || !PyBytes_Check(value)) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad class pause frame");
+                return -1;
+            }
+            Py_INCREF(value);
+            Py_XSETREF(class_targets[m][k], value);
+        }
+    }
+    Py_XINCREF(queue_by_dscp);
+    p->queue_by_dscp = queue_by_dscp;
+    Py_XINCREF(queue_by_flow);
+    p->queue_by_flow = queue_by_flow;
     p->wire_overhead = wire_overhead;
     p->cell_bytes = cell_bytes;
     p->buffer_cells = buffer_cells;

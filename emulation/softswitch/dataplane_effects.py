@@ -15,18 +15,23 @@ from controlplane.p4names import (
     JOB_BY_DST_TABLE,
     JOB_BY_SRC_TABLE,
     JOB_CLASS_ACTION,
+    QUEUE_CLASS_ACTION,
+    QUEUE_CLASS_BY_FLOW_TABLE,
+    QUEUE_CLASS_TABLE,
     WRED_ACTION,
     WRED_TABLE,
 )
 from emulation.softswitch.state import (
     ForwardChange,
     JobClassChange,
+    QueueClassChange,
     WredChange,
     WredProfile,
+    flow_key,
     socket_key,
 )
 
-DataplaneEffect = ForwardChange | WredChange | JobClassChange
+DataplaneEffect = ForwardChange | WredChange | JobClassChange | QueueClassChange
 
 
 def dataplane_effect(index: P4InfoIndex, entry: Any, *, deleted: bool) -> DataplaneEffect | None:
@@ -56,6 +61,24 @@ def dataplane_effect(index: P4InfoIndex, entry: Any, *, deleted: bool) -> Datapl
         )
         job = None if deleted else _param_value(index, entry, JOB_CLASS_ACTION, "job_class")
         return JobClassChange(side == "src", key, job)
+    if table.name in (QUEUE_CLASS_TABLE, QUEUE_CLASS_BY_FLOW_TABLE):
+        queue_class = (
+            None if deleted else _param_value(index, entry, QUEUE_CLASS_ACTION, "queue_class")
+        )
+
+        def value(name: str) -> int:
+            return int.from_bytes(values[name].exact.value, "big")
+
+        if table.name == QUEUE_CLASS_TABLE:
+            return QueueClassChange(False, value("dscp"), queue_class)
+        key = flow_key(
+            value("src_addr"),
+            value("dst_addr"),
+            value("protocol"),
+            value("src_port"),
+            value("dst_port"),
+        )
+        return QueueClassChange(True, key, queue_class)
     return None
 
 

@@ -8,7 +8,8 @@ classes stay the reference: the same frames at the same times give the same
 frames out, at the same times, with the same counters
 (tests/softswitch/test_fast_pipeline.py).
 Every derived setting (rates in seconds per byte, queue limits, cables, PFC
-frames and pause times, the WRED random stream) is taken from a reference
+frames and pause times, the WRED random stream, the queue classes' limits,
+WRED profiles, PFC and pause frames) is taken from a reference
 `TrafficManager` built over the same config, so nothing is computed twice.
 
 A profile of the Python loop under the 12-flow fabric load put 64% of its
@@ -107,6 +108,13 @@ class FastSwitchProgram:
             state.job_by_src,
             self.job_counts,
             self.max_depth_cells,
+            state.queue_by_dscp,
+            state.queue_by_flow,
+            reference.class_limit,
+            reference.class_wred,
+            [c[:3] for c in reference.class_pfc],
+            {k: frames[0] for k, frames in reference.class_pause_frames.items()},
+            {k: frames[1] for k, frames in reference.class_pause_frames.items()},
         )
         # The rows the packet loop adds to (numpy rows: `row[port] += n` works).
         self.rx_overruns = self.counts[self.rows["rx_overruns"]]

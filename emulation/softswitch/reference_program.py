@@ -55,6 +55,33 @@ def job_class(frame: bytes, by_dst: Mapping[int, int], by_src: Mapping[int, int]
     return found or 0
 
 
+def queue_class(frame: bytes, by_dscp: Mapping[int, int], by_flow: Mapping[bytes, int]) -> int:
+    """The queue class of a frame, as the P4 program's ingress finds it: for option-less
+    IPv4 carrying TCP or UDP at fragment offset 0, its 5-tuple (state.flow_key) in
+    queue_class_by_flow; else, for any parsed IPv4 (first byte 0x45), its DSCP in
+    queue_class; else 0.
+
+    >>> head = bytes(12) + bytes.fromhex("0800 45b8 0000 0000 0000 0011 0000 0a000001 0a000002")
+    >>> frame = head + bytes.fromhex("12b7 12b7")  # UDP 4791 -> 4791, DSCP 46
+    >>> queue_class(frame, {46: 5}, {}), queue_class(frame, {46: 5}, {frame[26:34] + b"\\x11" + frame[34:38]: 7})
+    (5, 7)
+    """
+    if not by_dscp and not by_flow:
+        return 0
+    if len(frame) < 34 or frame[12] != 8 or frame[13] != 0 or frame[14] != 0x45:
+        return 0
+    if (
+        by_flow
+        and len(frame) >= 38
+        and frame[23] in (_TCP, _UDP)
+        and not (frame[20] & 0x1F or frame[21])
+    ):
+        found = by_flow.get(frame[26:34] + frame[23:24] + frame[34:38])
+        if found is not None:
+            return found
+    return by_dscp.get(frame[15] >> 2, 0)
+
+
 class ReferenceSwitchProgram:
     """The switch program over one DataplaneState and one TrafficManager, in Python
     (a `switch_program.SwitchProgram`; see the module docstring)."""
@@ -214,7 +241,12 @@ class ReferenceSwitchProgram:
             return
         state = self.state
         self.tm.enqueue(
-            frame, port, out_port, now, job_class(frame, state.job_by_dst, state.job_by_src)
+            frame,
+            port,
+            out_port,
+            now,
+            job_class(frame, state.job_by_dst, state.job_by_src),
+            queue_class(frame, state.queue_by_dscp, state.queue_by_flow),
         )
 
     def _mac_control(self, port: int, frame: bytes, now: float) -> None:

@@ -63,6 +63,10 @@ class DataplaneState:
     # by its source (job_by_dst, job_by_src). Missing in both: class 0.
     job_by_dst: dict[int, int] = field(default_factory=dict)
     job_by_src: dict[int, int] = field(default_factory=dict)
+    # A packet's queue class: by flow_key(frame's 5-tuple) in queue_by_flow, else by
+    # its DSCP in queue_by_dscp (queue_class_by_flow, queue_class). Missing: class 0.
+    queue_by_dscp: dict[int, int] = field(default_factory=dict)
+    queue_by_flow: dict[bytes, int] = field(default_factory=dict)
     # counter name from the P4Info -> int64 array [counter_cells(name), 2] of (packets, bytes).
     counters: dict[str, np.ndarray] = field(default_factory=dict)
     # Held by writers that change several entries at once (a batched Write).
@@ -103,6 +107,32 @@ class JobClassChange:
     job_class: int | None
 
 
+def flow_key(src_addr: int, dst_addr: int, protocol: int, src_port: int, dst_port: int) -> bytes:
+    """queue_by_flow's key: the 13 bytes source, destination, protocol, ports, as a
+    frame carries them (the packet path slices them out of the frame).
+
+    >>> flow_key(0x0A000001, 0x0A000002, 17, 4791, 4791).hex()
+    '0a0000010a0000021112b712b7'
+    """
+    return (
+        src_addr.to_bytes(4, "big")
+        + dst_addr.to_bytes(4, "big")
+        + bytes((protocol,))
+        + src_port.to_bytes(2, "big")
+        + dst_port.to_bytes(2, "big")
+    )
+
+
+@dataclass(frozen=True)
+class QueueClassChange:
+    """queue_by_flow (by_flow, key from flow_key) or queue_by_dscp [key] = class, or
+    removed when None."""
+
+    by_flow: bool
+    key: int | bytes
+    queue_class: int | None
+
+
 @dataclass(frozen=True)
 class CounterChange:
     """Set cell `index` of a counter (every cell below `size` when index is None)."""
@@ -121,7 +151,9 @@ class ClearTables:
     zero_counters: bool
 
 
-Change = ForwardChange | WredChange | JobClassChange | CounterChange | ClearTables
+Change = (
+    ForwardChange | WredChange | JobClassChange | QueueClassChange | CounterChange | ClearTables
+)
 
 
 @dataclass
@@ -142,6 +174,9 @@ class ChangeBatch:
     # (job_by_dst, job_by_src): keys set and keys removed
     job_set: tuple[dict[int, int], dict[int, int]] = field(default_factory=lambda: ({}, {}))
     job_delete: tuple[set[int], set[int]] = field(default_factory=lambda: (set(), set()))
+    # (queue_by_dscp, queue_by_flow): keys set and keys removed
+    queue_set: tuple[dict[int, int], dict[bytes, int]] = field(default_factory=lambda: ({}, {}))
+    queue_delete: tuple[set[int], set[bytes]] = field(default_factory=lambda: (set(), set()))
     counters: list[CounterChange] = field(default_factory=list)  # in order
 
 
@@ -173,6 +208,15 @@ def reduce_changes(changes: Iterable[Change]) -> ChangeBatch:
             else:
                 job_delete.discard(change.key)
                 job_set[change.key] = change.job_class
+        elif isinstance(change, QueueClassChange):
+            queue_set: dict = batch.queue_set[change.by_flow]  # type: ignore[type-arg]
+            queue_delete: set = batch.queue_delete[change.by_flow]  # type: ignore[type-arg]
+            if change.queue_class is None:
+                queue_set.pop(change.key, None)
+                queue_delete.add(change.key)
+            else:
+                queue_delete.discard(change.key)
+                queue_set[change.key] = change.queue_class
         elif isinstance(change, CounterChange):
             batch.counters.append(change)
         else:  # the tables' changes before a clear are moot; counters' only if it zeroes
@@ -189,6 +233,8 @@ def apply_batch(state: DataplaneState, batch: ChangeBatch) -> None:
         state.wred.clear()
         state.job_by_dst.clear()
         state.job_by_src.clear()
+        state.queue_by_dscp.clear()
+        state.queue_by_flow.clear()
         if batch.zero_counters:
             for cells in state.counters.values():
                 cells[:] = 0
@@ -206,6 +252,13 @@ def apply_batch(state: DataplaneState, batch: ChangeBatch) -> None:
         for socket in keys_deleted:
             table.pop(socket, None)
         table.update(keys_set)
+    queue_tables: tuple[dict, dict] = (state.queue_by_dscp, state.queue_by_flow)  # type: ignore[type-arg]
+    for queue_table, queue_set, queue_deleted in zip(
+        queue_tables, batch.queue_set, batch.queue_delete, strict=True
+    ):
+        for key in queue_deleted:
+            queue_table.pop(key, None)
+        queue_table.update(queue_set)
     for change in batch.counters:
         cells = state.counter(change.counter)
         value = (change.packets, change.byte_count)

@@ -8,13 +8,15 @@ paths over two loopback cables, two senders into one slow port (queues,
 WRED marks, non-ECT WRED drops, tail drops, PFC toward hosts and across a
 cable), pauses from hosts, VLAN tags, malformed frames, misses and entries
 naming a port the switch lacks, frames of two jobs (found by destination and
-by source socket) and of none, and IPv4 fragments.
+by source socket) and of none, and IPv4 fragments; and, with queue-class entries
+and per-class settings, frames of several DSCPs and of a flow with its own class.
 """
 
 from __future__ import annotations
 
 import functools
 import random
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -31,11 +33,19 @@ from emulation.softswitch.state import (
     JOB_CLASSES,
     DataplaneState,
     WredProfile,
+    flow_key,
     socket_key,
 )
 from emulation.softswitch.switch import SoftwareSwitch
 from emulation.softswitch.switch_program import SwitchProgram
-from emulation.softswitch.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
+from emulation.softswitch.tm_config import (
+    ClassSettings,
+    ClassWred,
+    LoopbackCable,
+    PfcConfig,
+    PortSettings,
+    TmConfig,
+)
 from tests.helpers.hosts import make_hosts, udp
 from tests.helpers.waiting import wait_for
 
@@ -107,7 +117,9 @@ def udp_frame(
     return bytes(packet / bytes(max(0, size - len(packet))))
 
 
-def run(program: SwitchProgram, seed: int) -> tuple[list, list, float]:
+def run(
+    program: SwitchProgram, seed: int, make_frame: Callable[[random.Random], bytes] = frame
+) -> tuple[list, list, float]:
     """Feed seeded traffic; returns (departures, PFC frames sent, final virtual time)."""
     rng = random.Random(seed)
     tm = program.tm
@@ -118,7 +130,7 @@ def run(program: SwitchProgram, seed: int) -> tuple[list, list, float]:
         for _ in range(rng.randrange(0, 12)):
             port = rng.choice((1, 1, 3, 3, 2))
             # Stamps slightly out of order and in the past, as a late loop reads them.
-            program.receive(port, frame(rng), now - rng.random() * 2e-4)
+            program.receive(port, make_frame(rng), now - rng.random() * 2e-4)
         now += rng.expovariate(1 / 3e-4)
         program.advance(now)
         departures += [
@@ -181,6 +193,80 @@ def test_fast_pipeline_matches_the_reference(seed: int, pfc: bool) -> None:
     deepest = [reference.tm.max_depth_cells[p] for p in range(512)]
     assert fast.max_depth_cells.tolist() == deepest
     assert deepest[10] > 40 and deepest[2] > 20 and deepest[10] <= 120
+
+
+DSCPS = (0, 10, 26, 46)  # no entry, class 2, class 5, class 7
+
+
+def classed_frame(rng: random.Random) -> bytes:
+    """Half the mix above, half UDP frames of several DSCPs (any ECN), some of the flow
+    10.0.0.1:7 -> 10.0.0.2:7 whose entry puts it in class 1 whatever its DSCP."""
+    if rng.random() < 0.5:
+        return frame(rng)
+    tos = rng.choice(DSCPS) << 2 | rng.choice((0, 1, 2, 2, 3))
+    ports = rng.choice(((1, 2), (7, 7), (5, 9)))
+    size = rng.choice((60, 200, 800, 1500))
+    return udp_frame(rng.choice((A, A, B)), tos, size, False, ports, rng.random() < 0.05)
+
+
+def classed_config(pfc: bool) -> TmConfig:
+    base = config(pfc)
+    classes = {
+        7: ClassSettings(queue_cells=60, wred=ClassWred(2, 10, 50)),
+        5: ClassSettings(xoff_cells=4, xon_cells=2, pfc_priority=5),
+        1: ClassSettings(pfc_enabled=False),
+    }
+    return TmConfig(
+        default_rate_gbps=base.default_rate_gbps,
+        default_queue_cells=base.default_queue_cells,
+        buffer_cells=base.buffer_cells,
+        ports=base.ports,
+        pfc=base.pfc,
+        loopback_cables=base.loopback_cables,
+        classes=classes,
+    )
+
+
+def classed_state() -> DataplaneState:
+    s = state()
+    s.queue_by_dscp.update({10: 2, 26: 5, 46: 7})
+    s.queue_by_flow[flow_key(0x0A000001, 0x0A000002, 17, 7, 7)] = 1
+    return s
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("pfc", [True, False])
+def test_fast_pipeline_matches_the_reference_with_queue_classes(seed: int, pfc: bool) -> None:
+    assert available(), "the compiled packet path is not built: run scripts/setup.sh"
+    reference_state, fast_state = classed_state(), classed_state()
+    tm = classed_config(pfc)
+    reference = ReferenceSwitchProgram(reference_state, tm, [1, 2, 3], seed=seed)
+    fast = FastSwitchProgram(fast_state, tm, [1, 2, 3], seed=seed)
+    expected = run(reference, seed, classed_frame)
+    got = run(fast, seed, classed_frame)
+    assert len(expected[0]) > 200
+    assert got[0] == expected[0]  # frames, ports and departure times: priorities included
+    assert got[1] == expected[1]
+    assert got[2] == expected[2]
+    assert fast.port_stats() == reference.port_stats()
+    reference.flush_counters()
+    fast.flush_counters()
+    for name, array in reference_state.counters.items():
+        np.testing.assert_array_equal(fast_state.counters[name], array, err_msg=name)
+    deepest = [reference.tm.max_depth_cells[p] for p in range(512)]
+    assert fast.max_depth_cells.tolist() == deepest
+    # The classes were used: every class with an entry sent on the slow cable port, and
+    # class 7's own limit and WRED dropped or marked some of its frames there.
+    sent = reference.tm.class_sent_packets
+    assert {c for c in range(8) if sent[10 * 8 + c]} == {0, 1, 2, 5, 7}
+    assert reference.tm.class_dropped_packets[10 * 8 + 7] > 0
+    assert reference.tm.class_marked_packets[10 * 8 + 7] > 0
+    if pfc:  # class 5 paused the hosts with priority 5 frames, class 0 with the port's 3
+        priorities = {frame[17] for _, frame in expected[1]}  # class-enable vector, low byte
+        assert 1 << 5 in priorities and 1 << 3 in priorities
+    # ... and changed the order: without the entries the same traffic leaves otherwise.
+    plain = ReferenceSwitchProgram(state(), tm, [1, 2, 3], seed=seed)
+    assert [f for _, f, _ in run(plain, seed, classed_frame)[0]] != [f for _, f, _ in expected[0]]
 
 
 @pytest.mark.parametrize(
