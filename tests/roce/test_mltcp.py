@@ -92,7 +92,7 @@ def test_hyper_increase_is_scaled_too() -> None:
     # Timer and byte counter both past F = 1: Rt += (min(T, BC) - F) x R_HAI x gain.
     s = increase_scaled(HAND, 0.5)
     state = dcqcn.rp_on_cnp(s, dcqcn.rp_start(s), 0.0)
-    state = dcqcn.rp_on_sent(s, state, 2 * s.byte_reset, 0.1 * MS)  # BC = 2: (fast, AI)
+    state = dcqcn.rp_on_sent(s, state, 2 * int(s.byte_reset), 0.1 * MS)  # BC = 2: (fast, AI)
     # BC 1: fast recovery (40, 40); BC 2: AI, Rt 45, Rc 42.5.
     assert (state.rc / 1e6, state.rt / 1e6) == pytest.approx((42.5, 45.0))
     state = dcqcn.rp_advance(s, state, 2.0 * MS)  # T 1: AI (T<=F<BC), T 2: hyper i = 1
