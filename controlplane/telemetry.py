@@ -51,6 +51,7 @@ GNMI_COLUMNS: tuple[str, ...] = (
     "to-unknown-port",
     "rx-overruns",
     "malformed",
+    "pfc-pauses-sent",
 )
 
 
@@ -136,6 +137,7 @@ class PortDelta:
     to_unknown_port: int | None = None
     rx_overruns: int | None = None
     malformed: int | None = None
+    pfc_pauses_sent: int | None = None  # PFC pause frames this port sent (not a loss)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -112,6 +112,12 @@ class RunResult:
         paused = _total(r.pfc_paused_ms for r in self.records)
         return None if paused is None else round(paused, 3)
 
+    @property
+    def switch_pfc_pauses(self) -> int | None:
+        """The pause frames the switch's ports sent over the run (refreshes included; a
+        pause between logical switches counts once), from gNMI; None without it."""
+        return _total(r.pfc_pauses_sent for r in self.ports)
+
     def schedule(self) -> dict[str, Any]:
         """The schedule that ran, in the schedule file's keys."""
         doc: dict[str, Any] = {
@@ -132,6 +138,7 @@ class RunResult:
             "drops": self.drops,
             "pfc_pause_frames": self.pfc_pause_frames,
             "pfc_paused_ms": self.pfc_paused_ms,
+            "switch_pfc_pauses": self.switch_pfc_pauses,
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
             "interrupted": self.interrupted,

@@ -152,7 +152,8 @@ def test_the_switch_pauses_roce_senders_in_an_incast_and_they_honour_it(
 ) -> None:
     """XOFF at 500 cells (x F), below WRED's 1000: the incast's queue fills the
     senders' ingress share past it, the switch pauses their ports, they count the
-    frames and stop; with gNMI the switch's ports report their losses, none."""
+    frames and stop; with gNMI the switch's ports report their losses, none, and the
+    pause frames they sent."""
     topo = load_topology(TOPOLOGY)
     small_skid = ControlPlaneSettings(pfc=PfcSettings(skid_cells=500))
     options = FabricOptions(scale=SCALE, prefix=prefix, settings=small_skid)
@@ -169,6 +170,10 @@ def test_the_switch_pauses_roce_senders_in_an_incast_and_they_honour_it(
           f"ecn_marked {result.switch_ecn_marked}")  # fmt: skip
     assert frames > 0 and paused_ms > 0
     assert lost == 0
+    # the switch's own count (gNMI pfc-pauses-sent), in summary.json beside the hosts':
+    # every frame a host honoured is one the switch sent
+    summary = result.summary()
+    assert summary["switch_pfc_pauses"] >= summary["pfc_pause_frames"] == frames
 
 
 @pytest.mark.root
