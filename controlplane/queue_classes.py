@@ -15,11 +15,12 @@ and a flow -> class map; this turns them into the table entries, to go to
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from topologies.errors import UserInputError
 
+from .bmv2 import BMV2_MAX_QDEPTH, cells_to_packets
 from .entries import TableEntry
 from .p4names import QUEUE_CLASS_ACTION, QUEUE_CLASS_BY_FLOW_TABLE, QUEUE_CLASS_TABLE
 
@@ -92,3 +93,30 @@ def _ipv4(address: str, what: str) -> int:
         return int(ipaddress.IPv4Address(address))
     except ValueError:
         raise UserInputError(f"{what}: {address!r} is not an IPv4 address") from None
+
+
+def bmv2_class_queue_commands(
+    ports: Iterable[int],
+    class_cells: Mapping[int, int],
+    cell_bytes: int,
+    packet_bytes: int,
+) -> list[str]:
+    """simple_switch_CLI lines giving each queue class its own depth on every port.
+
+    With bmv2 started with `--priority-queues 8`, `set_queue_depth <packets>
+    <port> <priority>` sets one priority queue of a port (bmv2's sswitch_CLI);
+    the port's own lines (`controlplane.bmv2.queue_commands`) still set every
+    queue's depth and the port's rate. `class_cells`: class -> queue limit in
+    cells (the TM settings file's `classes`), converted to packets as bmv2
+    counts them.
+
+    >>> bmv2_class_queue_commands([3, 1], {7: 800}, 80, 1500)
+    ['set_queue_depth 43 1 7', 'set_queue_depth 43 3 7']
+    """
+    lines = []
+    for port in sorted(ports):
+        for queue_class, cells in sorted(class_cells.items()):
+            _class(queue_class, "class_cells")
+            depth = min(BMV2_MAX_QDEPTH, cells_to_packets(cells, cell_bytes, packet_bytes))
+            lines.append(f"set_queue_depth {depth} {port} {queue_class}")
+    return lines

@@ -38,6 +38,9 @@ BMV2_CPU_PORT = 255
 # (our choice) bmv2 logs every table hit at debug and trace (its default level);
 # info keeps its log to start-up, pipeline and errors, and its packet rate up.
 BMV2_LOG_LEVEL = "info"
+# Strict-priority queues per port when queue classes are wanted (the P4 program's
+# queue_class tables set standard_metadata.priority; 7 is served first).
+BMV2_PRIORITY_QUEUES = 8
 # What bmv2 prints in a log folder, besides its own log file (SWITCH_LOG).
 SWITCH_CONSOLE_LOG = "chip-console.log"
 
@@ -57,6 +60,8 @@ class Bmv2Switch(ChipSwitch):
 
     WHAT = "bmv2 (simple_switch_grpc)"
     CONSOLE_LOG = SWITCH_CONSOLE_LOG
+    # 0: one FIFO per port (bmv2's default); BMV2_PRIORITY_QUEUES: `--priority-queues`.
+    priority_queues = 0
 
     def __init__(
         self,
@@ -66,6 +71,7 @@ class Bmv2Switch(ChipSwitch):
         thrift_port: int = 9090,
         queue_commands: Sequence[str] = (),
         log_level: str = BMV2_LOG_LEVEL,
+        priority_queues: int = 0,
         **params: Any,
     ) -> None:
         self.cables = tuple(cables)
@@ -73,6 +79,7 @@ class Bmv2Switch(ChipSwitch):
         self.thrift_port = thrift_port
         self.queue_commands = tuple(queue_commands)
         self.log_level = log_level
+        self.priority_queues = priority_queues
         super().__init__(name, **params)
 
     @classmethod
@@ -157,7 +164,8 @@ class Bmv2Switch(ChipSwitch):
 
     def command(self) -> list[str]:
         """simple_switch_grpc's argv as bmv2 documents it: general options, then `--`
-        and the target's (`--grpc-server-addr`, `--cpu-port`)."""
+        and the target's (`--grpc-server-addr`, `--cpu-port`, and `--priority-queues`
+        when queue classes are on)."""
         argv = [BMV2_BINARY, "--no-p4", "--device-id", str(self.device_id)]
         for port, ifname in sorted(self.all_interfaces().items()):
             argv += ["-i", f"{port}@{ifname}"]
@@ -166,14 +174,10 @@ class Bmv2Switch(ChipSwitch):
             argv += ["--log-file", self.log_file, "--log-flush"]
         else:  # its log on stdout, which the fabric reads (a build without Thrift says so there)
             argv += ["--log-console"]
-        return [
-            *argv,
-            "--",
-            "--grpc-server-addr",
-            self.grpc_address,
-            "--cpu-port",
-            str(BMV2_CPU_PORT),
-        ]
+        target = ["--grpc-server-addr", self.grpc_address, "--cpu-port", str(BMV2_CPU_PORT)]
+        if self.priority_queues:
+            target += ["--priority-queues", str(self.priority_queues)]
+        return [*argv, "--", *target]
 
     def start(self, controllers: Sequence[Any] = ()) -> None:
         self._make_cables()

@@ -1,7 +1,10 @@
 """`cassini bmv2 queues`: what bmv2 needs beyond P4Runtime (queues over simple_switch_CLI).
 
 The handler calls `controlplane.bmv2`; the scale factor is the one `--scale`
-every fabric command takes (same default, same range).
+every fabric command takes (same default, same range). With `--tm-config`,
+the file's `classes` give queue classes their own depth on every port
+(`controlplane.queue_classes.bmv2_class_queue_commands`), for a bmv2 started
+with `--priority-queues 8`.
 """
 
 from __future__ import annotations
@@ -26,22 +29,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     queues.add_argument("--thrift-port", type=port_number, default=9090)
     add_scale_argument(queues)
     queues.add_argument("--print", action="store_true", help="print the commands, send nothing")
+    queues.add_argument(
+        "--tm-config",
+        metavar="FILE",
+        help="TM settings file whose `classes` set per-class queue depths "
+        "(bmv2 run with --priority-queues 8)",
+    )
     add_settings_arguments(queues)
     queues.set_defaults(handler=_queues)
 
 
 def _queues(args: argparse.Namespace) -> int:
     from controlplane.bmv2 import queue_commands, run_cli
+    from controlplane.queue_classes import bmv2_class_queue_commands
+    from emulation.softswitch.tm_config import load_tm_config
     from topologies.chip_mapping import map_to_chip
     from topologies.library import load_topology
 
     topo = load_topology(args.topology)
-    commands = queue_commands(topo, map_to_chip(topo), settings_from_args(args), args.scale)
+    chip = map_to_chip(topo)
+    settings = settings_from_args(args)
+    commands = queue_commands(topo, chip, settings, args.scale)
+    port_lines = len(commands)
+    if args.tm_config:
+        classes = load_tm_config(args.tm_config).classes
+        depths = {c: s.queue_cells for c, s in classes.items() if s.queue_cells is not None}
+        commands += bmv2_class_queue_commands(
+            chip.ports(), depths, settings.cell_bytes, settings.bmv2_packet_bytes
+        )
     if args.print:
         print("\n".join(commands))
         return 0
     run_cli(commands, args.thrift_port)
     print(
-        f"set queue depth and rate of {len(commands) // 2} ports on thrift port {args.thrift_port}"
+        f"set queue depth and rate of {port_lines // 2} ports on thrift port {args.thrift_port}"
+        + (f", and {len(commands) - port_lines} class queue depths" if args.tm_config else "")
     )
     return 0
