@@ -137,7 +137,18 @@ def _status(summary: Mapping[str, Any]) -> str:
         )
     elif not summary["trustworthy"]:
         bits.append(untrustworthy_status(summary["schedulers"]))
+    if summary["settings"].get("target") == "bmv2":
+        bits.append(BMV2_MARKS_NOTE)
     return " ".join(bits)
+
+
+# bmv2 paces a queue in packets (emulation/README.md, "Queue rates on bmv2").
+BMV2_MARKS_NOTE = (
+    "ON BMV2, MARKS ARE NOT THE SOFTWARE SWITCH'S: bmv2 drains a queue in packets per "
+    "second whatever their size, so a ring's ACKs cost its ports as much as data and a "
+    "job alone is marked; compare marks and iteration times under contention on the "
+    "software switch (emulation/README.md, 'Queue rates on bmv2')."
+)
 
 
 def untrustworthy_status(schedulers: Mapping[str, Mapping[str, Any]]) -> str:

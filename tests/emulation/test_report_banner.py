@@ -56,3 +56,15 @@ def test_against_given_the_speedup_is_cassinis_shifts_over_the_files(tmp_path: P
     assert up["mean"] == pytest.approx(309.5 / 254.5, rel=1e-3)
     md = (tmp_path / "report.md").read_text()
     assert "| th+cassini | given | 1.216 |" in md, md
+
+
+@pytest.mark.parametrize(("target", "noted"), [("bmv2", True), ("softswitch", False)])
+def test_a_bmv2_report_says_its_marks_are_counted_in_packets(
+    tmp_path: Path, target: str, noted: bool
+) -> None:
+    """bmv2 marks a job alone (its queues drain packets, not bytes): the report says so
+    above its tables, and only on bmv2."""
+    runs = [_run("themis", [300.0, 320.0], [1, 2], {"tor1->agg1": 5})]
+    write_report(runs, {**SETTINGS, "target": target}, tmp_path)
+    head = (tmp_path / "report.md").read_text().split("\n\n")[1]
+    assert ("ON BMV2, MARKS ARE NOT THE SOFTWARE SWITCH'S" in head) is noted, head
