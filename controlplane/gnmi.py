@@ -65,6 +65,7 @@ CASSINI_COUNTER_LEAVES: tuple[str, ...] = (
     "pfc-received",  # PFC and 802.3x PAUSE frames received
     "pfc-pauses-sent",  # PFC pause frames sent (refreshes included; one per pause on a cable)
     "pfc-resumes-sent",  # PFC resume (zero-quanta) frames sent
+    "pfc-paused-us",  # microseconds the port's ingress was held paused (XOFF to XON)
 )
 
 COUNTER_LEAVES: tuple[str, ...] = OPENCONFIG_COUNTER_LEAVES + CASSINI_COUNTER_LEAVES

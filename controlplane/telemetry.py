@@ -52,6 +52,7 @@ GNMI_COLUMNS: tuple[str, ...] = (
     "rx-overruns",
     "malformed",
     "pfc-pauses-sent",
+    "pfc-paused-us",
 )
 
 
@@ -138,6 +139,7 @@ class PortDelta:
     rx_overruns: int | None = None
     malformed: int | None = None
     pfc_pauses_sent: int | None = None  # PFC pause frames this port sent (not a loss)
+    pfc_paused_us: int | None = None  # how long it held its ingress paused
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -118,6 +118,12 @@ class RunResult:
         pause between logical switches counts once), from gNMI; None without it."""
         return _total(r.pfc_pauses_sent for r in self.ports)
 
+    @property
+    def switch_pfc_paused_ms(self) -> float | None:
+        """How long the switch held its ports' ingress paused, summed over ports (gNMI)."""
+        paused = _total(r.pfc_paused_us for r in self.ports)
+        return None if paused is None else round(paused / 1e3, 3)
+
     def schedule(self) -> dict[str, Any]:
         """The schedule that ran, in the schedule file's keys."""
         doc: dict[str, Any] = {
@@ -139,6 +145,7 @@ class RunResult:
             "pfc_pause_frames": self.pfc_pause_frames,
             "pfc_paused_ms": self.pfc_paused_ms,
             "switch_pfc_pauses": self.switch_pfc_pauses,
+            "switch_pfc_paused_ms": self.switch_pfc_paused_ms,
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
             "interrupted": self.interrupted,

@@ -41,7 +41,7 @@ enum {
     R_TAIL_DROPPED, R_FORWARD_MISSES, R_TO_UNKNOWN_PORT, R_MALFORMED, R_RX_OVERRUNS,
     R_SEND_ERRORS, R_PFC_RECEIVED, R_MAC_CONTROL_IGNORED, R_PFC_PAUSES_SENT,
     R_PFC_RESUMES_SENT, R_ECN_MARKED_BYTES, R_WRED_DROPPED_BYTES, R_TAIL_DROPPED_BYTES,
-    R_RX_BROADCAST, R_RX_MULTICAST, R_PORT_DOWN,
+    R_RX_BROADCAST, R_RX_MULTICAST, R_PORT_DOWN, R_PFC_PAUSED_US,
     N_ROWS
 };
 static const char *ROW_NAMES[N_ROWS] = {
@@ -49,7 +49,7 @@ static const char *ROW_NAMES[N_ROWS] = {
     "tail_dropped", "forward_misses", "to_unknown_port", "malformed", "rx_overruns",
     "send_errors", "pfc_received", "mac_control_ignored", "pfc_pauses_sent",
     "pfc_resumes_sent", "ecn_marked_bytes", "wred_dropped_bytes", "tail_dropped_bytes",
-    "rx_broadcast", "rx_multicast", "port_down",
+    "rx_broadcast", "rx_multicast", "port_down", "pfc_paused_us",
 };
 
 typedef struct {
@@ -103,6 +103,7 @@ typedef struct {
     long *queue_cells, *peak_queue_cells, *ingress_cells, *class_cells, *ingress_class_cells;
     unsigned char *ingress_class_paused;
     double *tx_free_at, *paused_until, *start_at, *last_reception, *last_arrival, *refresh_at;
+    double *paused_since; /* when some class of the ingress port was first paused */
     unsigned char *ingress_paused, *has_refresh;
     long buffered_cells;
     double now, limit;
@@ -323,6 +324,7 @@ static int send_pause(Pipeline *p, int key, double now) {
 }
 
 static int pause_upstream(Pipeline *p, int in_port, int queue_class, double now) {
+    if (!p->ingress_paused[in_port]) p->paused_since[in_port] = now;
     p->ingress_class_paused[in_port * QUEUE_CLASSES + queue_class] = 1;
     p->ingress_paused[in_port] = 1;
     int peer = p->cable_peer[in_port];
@@ -339,6 +341,8 @@ static int resume_upstream(Pipeline *p, int in_port, int queue_class, double now
     p->ingress_class_paused[base + queue_class] = 0;
     for (int c = 0; c < QUEUE_CLASSES; c++) still_paused |= p->ingress_class_paused[base + c];
     p->ingress_paused[in_port] = (unsigned char)still_paused;
+    if (!still_paused) /* TrafficManager.pfc_paused_us */
+        COUNT(p, R_PFC_PAUSED_US, in_port) += (int64_t)((now - p->paused_since[in_port]) * 1e6);
     COUNT(p, R_PFC_RESUMES_SENT, in_port)++;
     int peer = p->cable_peer[in_port];
     if (peer >= 0) {
@@ -754,7 +758,7 @@ static void pipeline_dealloc(Pipeline *p) {
                       p->ingress_paused, p->has_refresh, p->wred_obj, p->wred_min,
                       p->wred_max, p->wred_prob, p->class_limit, p->class_pause_frame,
                       p->class_resume_frame, p->class_cells, p->ingress_class_cells,
-                      p->ingress_class_paused};
+                      p->ingress_class_paused, p->paused_since};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) PyMem_Free(arrays[i]);
     for (int i = 0; i < p->n_rings; i++) PyBuffer_Release(&p->rings[i].view);
     PyMem_Free(p->rings);
@@ -907,6 +911,7 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     p->last_arrival = PyMem_Calloc(n, sizeof(double));
     p->refresh_at = PyMem_Calloc(nc, sizeof(double));
     p->ingress_paused = PyMem_Calloc(n, 1);
+    p->paused_since = PyMem_Calloc(n, sizeof(double));
     p->has_refresh = PyMem_Calloc(nc, 1);
     (void)nd;
     (void)nl;
@@ -918,7 +923,7 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
         !p->ingress_paused || !p->has_refresh || !p->wred_obj || !p->wred_min ||
         !p->wred_max || !p->wred_prob || !p->class_limit || !p->class_cells ||
         !p->ingress_class_cells || !p->ingress_class_paused || !p->class_pause_frame ||
-        !p->class_resume_frame) {
+        !p->class_resume_frame || !p->paused_since) {
         PyErr_NoMemory();
         return -1;
     }

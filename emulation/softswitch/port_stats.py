@@ -39,6 +39,7 @@ STAT_NAMES: tuple[str, ...] = (
     "mac_control_ignored",  # other MAC-control frames consumed by the MAC
     "pfc_pauses_sent",  # PFC pause frames sent to hosts (refreshes included); one per pause on a cable
     "pfc_resumes_sent",  # zero-quanta (XON) frames sent; one per resume on a cable
+    "pfc_paused_us",  # time the port's ingress was held paused (XOFF to XON), in us
     "rx_broadcast",  # of rx_packets: sent to ff:ff:ff:ff:ff:ff
     "rx_multicast",  # of rx_packets: sent to another group address
     "port_down",  # 1 once the packet loop found the port's interface gone
@@ -76,6 +77,7 @@ class PortCounters:
     pfc_received: int
     pfc_pauses_sent: int
     pfc_resumes_sent: int
+    pfc_paused_us: int
 
 
 def port_counters(
@@ -123,6 +125,7 @@ def port_counters(
                 pfc_received=get("pfc_received"),
                 pfc_pauses_sent=get("pfc_pauses_sent"),
                 pfc_resumes_sent=get("pfc_resumes_sent"),
+                pfc_paused_us=get("pfc_paused_us"),
             )
         )
     return out

@@ -155,6 +155,7 @@ class ReferenceSwitchProgram:
             "mac_control_ignored": self.mac_control_ignored,
             "pfc_pauses_sent": tm.pfc_pauses_sent,
             "pfc_resumes_sent": tm.pfc_resumes_sent,
+            "pfc_paused_us": tm.pfc_paused_us,
             "rx_broadcast": self.rx_broadcast,
             "rx_multicast": self.rx_multicast,
             "port_down": self.port_down,

@@ -229,6 +229,8 @@ class TrafficManager:
         ]
         self.pfc_pauses_sent = [0] * n
         self.pfc_resumes_sent = [0] * n
+        self.pfc_paused_us = [0] * n  # XOFF to XON of the port's ingress, counted at the XON
+        self.paused_since = [0.0] * n
 
         self.transmitted: list[tuple[int, bytes]] = []
         # When each of them finished serialising (its scheduled departure), for
@@ -552,6 +554,8 @@ class TrafficManager:
 
     def _pause_upstream(self, in_port: int, queue_class: int, now: float) -> None:
         """`queue_class`'s cells from `in_port` passed its XOFF: pause that class upstream."""
+        if not self.ingress_paused[in_port]:
+            self.paused_since[in_port] = now
         self.ingress_class_paused[in_port * QUEUE_CLASSES + queue_class] = True
         self.ingress_paused[in_port] = True
         peer = self.cable_peer[in_port]
@@ -578,6 +582,8 @@ class TrafficManager:
         self.ingress_class_paused[base + queue_class] = False
         still_paused = any(self.ingress_class_paused[base : base + QUEUE_CLASSES])
         self.ingress_paused[in_port] = still_paused
+        if not still_paused:
+            self.pfc_paused_us[in_port] += int((now - self.paused_since[in_port]) * 1e6)
         self.pfc_resumes_sent[in_port] += 1
         peer = self.cable_peer[in_port]
         if peer >= 0:

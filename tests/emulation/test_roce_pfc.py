@@ -174,6 +174,9 @@ def test_the_switch_pauses_roce_senders_in_an_incast_and_they_honour_it(
     # every frame a host honoured is one the switch sent
     summary = result.summary()
     assert summary["switch_pfc_pauses"] >= summary["pfc_pause_frames"] == frames
+    assert summary["switch_pfc_paused_ms"] > 0
+    print(f"switch sent {summary['switch_pfc_pauses']} pauses, held "
+          f"{summary['switch_pfc_paused_ms']} ms")  # fmt: skip
 
 
 @pytest.mark.root

@@ -187,13 +187,14 @@ def test_summary_json_counts_cnps_per_job_and_pauses_and_drops_per_run() -> None
     assert summary["jobs"]["b-0"]["cnps"] is None  # a TCP-like job counts none
     assert (summary["pfc_pause_frames"], summary["pfc_paused_ms"], summary["drops"]) == (2, 3.0, 0)
     assert summary["settings"]["transport"] == "roce"
-    assert summary["switch_pfc_pauses"] is None  # no gNMI counters read
+    assert summary["switch_pfc_pauses"] is summary["switch_pfc_paused_ms"] is None  # no gNMI
     # the switch's own pause frames (gNMI pfc-pauses-sent), summed over its ports' rows
-    rows = (PortDelta(time_s=0.5, interval_s=0.5, port=1, pfc_pauses_sent=5),
-            PortDelta(time_s=1.0, interval_s=0.5, port=1, pfc_pauses_sent=2),
+    rows = (PortDelta(time_s=0.5, interval_s=0.5, port=1, pfc_pauses_sent=5, pfc_paused_us=1500),
+            PortDelta(time_s=1.0, interval_s=0.5, port=1, pfc_pauses_sent=2, pfc_paused_us=250),
             PortDelta(time_s=1.0, interval_s=0.5, port=2))  # fmt: skip
     with_switch = replace(result, ports=rows).summary()
     assert (with_switch["switch_pfc_pauses"], with_switch["pfc_pause_frames"]) == (7, 2)
+    assert with_switch["switch_pfc_paused_ms"] == 1.75
 
 
 def test_back_to_back_calls_lose_no_packet_to_the_call_before() -> None:

@@ -172,6 +172,7 @@ def test_fast_pipeline_matches_the_reference(seed: int, pfc: bool) -> None:
     if pfc:
         assert stats["pfc_pauses_sent"] and stats["pfc_resumes_sent"]
         assert any(p in (10, 11, 12, 13) for p in stats["pfc_pauses_sent"])  # across a cable
+        assert stats["pfc_paused_us"]  # the paused time, to the microsecond in both
     assert {(p, f) for p, f, _ in got[0]} and {p for p, _, _ in got[0]} == {1, 2}
     reference.flush_counters()
     fast.flush_counters()
