@@ -41,6 +41,13 @@ class Pipeline:
         job_by_src: dict[int, int] | None = None,
         job_counts: Any = None,
         max_depth: Any = None,
+        queue_by_dscp: dict[int, int] | None = None,
+        queue_by_flow: dict[bytes, int] | None = None,
+        class_limit: Sequence[int] | None = None,
+        class_wred: Sequence[Any] | None = None,
+        class_pfc: Sequence[tuple[bool, int, int]] | None = None,
+        class_pause_frames: Mapping[int, bytes] | None = None,
+        class_resume_frames: Mapping[int, bytes] | None = None,
     ) -> None: ...
     def receive(self, port: int, frame: bytes, stamp: float) -> None: ...
     def ingress(self, port: int, frame: bytes, now: float) -> None: ...

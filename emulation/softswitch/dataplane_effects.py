@@ -71,14 +71,14 @@ def dataplane_effect(index: P4InfoIndex, entry: Any, *, deleted: bool) -> Datapl
 
         if table.name == QUEUE_CLASS_TABLE:
             return QueueClassChange(False, value("dscp"), queue_class)
-        key = flow_key(
+        flow = flow_key(
             value("src_addr"),
             value("dst_addr"),
             value("protocol"),
             value("src_port"),
             value("dst_port"),
         )
-        return QueueClassChange(True, key, queue_class)
+        return QueueClassChange(True, flow, queue_class)
     return None
 
 

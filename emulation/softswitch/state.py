@@ -15,12 +15,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from controlplane.job_classes import JOB_CLASSES
 from controlplane.p4names import JOB_COUNTERS
+
+Key = TypeVar("Key", int, bytes)
 
 # One counter cell per port; P4Info declares 512 (bit<9> ports).
 COUNTER_CELLS = 512
@@ -209,14 +211,10 @@ def reduce_changes(changes: Iterable[Change]) -> ChangeBatch:
                 job_delete.discard(change.key)
                 job_set[change.key] = change.job_class
         elif isinstance(change, QueueClassChange):
-            queue_set: dict = batch.queue_set[change.by_flow]  # type: ignore[type-arg]
-            queue_delete: set = batch.queue_delete[change.by_flow]  # type: ignore[type-arg]
-            if change.queue_class is None:
-                queue_set.pop(change.key, None)
-                queue_delete.add(change.key)
+            if isinstance(change.key, bytes):
+                _note(batch.queue_set[1], batch.queue_delete[1], change.key, change.queue_class)
             else:
-                queue_delete.discard(change.key)
-                queue_set[change.key] = change.queue_class
+                _note(batch.queue_set[0], batch.queue_delete[0], change.key, change.queue_class)
         elif isinstance(change, CounterChange):
             batch.counters.append(change)
         else:  # the tables' changes before a clear are moot; counters' only if it zeroes
@@ -224,6 +222,16 @@ def reduce_changes(changes: Iterable[Change]) -> ChangeBatch:
             zero = change.zero_counters or batch.zero_counters
             batch = ChangeBatch(clear=True, zero_counters=zero, counters=kept)
     return batch
+
+
+def _note(keys_set: dict[Key, int], keys_deleted: set[Key], key: Key, value: int | None) -> None:
+    """Record `key` set to `value`, or deleted when None, in a batch's pair of sets."""
+    if value is None:
+        keys_set.pop(key, None)
+        keys_deleted.add(key)
+    else:
+        keys_deleted.discard(key)
+        keys_set[key] = value
 
 
 def apply_batch(state: DataplaneState, batch: ChangeBatch) -> None:
@@ -252,13 +260,12 @@ def apply_batch(state: DataplaneState, batch: ChangeBatch) -> None:
         for socket in keys_deleted:
             table.pop(socket, None)
         table.update(keys_set)
-    queue_tables: tuple[dict, dict] = (state.queue_by_dscp, state.queue_by_flow)  # type: ignore[type-arg]
-    for queue_table, queue_set, queue_deleted in zip(
-        queue_tables, batch.queue_set, batch.queue_delete, strict=True
-    ):
-        for key in queue_deleted:
-            queue_table.pop(key, None)
-        queue_table.update(queue_set)
+    for dscp in batch.queue_delete[0]:
+        state.queue_by_dscp.pop(dscp, None)
+    state.queue_by_dscp.update(batch.queue_set[0])
+    for flow in batch.queue_delete[1]:
+        state.queue_by_flow.pop(flow, None)
+    state.queue_by_flow.update(batch.queue_set[1])
     for change in batch.counters:
         cells = state.counter(change.counter)
         value = (change.packets, change.byte_count)

@@ -21,7 +21,7 @@ classes:
 
 
 def test_class_depths_follow_the_port_lines_and_are_sent_as_recorded(
-    tmp_path: Path, capsys, monkeypatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tm = tmp_path / "tm.yaml"
     tm.write_text(TM)
@@ -45,7 +45,9 @@ def test_class_depths_follow_the_port_lines_and_are_sent_as_recorded(
     assert "and 144 class queue depths" in capsys.readouterr().out
 
 
-def test_a_bad_class_in_the_file_is_one_line(tmp_path: Path, capsys) -> None:
+def test_a_bad_class_in_the_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     tm = tmp_path / "tm.yaml"
     tm.write_text("classes:\n  9: {queue_cells: 10}\n")
     code = main(["bmv2", "queues", "--print", "--tm-config", str(tm)])

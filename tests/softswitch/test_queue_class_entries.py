@@ -3,6 +3,8 @@ frame's class follows the P4 program's order: flow first, then DSCP, else 0."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
@@ -20,13 +22,13 @@ KEY = flow_key(0x0A000001, 0x0A000002, 17, 4791, 4791)
 
 
 @pytest.fixture
-def device() -> RunningServer:
+def device() -> Iterator[RunningServer]:
     server = serve(device_id=1)
     yield server
     server.stop()
 
 
-def test_entries_reach_the_packet_path_and_a_delete_removes_them(device) -> None:
+def test_entries_reach_the_packet_path_and_a_delete_removes_them(device: RunningServer) -> None:
     index = load_p4info()
     entries = queue_class_entries({46: 7, 10: 2}, {FLOW: 6})
     with P4RuntimeSession.connect(device.address, 1, p4info=index) as session:
@@ -41,7 +43,9 @@ def test_entries_reach_the_packet_path_and_a_delete_removes_them(device) -> None
         assert state.queue_by_dscp == {46: 7, 10: 2}
 
 
-def _frame(tos: int, sport: int = 4791, tcp: bool = False, frag: int = 0, vlan: bool = False):
+def _frame(
+    tos: int, sport: int = 4791, tcp: bool = False, frag: int = 0, vlan: bool = False
+) -> bytes:
     head = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")
     if vlan:
         head = head / Dot1Q(vlan=3)
