@@ -27,48 +27,52 @@ def counters_of_read(index: P4InfoIndex, query: Any) -> list[CounterInfo]:
 
 def count_counter_entries(index: P4InfoIndex, query: Any) -> int:
     """How many entities a read of `query` returns; EntryError for a bad counter or index."""
-    total = 0
-    for counter in counters_of_read(index, query):
-        if query.counter_id and query.HasField("index"):
-            _checked_index(counter, query.index.index)
-            total += 1
-        else:
-            total += counter.size
-    return total
+    return sum(len(rows) for _, rows in counter_rows(counters_of_read(index, query), query))
 
 
-def counter_entries(
-    index: P4InfoIndex, cells_of: Mapping[str, np.ndarray], query: Any
-) -> Iterator[Any]:
-    """The Entity messages (each a CounterEntry) a read of `query` returns (wildcards per
-    spec 9.5), from counter arrays read at one instant (`cells_of`: name -> [cells, 2]),
-    one at a time.
+def counter_rows(
+    counters: Iterable[CounterInfo], query: Any
+) -> list[tuple[CounterInfo, range | tuple[int]]]:
+    """The cells a read of `query` returns of each of `counters` (its resolved counters):
+    the one `query` names, or all; EntryError for a bad index."""
+    if query.counter_id and query.HasField("index"):
+        return [(c, (_checked_index(c, query.index.index),)) for c in counters]
+    return [(c, range(c.size)) for c in counters]
 
-    Built in place in their Entity: with the pure-Python protobuf a message handed
-    to another is copied, and a read of every cell did it for each of thousands."""
-    for counter in counters_of_read(index, query):
-        cells = cells_of[counter.name][: counter.size]
+
+# An upper bound of one counter Entity's serialised size: counter_id (uint32), index
+# (int64) and data (two int64) at their longest varints, with tags and lengths: 47.
+COUNTER_ENTITY_MAX_BYTES = 64
+
+
+def counter_entity_fields(
+    rows: Iterable[tuple[CounterInfo, range | tuple[int]]], cells_of: Mapping[str, np.ndarray]
+) -> Iterator[dict[str, Any]]:
+    """The Entity messages (each a CounterEntry) of `rows` (from `counter_rows`), as the
+    keyword arguments of `p4runtime_pb2.Entity`, from counter arrays read at one instant
+    (`cells_of`: name -> [cells, 2]).
+
+    Dicts, not messages: the compiled protobuf builds a ReadResponse of 288 entities
+    from dicts in a third of the time that setting each field of each message takes,
+    and the counter poll is what the fabric asks ten times a second (issue 24)."""
+    for counter, wanted in rows:
+        cells = cells_of[counter.name]
         # One cell converts one row: the whole array's tolist() per one-cell read was
         # 87% of the service's time when a poll named the job counters' cells.
-        if query.counter_id and query.HasField("index"):
-            i = _checked_index(counter, query.index.index)
-            rows: Iterable[tuple[int, list[int]]] = [(i, cells[i].tolist())]
+        if len(wanted) == 1:
+            values: Iterable[tuple[int, list[int]]] = [(wanted[0], cells[wanted[0]].tolist())]
         else:
-            rows = enumerate(cells.tolist())
+            values = enumerate(cells[: counter.size].tolist())
         packets = counter.unit in ("PACKETS", "BOTH")
         octets = counter.unit in ("BYTES", "BOTH")
-        for i, (packet_count, byte_count) in rows:
-            entity = p4runtime_pb2.Entity()
-            entry = entity.counter_entry
-            entry.counter_id = counter.id
-            entry.index.index = i
+        counter_id = counter.id
+        for i, (packet_count, byte_count) in values:
+            data: dict[str, int] = {}
             if packets:
-                entry.data.packet_count = packet_count
+                data["packet_count"] = packet_count
             if octets:
-                entry.data.byte_count = byte_count
-            if not entry.HasField("data"):
-                entry.data.SetInParent()
-            yield entity
+                data["byte_count"] = byte_count
+            yield {"counter_entry": {"counter_id": counter_id, "index": {"index": i}, "data": data}}
 
 
 def counter_change(index: P4InfoIndex, entry: Any, update_type: int) -> CounterChange | None:

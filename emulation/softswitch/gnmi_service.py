@@ -37,6 +37,7 @@ from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 from controlplane.gnmi import CASSINI_MODULE
 
 from .gnmi_config import serve_set
+from .gnmi_get_encoding import PathCache, proto_notification
 from .gnmi_telemetry import (
     TelemetrySource,
     check_interval,
@@ -211,6 +212,7 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         self.telemetry = telemetry
         self.limits = limits if limits is not None else ServiceLimits()
         self._subscriptions = threading.BoundedSemaphore(self.limits.max_subscriptions)
+        self._get_paths = PathCache()  # a Get's PROTO leaf paths, serialised once
 
     def _bounded(self, notice: Any, so_far: int = 0) -> int:
         """The bytes of a response holding `notice` after `so_far` bytes; RESOURCE_EXHAUSTED
@@ -284,7 +286,12 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
                 matches = self._matches(origin, elems)
                 if request.type == gnmi_pb2.GetRequest.CONFIG:
                     matches = []  # every leaf served is state: there is no config to return
-                notice = notification(matches, encoding, self.clock_ns(), request.prefix)
+                if encoding == gnmi_pb2.PROTO:
+                    notice = proto_notification(
+                        matches, self.clock_ns(), request.prefix, self._get_paths
+                    )
+                else:
+                    notice = notification(matches, encoding, self.clock_ns(), request.prefix)
                 size = self._bounded(notice, size)
                 notices.append(notice)
         except PathError as err:

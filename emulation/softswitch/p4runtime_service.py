@@ -162,7 +162,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 self._log(logging.INFO, "device %d: read refused: %s", err.message)
                 context.abort(_grpc_code(err.code), err.message)
             try:
-                yield from read_responses(snapshot.entities(), self._gate)
+                yield from read_responses(snapshot.response_items(), self._gate)
             except Stopping:
                 context.abort(grpc.StatusCode.UNAVAILABLE, "the switch is stopping")
         finally:

@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 from google.rpc import code_pb2
 
-from controlplane.p4info import P4InfoIndex
+from controlplane.p4info import CounterInfo, P4InfoIndex
 from controlplane.proto.p4.v1 import p4runtime_pb2
 from emulation.softswitch.counter_entries import (
-    count_counter_entries,
-    counter_entries,
+    COUNTER_ENTITY_MAX_BYTES,
+    counter_entity_fields,
+    counter_rows,
     counters_of_read,
 )
 from emulation.softswitch.entry_validation import match_key_for_read, table_of
@@ -51,9 +52,8 @@ class TableRows:
 class CounterCells:
     """The cells of a CounterEntry read, from counter arrays copied at the snapshot."""
 
-    index: P4InfoIndex
+    rows: tuple[tuple[CounterInfo, range | tuple[int]], ...]  # counter_entries.counter_rows
     cells: Mapping[str, np.ndarray]
-    query: Any  # the CounterEntry of the request
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,12 @@ class ReadSnapshot:
 
     def entities(self) -> Iterator[Any]:
         """The Entity messages, built one at a time."""
+        for item in self.response_items():
+            yield p4runtime_pb2.Entity(**item) if isinstance(item, dict) else item
+
+    def response_items(self) -> Iterator[Any]:
+        """What `read_responses` puts in ReadResponses: an Entity message per table entry,
+        the Entity's fields (a dict, cheaper to build) per counter cell."""
         for part in self.parts:
             if isinstance(part, TableRows):
                 for entry in part.entries:
@@ -72,7 +78,7 @@ class ReadSnapshot:
                     entity.table_entry.CopyFrom(entry)
                     yield entity
             else:
-                yield from counter_entries(part.index, part.cells, part.query)
+                yield from counter_entity_fields(part.rows, part.cells)
 
 
 def take_snapshot(
@@ -83,7 +89,8 @@ def take_snapshot(
 ) -> ReadSnapshot:
     """The snapshot of a ReadRequest (call it under the device lock); EntryError for a bad
     entity or, RESOURCE_EXHAUSTED, for more than `max_entities` entities."""
-    cells = _counter_cells(pipeline.index, request, counters)
+    resolved: dict[int, list[CounterInfo]] = {}  # counter_id -> its counters, this Read's
+    cells = _counter_cells(pipeline.index, request, counters, resolved)
     parts: list[TableRows | CounterCells] = []
     count = 0
     for i, entity in enumerate(request.entities):
@@ -94,8 +101,10 @@ def take_snapshot(
                 parts.append(rows)
                 count += len(rows.entries)
             elif kind == "counter_entry":
-                count += count_counter_entries(pipeline.index, entity.counter_entry)
-                parts.append(CounterCells(pipeline.index, cells, entity.counter_entry))
+                query = entity.counter_entry
+                rows = tuple(counter_rows(resolved[query.counter_id], query))
+                count += sum(len(wanted) for _, wanted in rows)
+                parts.append(CounterCells(rows, cells))
             elif kind is None:
                 raise EntryError(code_pb2.INVALID_ARGUMENT, "entity is unset")
             elif kind == "register_entry" and entity.register_entry.register_id in {
@@ -128,16 +137,22 @@ def take_snapshot(
 
 
 def _counter_cells(
-    index: P4InfoIndex, request: Any, counters: Callable[[list[str]], dict[str, np.ndarray]]
+    index: P4InfoIndex,
+    request: Any,
+    counters: Callable[[list[str]], dict[str, np.ndarray]],
+    resolved: dict[int, list[CounterInfo]],
 ) -> dict[str, np.ndarray]:
-    """Every counter a Read names, read from the packet path at one instant."""
-    names: set[str] = set()
+    """Every counter a Read names, read from the packet path at one instant; fills
+    `resolved` (counter_id -> its counters: a poll names the same four 72 times)."""
     for i, entity in enumerate(request.entities):
         if entity.WhichOneof("entity") == "counter_entry":
-            try:
-                names.update(c.name for c in counters_of_read(index, entity.counter_entry))
-            except EntryError as err:
-                raise EntryError(err.code, f"entity {i}: {err.message}") from None
+            query = entity.counter_entry
+            if query.counter_id not in resolved:
+                try:
+                    resolved[query.counter_id] = counters_of_read(index, query)
+                except EntryError as err:
+                    raise EntryError(err.code, f"entity {i}: {err.message}") from None
+    names = {c.name for found in resolved.values() for c in found}
     return counters(sorted(names)) if names else {}
 
 
@@ -206,9 +221,15 @@ class BuildGate:
             yield
 
 
+def _entity_bytes(entity: Any) -> int:
+    """An entity's serialised size; for a counter's fields (a dict), a bound of it."""
+    return COUNTER_ENTITY_MAX_BYTES if isinstance(entity, dict) else int(entity.ByteSize())
+
+
 def read_responses(entities: Iterable[Any], gate: BuildGate) -> Iterator[Any]:
     """ReadResponses of at most READ_CHUNK entities and about READ_CHUNK_BYTES each,
-    each built under `gate` (one empty response when there is nothing to return)."""
+    each built under `gate` (one empty response when there is nothing to return).
+    An entity is a message or its fields (a dict, `ReadSnapshot.response_items`)."""
     source = iter(entities)
     carried: Any = None  # the entity that did not fit the previous response
     more = True
@@ -218,9 +239,9 @@ def read_responses(entities: Iterable[Any], gate: BuildGate) -> Iterator[Any]:
         with gate.building():
             if carried is not None:
                 chunk.append(carried)
-                size, carried = carried.ByteSize(), None
+                size, carried = _entity_bytes(carried), None
             for entity in source:
-                entity_bytes = entity.ByteSize()
+                entity_bytes = _entity_bytes(entity)
                 if chunk and (len(chunk) >= READ_CHUNK or size + entity_bytes > READ_CHUNK_BYTES):
                     carried = entity
                     break
