@@ -30,6 +30,9 @@
 #define JOB_CLASSES 16 /* state.JOB_CLASSES: a 4-bit job class */
 #define QUEUE_CLASSES 8 /* tm_config.QUEUE_CLASSES: strict priority, 7 first */
 
+/* Rows of the class counter array [C_ROWS, n * QUEUE_CLASSES] (traffic_manager.class_*). */
+enum { C_ENQUEUED, C_SENT, C_SENT_BYTES, C_MARKED, C_DROPPED, C_ROWS };
+
 /* Rows of the job counter array [J_ROWS, n * JOB_CLASSES] (traffic_manager.job_*). */
 enum { J_TX_PACKETS, J_TX_BYTES, J_MARKED_PACKETS, J_MARKED_BYTES, J_ROWS };
 
@@ -119,6 +122,10 @@ typedef struct {
     PyObject *job_obj, *depth_obj;
     Py_buffer job_view, depth_view;
     int64_t *job_counts, *max_depth;
+    /* per (port, queue class) counters: int64 [C_ROWS, n * QUEUE_CLASSES] (caller's or ours) */
+    PyObject *class_obj;
+    Py_buffer class_view;
+    int64_t *class_counts;
     /* departure lateness histogram: int64 [buckets], plus the largest lateness */
     PyObject *late_obj;
     Py_buffer late_view;
@@ -156,6 +163,8 @@ typedef struct {
 #define SAMPLE_VALUES 3
 
 #define COUNT(p, row, port) ((p)->counts[(Py_ssize_t)(row) * (p)->n + (port)])
+#define CLASS_COUNT(p, row, cell) \
+    ((p)->class_counts[(Py_ssize_t)(row) * (p)->n * QUEUE_CLASSES + (cell)])
 #define JOB_COUNT(p, row, cell) ((p)->job_counts[(Py_ssize_t)(row) * (p)->n * JOB_CLASSES + (cell)])
 
 /* --- the heap (same order as heapq over (time, sequence, ...) tuples) ------------- */
@@ -389,7 +398,11 @@ static int tm_serve(Pipeline *p, int port, double now) {
         queue_class--;
     Queued item = queue_popleft(&p->queues[port * QUEUE_CLASSES + queue_class]);
     p->queue_cells[port] -= item.cells;
-    p->class_cells[port * QUEUE_CLASSES + queue_class] -= item.cells;
+    int qcell = port * QUEUE_CLASSES + queue_class;
+    p->class_cells[qcell] -= item.cells;
+    CLASS_COUNT(p, C_SENT, qcell)++;
+    CLASS_COUNT(p, C_SENT_BYTES, qcell) += PyBytes_GET_SIZE(item.frame);
+    if (item.marked) CLASS_COUNT(p, C_MARKED, qcell)++;
     p->buffered_cells -= item.cells;
     p->ingress_cells[item.in_port] -= item.cells;
     int pcell = item.in_port * QUEUE_CLASSES + queue_class;
@@ -421,9 +434,11 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
     }
     long depth = p->queue_cells[out_port];
     Py_ssize_t length = PyBytes_GET_SIZE(frame);
+    int qcell = out_port * QUEUE_CLASSES + queue_class;
     if (COUNT(p, R_PORT_DOWN, out_port)) { /* its link is down (the loop's flag) */
         COUNT(p, R_TAIL_DROPPED, out_port)++;
         COUNT(p, R_TAIL_DROPPED_BYTES, out_port) += length;
+        CLASS_COUNT(p, C_DROPPED, qcell)++;
         return 0;
     }
     if (depth == 0 && p->tx_free_at[out_port] <= now + TIME_EPSILON_S &&
@@ -435,6 +450,9 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
         Py_ssize_t cell = (Py_ssize_t)out_port * JOB_CLASSES + job_class;
         JOB_COUNT(p, J_TX_PACKETS, cell)++;
         JOB_COUNT(p, J_TX_BYTES, cell) += length;
+        CLASS_COUNT(p, C_ENQUEUED, qcell)++;
+        CLASS_COUNT(p, C_SENT, qcell)++;
+        CLASS_COUNT(p, C_SENT_BYTES, qcell) += length;
         int peer = p->cable_peer[out_port];
         if (peer >= 0)
             return heap_push(p, end + p->cable_delay[out_port], ARRIVE, peer, frame);
@@ -446,7 +464,6 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
     long cells = (long)((length + p->cell_bytes - 1) / p->cell_bytes);
     int marked_here = 0;
     PyObject *owned = NULL; /* a CE-marked copy */
-    int qcell = out_port * QUEUE_CLASSES + queue_class;
     long class_depth = p->class_cells[qcell]; /* what WRED and the class limit see */
     int has_profile = 0;
     double min_cells = 0, max_cells = 0, max_prob = 0;
@@ -499,6 +516,7 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
                 } else if (ecn != 3) {
                     COUNT(p, R_WRED_DROPPED, out_port)++;
                     COUNT(p, R_WRED_DROPPED_BYTES, out_port) += length;
+                    CLASS_COUNT(p, C_DROPPED, qcell)++;
                     return 0;
                 }
             }
@@ -508,6 +526,7 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
         p->buffered_cells + cells > p->buffer_cells) {
         COUNT(p, R_TAIL_DROPPED, out_port)++;
         COUNT(p, R_TAIL_DROPPED_BYTES, out_port) += length;
+        CLASS_COUNT(p, C_DROPPED, qcell)++;
         Py_XDECREF(owned);
         return 0;
     }
@@ -516,6 +535,7 @@ static int tm_enqueue(Pipeline *p, PyObject *frame, int in_port, int out_port, d
     Py_XDECREF(owned);
     if (rc < 0) return -1;
     p->class_cells[qcell] = class_depth + cells;
+    CLASS_COUNT(p, C_ENQUEUED, qcell)++;
     depth += cells;
     p->queue_cells[out_port] = depth;
     if (depth > p->peak_queue_cells[out_port]) p->peak_queue_cells[out_port] = depth;
@@ -766,6 +786,8 @@ static void pipeline_dealloc(Pipeline *p) {
     Py_XDECREF(p->wakeup_obj);
     if (p->counts_obj != NULL) PyBuffer_Release(&p->counts_view);
     if (p->job_obj != NULL) PyBuffer_Release(&p->job_view);
+    if (p->class_obj != NULL) PyBuffer_Release(&p->class_view);
+    Py_XDECREF(p->class_obj);
     if (p->ring_obj != NULL) PyBuffer_Release(&p->ring_view);
     Py_XDECREF(p->ring_obj);
     PyMem_Free(p->ring_ports);
@@ -851,6 +873,7 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     PyObject *job_by_dst = NULL, *job_by_src = NULL, *job_counts = NULL, *max_depth = NULL;
     PyObject *queue_by_dscp = NULL, *queue_by_flow = NULL, *class_limit = NULL;
     PyObject *class_wred = NULL, *class_pfc = NULL, *class_pause = NULL, *class_resume = NULL;
+    PyObject *class_counts = NULL;
     long wire_overhead, cell_bytes, buffer_cells, xoff, xon;
     static char *kwlist[] = {"n", "seconds_per_byte", "queue_limit", "cable_peer",
                              "cable_delay", "pause_seconds", "valid_ports", "pause_frames",
@@ -859,12 +882,13 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
                              "random", "counts", "lateness", "wakeup", "job_by_dst",
                              "job_by_src", "job_counts", "max_depth", "queue_by_dscp",
                              "queue_by_flow", "class_limit", "class_wred", "class_pfc",
-                             "class_pause_frames", "class_resume_frames", NULL};
+                             "class_pause_frames", "class_resume_frames", "class_counts",
+                             NULL};
     if (p->queues != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Pipeline is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOOOOOOOlllpllO!O!OOO|OO!O!OOO!O!OOOO!O!", kwlist, &n,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOOOOOOOOlllpllO!O!OOO|OO!O!OOO!O!OOOO!O!O", kwlist, &n,
                                      &spb, &qlimit, &peer, &delay, &pause_s, &valid,
                                      &pause_frames, &resume_frames, &wire_overhead, &cell_bytes,
                                      &buffer_cells, &pfc_enabled, &xoff, &xon, &PyDict_Type,
@@ -873,7 +897,8 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
                                      &job_by_src, &job_counts, &max_depth, &PyDict_Type,
                                      &queue_by_dscp, &PyDict_Type, &queue_by_flow,
                                      &class_limit, &class_wred, &class_pfc, &PyDict_Type,
-                                     &class_pause, &PyDict_Type, &class_resume))
+                                     &class_pause, &PyDict_Type, &class_resume,
+                                     &class_counts))
         return -1;
     if (n <= 0 || cell_bytes <= 0) {
         PyErr_SetString(PyExc_ValueError, "n and cell_bytes must be positive");
@@ -1111,6 +1136,21 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwds) {
     }
     p->job_counts = p->job_view.buf;
     p->max_depth = p->depth_view.buf;
+    Py_ssize_t class_items = (Py_ssize_t)C_ROWS * n * QUEUE_CLASSES;
+    if (class_counts != NULL && class_counts != Py_None) {
+        Py_INCREF(class_counts);
+    } else {
+        class_counts = PyByteArray_FromStringAndSize(NULL, class_items * 8);
+        if (class_counts == NULL) return -1;
+        memset(PyByteArray_AS_STRING(class_counts), 0, class_items * 8);
+    }
+    p->class_obj = class_counts;
+    if (PyObject_GetBuffer(class_counts, &p->class_view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0 ||
+        p->class_view.len != class_items * 8) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "class_counts: wrong size");
+        return -1;
+    }
+    p->class_counts = p->class_view.buf;
     if (PyObject_GetBuffer(lateness, &p->late_view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
         return -1;
     if (p->late_view.itemsize != 8 || p->late_view.len < 8) {

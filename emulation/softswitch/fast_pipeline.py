@@ -36,7 +36,7 @@ from .sample_ring import SampleRing
 from .shared_counters import SharedCounters, checked_counter_names
 from .state import COUNTER_CELLS, JOB_CLASSES, JOB_COUNTER_CELLS, DataplaneState
 from .switch_program import program_ports
-from .tm_config import TmConfig
+from .tm_config import CLASS_COUNTERS, QUEUE_CLASSES, TmConfig
 from .traffic_manager import TrafficManager
 
 try:
@@ -82,6 +82,10 @@ class FastSwitchProgram:
         # frames found since its reader zeroed it (TrafficManager.max_depth_cells).
         self.job_counts = np.zeros((4, JOB_COUNTER_CELLS), dtype=np.int64)
         self.max_depth_cells = np.zeros(COUNTER_CELLS, dtype=np.int64)
+        # Per (port, queue class), the rows of tm_config.CLASS_COUNTERS.
+        self.class_counts = np.zeros(
+            (len(CLASS_COUNTERS), COUNTER_CELLS * QUEUE_CLASSES), dtype=np.int64
+        )
         self.tm = _fastpath.Pipeline(
             COUNTER_CELLS,
             reference.seconds_per_byte,
@@ -115,6 +119,7 @@ class FastSwitchProgram:
             [c[:3] for c in reference.class_pfc],
             {k: frames[0] for k, frames in reference.class_pause_frames.items()},
             {k: frames[1] for k, frames in reference.class_pause_frames.items()},
+            self.class_counts,
         )
         # The rows the packet loop adds to (numpy rows: `row[port] += n` works).
         self.rx_overruns = self.counts[self.rows["rx_overruns"]]
@@ -215,6 +220,13 @@ class FastSwitchProgram:
             values = self.counts[row]
             out[name] = {int(p): int(values[p]) for p in np.flatnonzero(values)}
         return out
+
+    def class_stats(self) -> dict[str, dict[tuple[int, int], int]]:
+        """Per (port, queue class) counters (tm_config.CLASS_COUNTERS), non-zero ones."""
+        return {
+            name: {divmod(int(i), QUEUE_CLASSES): int(row[i]) for i in np.flatnonzero(row)}
+            for name, row in zip(CLASS_COUNTERS, self.class_counts, strict=True)
+        }
 
     def stats(self) -> dict[str, dict[int, int]]:
         """Drops and events that have no P4 counter, per port (for logs and tests)."""

@@ -22,7 +22,7 @@ from .sample_ring import SampleRing
 from .shared_counters import SharedCounters, checked_counter_names
 from .state import COUNTER_CELLS, JOB_CLASSES, DataplaneState
 from .switch_program import program_ports
-from .tm_config import TmConfig
+from .tm_config import CLASS_COUNTERS, TmConfig
 from .traffic_manager import TrafficManager
 
 BROADCAST_MAC = b"\xff" * 6
@@ -313,6 +313,11 @@ class ReferenceSwitchProgram:
             name: {p: v for p, v in enumerate(values) if v}
             for name, values in self._stat_lists.items()
         }
+
+    def class_stats(self) -> dict[str, dict[tuple[int, int], int]]:
+        """Per (port, queue class) counters (tm_config.CLASS_COUNTERS), non-zero ones."""
+        stats = self.tm.class_stats()
+        return {name: stats[name] for name in CLASS_COUNTERS}
 
     def stats(self) -> dict[str, dict[int, int]]:
         """Drops and events that have no P4 counter, per port (for logs and tests)."""

@@ -48,6 +48,14 @@ PAPER_XOFF_CELLS = 4000
 MAX_PORT = 511  # bit<9> ports
 # Strict-priority queues per egress port (Tofino's and bmv2's --priority-queues).
 QUEUE_CLASSES = 8
+# What the traffic manager counts per (port, queue class) (TrafficManager.class_<name>).
+CLASS_COUNTERS = (
+    "enqueued_packets",
+    "sent_packets",
+    "sent_bytes",
+    "marked_packets",
+    "dropped_packets",
+)
 # The largest frame a 1500-byte MTU gives on the wire, FCS excluded (the TM adds
 # `wire_overhead_bytes` on top of what it is handed).
 MTU_FRAME_BYTES = 1514

@@ -57,7 +57,7 @@ from heapq import heappop, heappush
 
 from .packet import ECN_CE, build_pfc_frame, ipv4_offset, set_ce
 from .state import COUNTER_CELLS, JOB_CLASSES, JOB_COUNTER_CELLS, WredProfile
-from .tm_config import QUEUE_CLASSES, TmConfig
+from .tm_config import CLASS_COUNTERS, QUEUE_CLASSES, TmConfig
 
 # Virtual times are sums of float serialisation times; an event this close to
 # `now` is due (1 ns: far below any serialisation time, far above float error).
@@ -445,15 +445,9 @@ class TrafficManager:
         return None
 
     def class_stats(self) -> dict[str, dict[tuple[int, int], int]]:
-        """Per (port, queue class) counters, the cells that are not zero, by name."""
-        rows = {
-            "enqueued_packets": self.class_enqueued_packets,
-            "sent_packets": self.class_sent_packets,
-            "sent_bytes": self.class_sent_bytes,
-            "marked_packets": self.class_marked_packets,
-            "dropped_packets": self.class_dropped_packets,
-            "queued_cells": self.class_cells,
-        }
+        """Per (port, queue class) CLASS_COUNTERS and queued cells, the non-zero ones."""
+        rows = {name: getattr(self, f"class_{name}") for name in CLASS_COUNTERS}
+        rows["queued_cells"] = self.class_cells
         return {
             name: {divmod(i, QUEUE_CLASSES): v for i, v in enumerate(row) if v}
             for name, row in rows.items()

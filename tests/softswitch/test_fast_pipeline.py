@@ -256,6 +256,7 @@ def test_fast_pipeline_matches_the_reference_with_queue_classes(seed: int, pfc: 
         np.testing.assert_array_equal(fast_state.counters[name], array, err_msg=name)
     deepest = [reference.tm.max_depth_cells[p] for p in range(512)]
     assert fast.max_depth_cells.tolist() == deepest
+    assert fast.class_stats() == reference.class_stats()
     # The classes were used: every class with an entry sent on the slow cable port, and
     # class 7's own limit and WRED dropped or marked some of its frames there.
     sent = reference.tm.class_sent_packets
