@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -291,10 +291,12 @@ def load_trace(
 
 
 def _parse_csv(text: str, where: str, known: Sequence[str]) -> tuple[TraceJob, ...]:
-    reader = csv.reader(io.StringIO(text))
+    # newline="": the csv module reads line ends itself, so a lone CR is a line end,
+    # not an error; what it still refuses (a CR inside an unquoted field) is one line.
+    reader = csv.reader(io.StringIO(text, newline=""))
     header: list[str] | None = None
     jobs: list[TraceJob] = []
-    for lineno, cells in enumerate(reader, start=1):
+    for lineno, cells in _csv_rows(reader, where):
         if not cells or all(not c.strip() for c in cells) or cells[0].lstrip().startswith("#"):
             continue
         if header is None:
@@ -321,6 +323,18 @@ def _parse_csv(text: str, where: str, known: Sequence[str]) -> tuple[TraceJob, .
     if header is None:
         raise UserInputError(f"{where}: empty trace (no header line)")
     return _finish(jobs, where)
+
+
+def _csv_rows(reader: Any, where: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of each record; a malformed one is a UserInputError."""
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise UserInputError(f"{where}:{reader.line_num}: not CSV: {err}") from None
+        yield reader.line_num, cells
 
 
 def _parse_json(text: str, where: str, known: Sequence[str]) -> tuple[TraceJob, ...]:

@@ -171,3 +171,15 @@ def test_files_that_are_not_text_traces_are_one_line_each(tmp_path) -> None:
         load_trace(latin)
     with pytest.raises(UserInputError, match=r"no such trace file"):
         load_trace(tmp_path / "missing.csv")
+
+
+def test_line_ends_of_any_kind_are_read_and_a_cr_inside_a_field_is_one_line(tmp_path) -> None:
+    """A lone CR (old Mac line ends) ended the csv module with its own exception."""
+    cr = tmp_path / "cr.csv"
+    cr.write_bytes(b"arrival_s,model,workers,iterations\r0,vgg19,2,10\r5,resnet50,4,10\r")
+    jobs = load_trace(cr, model_names())
+    assert [(j.model, j.workers) for j in jobs] == [("vgg19", 2), ("resnet50", 4)]
+    bad = tmp_path / "bad.csv"  # a field past the csv module's limit (131,072 characters)
+    bad.write_bytes(b"arrival_s,model,workers,iterations\n0,\"" + b"v" * 200_000 + b"\",2,10\n")
+    with pytest.raises(UserInputError, match=r"bad\.csv:2: not CSV: field larger"):
+        load_trace(bad, model_names())
