@@ -13,9 +13,9 @@ reads from the 10 ms samples of that link (pure: `sharing_figures`):
 - stretch: each job's Up phase on the shared link over its Up phase alone
   (the measured profile's mean).
 
-The sharing model file (`write_sharing_model`) holds these per n. The
-simulator does not read it yet (see the benchmarks README for what it
-would need).
+The sharing model file (`write_sharing_model`) holds these per n;
+`scheduler.sharing_model` reads it for the fluid simulator (`simulate` and
+`emulate --sharing FILE`): a link n jobs share offers capacity x factor(n).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ over directed links) must send `gbps x duration` Mbit; flows share links
 max-min fairly (`fluid.max_min_rates`), each capped at its phase's line-rate
 demand, so a phase lasts until its slowest flow has sent its bytes and
 contention stretches iterations. Down phases last their profile time.
+With a sharing model (`scheduler.sharing_model`, measured on the fabric) a
+link n jobs send through offers capacity x factor(n) instead of all of it.
 Between two events every rate is constant, so time jumps from event to event.
 
 Independence: jobs that share no link cannot slow each other, so running jobs
