@@ -459,7 +459,8 @@ class Collected:
 class SampleCollector:
     """Collects samples from a switch in a thread: the gNMI STREAM where the target serves
     it (`gnmi`), else P4Runtime reads of the job counters of `ports` every `interval_s`
-    (as fast as the target answers, at most that often)."""
+    (as fast as the target answers, at most that often). The stream's samples reach
+    `collected` in `stop` (decoded after the run); the counter reads' as they come."""
 
     def __init__(
         self,
