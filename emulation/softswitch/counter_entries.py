@@ -25,11 +25,6 @@ def counters_of_read(index: P4InfoIndex, query: Any) -> list[CounterInfo]:
     return [_counter_of(index, query.counter_id)]
 
 
-def count_counter_entries(index: P4InfoIndex, query: Any) -> int:
-    """How many entities a read of `query` returns; EntryError for a bad counter or index."""
-    return sum(len(rows) for _, rows in counter_rows(counters_of_read(index, query), query))
-
-
 def counter_rows(
     counters: Iterable[CounterInfo], query: Any
 ) -> list[tuple[CounterInfo, range | tuple[int]]]:

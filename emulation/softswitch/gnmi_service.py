@@ -279,24 +279,28 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
             check_enum(gnmi_pb2.GetRequest.DataType, request.type, "data type")
             check_paths(len(request.path), self.limits.max_gnmi_paths, "GetRequest")
             paths = list(request.path) or [gnmi_pb2.Path()]
-            notices = []
+            response = gnmi_pb2.GetResponse()
             size = 0
             for path in paths:
                 origin, elems = full_path(request.prefix, path)
                 matches = self._matches(origin, elems)
                 if request.type == gnmi_pb2.GetRequest.CONFIG:
                     matches = []  # every leaf served is state: there is no config to return
-                if encoding == gnmi_pb2.PROTO:
+                if encoding == gnmi_pb2.PROTO:  # built in place, paths cached
                     notice = proto_notification(
-                        matches, self.clock_ns(), request.prefix, self._get_paths
+                        matches,
+                        self.clock_ns(),
+                        request.prefix,
+                        self._get_paths,
+                        response.notification.add(),
                     )
                 else:
                     notice = notification(matches, encoding, self.clock_ns(), request.prefix)
+                    response.notification.append(notice)
                 size = self._bounded(notice, size)
-                notices.append(notice)
         except PathError as err:
             context.abort(err.code, err.message)
-        return gnmi_pb2.GetResponse(notification=notices)
+        return response
 
     def Set(self, request: Any, context: Any) -> Any:  # noqa: N802
         """Only a port's config/enabled, where the switch can change it (`gnmi_config`)."""

@@ -22,7 +22,7 @@ from emulation.softswitch.counter_entries import (
     counter_rows,
 )
 from emulation.softswitch.device import Device
-from emulation.softswitch.gnmi_get_encoding import PathCache, leaf_items, proto_notification
+from emulation.softswitch.gnmi_get_encoding import PathCache, proto_notification
 from emulation.softswitch.gnmi_service import GnmiServicer
 from emulation.softswitch.gnmi_tree import interfaces_tree, leaves, notification, select
 from emulation.softswitch.port_stats import PortCounters, port_counters
@@ -191,18 +191,30 @@ def test_cached_notification_equals_the_tree_builders(path: str) -> None:
     matches = select(tree, list(gnmi_path_generator(path).elem))
     prefix = gnmi_pb2.Path(target="fabric", origin="openconfig")
     cache = PathCache()
+    held = []
     for _ in range(2):  # the second from the cache
         fast = proto_notification(matches, 123, prefix, cache)
         slow = notification(matches, gnmi_pb2.PROTO, 123, prefix)
+        assert len(fast.update) > 0
         assert fast == slow
         assert fast.SerializeToString() == slow.SerializeToString()
-    assert len(cache) == len(fast.update) > 0
+        held.append(len(cache))
+    assert held[0] == held[1] > 0
 
 
-def test_leaf_items_walks_the_leaves_in_the_trees_order() -> None:
+def test_a_container_that_changed_its_children_is_encoded_as_it_is_now() -> None:
+    """A cached container whose leaves changed (a leaf added, one gone) is not served
+    from the cache's old list of children."""
     tree = interfaces_tree(_ports())
+    cache = PathCache()
     matches = select(tree, [])
-    assert list(leaf_items(matches)) == [(m.path, m.value) for m in leaves(matches[0])]
+    assert proto_notification(matches, 1, None, cache) == notification(matches, gnmi_pb2.PROTO, 1)
+    state = tree["interfaces"]["interface"].entries["tor1-eth2"]["state"]
+    state["counters"]["extra-leaf"] = 5
+    del state["counters"]["in-octets"]
+    fast = proto_notification(matches, 1, None, cache)
+    assert fast == notification(matches, gnmi_pb2.PROTO, 1)
+    assert "extra-leaf" in str(fast) and len(fast.update) == len(leaves(matches[0]))
 
 
 def test_a_cache_past_its_limit_still_encodes_every_path() -> None:
