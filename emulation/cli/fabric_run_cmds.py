@@ -100,15 +100,16 @@ def add_policy_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",
         default="none",
-        help=f"network policy: {', '.join(POLICIES)} (default none); the fabric runs none "
-        "and mltcp (with --transport roce: the hosts' DCQCN grows more aggressive with the "
-        "iteration's bytes sent, no shifts)",
+        help=f"network policy: {', '.join(POLICIES)} (default none); the fabric runs none, "
+        "mltcp (with --transport roce: the hosts' DCQCN grows more aggressive with the "
+        "iteration's bytes sent, no shifts), crux and echelon (TCP: each flow's class in the "
+        "switch's strict-priority queues, from the policy's plan at each decision)",
     )
 
 
 def fabric_policy(policy: str, transport: str) -> str:
     """A --policy the fabric can run with `transport`, else a one-line UserInputError."""
-    from emulation.jobs.run_settings import FABRIC_POLICIES
+    from emulation.jobs.run_settings import CLASS_POLICIES, FABRIC_POLICIES
     from scheduler.policies import parse_policy
     from topologies.errors import UserInputError
 
@@ -116,6 +117,11 @@ def fabric_policy(policy: str, transport: str) -> str:
     if name == "mltcp" and transport != "roce":
         raise UserInputError(
             f"--policy mltcp runs in RoCE's DCQCN: add --transport roce, not {transport}"
+        )
+    if name in CLASS_POLICIES and transport != "tcp":
+        raise UserInputError(
+            f"--policy {name} sets a queue class per flow, which would move RoCE data out of "
+            f"its PFC class: use --transport tcp, not {transport}"
         )
     if name not in FABRIC_POLICIES:
         raise UserInputError(

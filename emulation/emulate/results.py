@@ -207,6 +207,7 @@ def summarise(run: SchedulerRun) -> dict[str, Any]:
         "shared_links": {k: list(v) for k, v in run.shared_links.items()},
         **link_overlap(run),
         "telemetry": dict(result.telemetry_info),
+        "network_policy": dict(result.network_policy),
         "host_ce_marks": result.host_ce_marks,
         "sim_mean_iteration_ms": run.plan.sim_mean_ms,
         "sim_p99_iteration_ms": run.plan.sim_p99_ms,

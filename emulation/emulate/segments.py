@@ -59,6 +59,7 @@ from typing import Any
 
 from controlplane.telemetry import LinkDelta, PortDelta
 from emulation.jobs.launch import JobPlan
+from emulation.jobs.policy_entries import merged_record
 from emulation.jobs.records import IterationRecord
 from emulation.jobs.run_result import RunResult, host_lateness, summarize_job
 from scheduler.decisions import Decision
@@ -282,6 +283,7 @@ def merge(
         # wall-clock samples: the segments' rows concatenate as they are
         telemetry=tuple(row for r in results for row in r.telemetry),
         queues=tuple(row for r in results for row in r.queues),
+        network_policy=merged_record([r.network_policy for r in results]),
     )
 
 

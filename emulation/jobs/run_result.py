@@ -85,6 +85,8 @@ class RunResult:
     telemetry: tuple[TelemetryRow, ...] = ()
     queues: tuple[QueueRow, ...] = ()
     telemetry_info: dict[str, Any] = field(default_factory=dict)
+    # The network policy and, per segment, its flow classes (`policy_entries.run_record`)
+    network_policy: dict[str, Any] = field(default_factory=dict)
 
     @property
     def switch_ecn_marked(self) -> int:
@@ -157,6 +159,7 @@ class RunResult:
             "schedule": self.schedule(),
             "fidelity": self.fidelity,
             "telemetry": self.telemetry_info,
+            "network_policy": self.network_policy,
         }
 
 

@@ -10,9 +10,11 @@ from .launch import BASE_PORT, JobPlan
 
 # kernel TCP with ECN (`transport`), or RoCEv2 with DCQCN and PFC (`roce_links`)
 TRANSPORTS = ("tcp", "roce")
-# Network policies the fabric runs: none, or MLTCP (issue 30), the replicas' RoCE
-# DCQCN with an iteration-aware increase (`roce.mltcp`) and no agent pacing
-FABRIC_POLICIES = ("none", "mltcp")
+# Network policies the fabric runs: none; MLTCP (issue 30), the replicas' RoCE
+# DCQCN with an iteration-aware increase (`roce.mltcp`) and no agent pacing; Crux and
+# EchelonFlow's classes as queue_class_by_flow entries over TCP (`policy_entries`)
+FABRIC_POLICIES = ("none", "mltcp", "crux", "echelon")
+CLASS_POLICIES = ("crux", "echelon")
 # (our choice) Without a deadline a run may take 3x its ideal time plus 30 s
 # to connect: long enough for a contended job, short enough that a stall ends.
 DEADLINE_FACTOR = 3.0
@@ -42,6 +44,8 @@ class RunSettings:
             raise ValueError(f"policy {self.policy!r}: one of {', '.join(FABRIC_POLICIES)}")
         if self.policy == "mltcp" and self.transport != "roce":
             raise ValueError(f"policy mltcp needs transport roce, not {self.transport!r}")
+        if self.policy in CLASS_POLICIES and self.transport != "tcp":
+            raise ValueError(f"policy {self.policy} needs transport tcp, not {self.transport!r}")
         if self.poll_interval_s <= 0 or self.socket_timeout_s <= 0:
             raise ValueError("poll_interval_s and socket_timeout_s must be > 0")
 

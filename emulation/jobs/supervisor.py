@@ -51,11 +51,12 @@ from ..signals import SignalExit, exit_cause, signals_deferred
 from .cpu_usage import cpu_seconds, machine_cpu, machine_fractions, process_tree
 from .job_telemetry import RunTelemetry
 from .launch import JobPlan, Placed, replica_specs
+from .policy_entries import PolicyClasses, run_record
 from .records import IterationRecord, read_records
 from .replica import EXIT_PEER_LOST, now_ms
 from .run_folder import REPLICA_FOLDER
 from .run_result import Progress, RunResult, host_lateness, summarize_job
-from .run_settings import RunSettings
+from .run_settings import CLASS_POLICIES, RunSettings
 from .transport import CONGESTION_CONTROL
 
 if TYPE_CHECKING:
@@ -166,6 +167,12 @@ def run_schedule(
     watcher = CounterWatch(source, settings.poll_interval_s, fabric.chip)
     watcher.start()
     telemetry = RunTelemetry(fabric, placed, settings.gnmi).start()  # job classes, 10 ms samples
+    # Crux / EchelonFlow: the plan's queue classes, installed as the replicas connect
+    classes = (
+        PolicyClasses(fabric, jobs, placed, settings.policy).start()
+        if settings.policy in CLASS_POLICIES
+        else None
+    )
     switch_pids = process_tree(fabric.switch_pid) if fabric.switch_pid else []
     cpu_before = (
         cpu_seconds(switch_pids),
@@ -189,7 +196,7 @@ def run_schedule(
                 ns, p.spec.argv(sys.executable), stdout=subprocess.DEVNULL, stderr=log, text=True
             )
             workers.append(_Worker(p, process, log_path, log))
-        next_report = began
+        next_report = next_classes = began
         expected = settings.iterations * len(placed)
         while True:
             now = time.monotonic()
@@ -219,6 +226,10 @@ def run_schedule(
                     "the start (plus grace); stopped"
                 )
                 break
+            # (our choice) the replicas connect within a minute, else their flows stay in 0
+            if classes and not classes.complete and next_classes <= now < began + 60:
+                classes.poll()
+                next_classes = now + 0.25
             if progress is not None and now >= next_report:
                 written = sum(_count_lines(p.spec.out) for p in placed)
                 progress(Progress(round(now - began, 1), written, expected, watcher.marked))
@@ -242,6 +253,8 @@ def run_schedule(
             )
             watcher.stop()
             series = telemetry.stop()
+            if classes is not None:
+                classes.stop()
     records = tuple(
         r for p in placed if Path(p.spec.out).exists() for r in read_records(p.spec.out)
     )
@@ -274,6 +287,7 @@ def run_schedule(
         telemetry=tuple(series.rows),
         queues=tuple(series.queues),
         telemetry_info=series.info,
+        network_policy=run_record(settings.policy, classes.record() if classes else None),
     )
 
 
