@@ -102,9 +102,9 @@ def take_snapshot(
                 count += len(rows.entries)
             elif kind == "counter_entry":
                 query = entity.counter_entry
-                rows = tuple(counter_rows(resolved[query.counter_id], query))
-                count += sum(len(wanted) for _, wanted in rows)
-                parts.append(CounterCells(rows, cells))
+                cell_rows = tuple(counter_rows(resolved[query.counter_id], query))
+                count += sum(len(wanted) for _, wanted in cell_rows)
+                parts.append(CounterCells(cell_rows, cells))
             elif kind is None:
                 raise EntryError(code_pb2.INVALID_ARGUMENT, "entity is unset")
             elif kind == "register_entry" and entity.register_entry.register_id in {
