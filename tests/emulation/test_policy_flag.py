@@ -52,8 +52,8 @@ def test_run_settings_refuse_mltcp_without_roce_and_unknown_policies() -> None:
     assert RunSettings(transport="roce", policy="mltcp").policy == "mltcp"
     with pytest.raises(ValueError, match="policy mltcp needs transport roce, not 'tcp'"):
         RunSettings(policy="mltcp")
-    with pytest.raises(ValueError, match="policy 'crux': one of none, mltcp"):
-        RunSettings(policy="crux")
+    with pytest.raises(ValueError, match="policy 'echelon-rate': one of none, mltcp"):
+        RunSettings(policy="echelon-rate")
 
 
 @pytest.mark.parametrize("command", [EMULATE, FABRIC_RUN], ids=["emulate", "fabric-run"])
@@ -61,7 +61,8 @@ def test_run_settings_refuse_mltcp_without_roce_and_unknown_policies() -> None:
     ("flags", "message"),
     [
         (["--policy", "mltcp"], "--policy mltcp runs in RoCE's DCQCN: add --transport roce"),
-        (["--policy", "crux", "--transport", "roce"], "--policy crux: the fabric does not"),
+        (["--policy", "crux", "--transport", "roce"], "--policy crux sets a queue class per"),
+        (["--policy", "echelon-rate"], "--policy echelon-rate: the fabric does not"),
         (["--policy", "mltpc"], "--policy: no policy named 'mltpc'. Did you mean 'mltcp'?"),
     ],
 )
