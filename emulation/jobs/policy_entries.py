@@ -10,15 +10,18 @@ pair. The switch picks a packet's class in ingress by
 (our choice) The 5-tuple includes the connecting side's ephemeral port, which
 the kernel picks at connect time, so no entry can be written before the
 replicas connect. The supervisor reads each server's established TCP
-connections (`ss`) while the replicas connect and installs, per connection
+connections (the kernel's table as a replica process sees it,
+`/proc/<pid>/net/tcp`: no process started per look) while the replicas
+connect and installs, per connection
 toward a worker's listening socket, two entries: the data direction (src
 ephemeral -> dst listening) and its reverse (the ACKs), both in the flow's
 class. Until a connection is seen its bytes ride class 0 (the connect and the
 start barrier). Classes are not carried in DSCP: that would need the replicas
 to mark their sockets, and RoCE's DSCP already selects its PFC class.
 
-RoCE is refused (`fabric_policy_error`): its data must stay in the PFC class
-the switch and hosts agree on, which a per-flow class would move.
+RoCE is refused (`emulation.cli.fabric_run_cmds.fabric_policy`, `RunSettings`):
+its data must stay in the PFC class the switch and hosts agree on, which a
+per-flow class would move.
 
 The flow from a connection: its destination socket names the job and the
 destination worker's server; its source address names the source server.
@@ -34,8 +37,11 @@ destination worker's server; its source address names the source server.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controlplane.entries import Update, UpdateType
@@ -83,22 +89,26 @@ def plan_for(policy: str, topology: Topology, jobs: Sequence[JobPlan]) -> Networ
     return make_policy(policy).plan(inp)
 
 
-def parse_ss(text: str) -> list[Flow]:
-    """TCP connections from `ss -Htn state established` (local -> peer as seen by that host).
+def parse_proc_tcp(text: str) -> list[Flow]:
+    """Established IPv4 TCP connections from /proc/net/tcp (addresses little-endian hex).
 
-    >>> parse_ss("0 0 10.0.0.1:40000 10.0.0.3:47001\\n")
+    >>> line = "0: 0100000A:9C40 0300000A:B799 01 0:0 0:0 0 0 0 1 0"
+    >>> parse_proc_tcp("header\\n" + line)
     [Flow(src='10.0.0.1', dst='10.0.0.3', protocol='tcp', src_port=40000, dst_port=47001)]
     """
     out = []
-    for line in text.splitlines():
+    for line in text.splitlines()[1:]:
         fields = line.split()
-        if len(fields) < 4:
+        if len(fields) < 4 or fields[3] != "01":  # TCP_ESTABLISHED
             continue
-        local, peer = fields[2].rpartition(":"), fields[3].rpartition(":")
-        if not (local[2].isdigit() and peer[2].isdigit()):
-            continue
-        out.append(Flow(local[0], peer[0], "tcp", int(local[2]), int(peer[2])))
+        (src, src_port), (dst, dst_port) = _proc_socket(fields[1]), _proc_socket(fields[2])
+        out.append(Flow(src, dst, "tcp", src_port, dst_port))
     return out
+
+
+def _proc_socket(text: str) -> tuple[str, int]:
+    address, _, port = text.partition(":")
+    return str(ipaddress.IPv4Address(int(address, 16).to_bytes(4, "little"))), int(port, 16)
 
 
 def connection_classes(
@@ -168,6 +178,8 @@ class PolicyClasses:
     installed: dict[Flow, int] = field(default_factory=dict)
     error: str | None = None
     workers: tuple[WorkerSocket, ...] = ()
+    installed_at_ms: float | None = None  # epoch ms of the last write (bytes before: class 0)
+    _session: P4RuntimeSession | None = field(default=None, repr=False)
     expected: set[FlowKey] = field(default_factory=set)
 
     def start(self) -> PolicyClasses:
@@ -175,8 +187,10 @@ class PolicyClasses:
         self.expected = expected_keys(self.jobs)
         try:
             self.plan = plan_for(self.policy, self.fabric.topo, self.jobs)
-            with self.fabric.session(ELECTION_ID) as session:
-                clear_flow_classes(session)
+            # (our choice) one session for the run: a connect per write came too late
+            # for the replicas' first iterations; `stop` closes it
+            self._session = self.fabric.session(ELECTION_ID)
+            clear_flow_classes(self._session)
         except Exception as err:  # the run goes on in class 0, and says so
             self.error = f"network policy: {err}"
         return self
@@ -185,29 +199,37 @@ class PolicyClasses:
     def complete(self) -> bool:
         return self.error is not None or covered(self.installed, self.workers) >= self.expected
 
-    def poll(self) -> None:
-        """Read the servers' connections and install the classes of the new ones."""
+    def poll(self, pids: Mapping[str, int]) -> None:
+        """Read the servers' connections (through one replica process a server, `pids`:
+        server -> pid) and install the classes of the new ones."""
         if self.plan is None or self.complete:
             return
         try:
             seen: list[Flow] = []
-            for server in dict.fromkeys(s for j in self.jobs for s in j.servers):
-                out = self.fabric.run(server, ["ss", "-Htn", "state", "established"], timeout=5)
-                seen += parse_ss(out.stdout)
+            for pid in pids.values():
+                with contextlib.suppress(OSError):  # a replica that has ended
+                    seen += parse_proc_tcp(Path(f"/proc/{pid}/net/tcp").read_text())
             found = connection_classes(self.plan.classes, self.workers, seen)
             new = {f: c for f, c in found.items() if f not in self.installed}
-            if new:
-                with self.fabric.session(ELECTION_ID) as session:
-                    entries = queue_class_entries({}, new)
-                    session.write([Update(UpdateType.INSERT, e) for e in entries])
+            if new and self._session is not None:
+                entries = queue_class_entries({}, new)
+                self._session.write([Update(UpdateType.INSERT, e) for e in entries])
                 self.installed.update(new)
+                self.installed_at_ms = time.time() * 1e3
         except Exception as err:
             self.error = f"network policy: {err}"
 
     def stop(self) -> None:
-        if self.fabric.switch_failure() is None:
-            with contextlib.suppress(Exception), self.fabric.session(ELECTION_ID) as session:
+        """Remove the run's entries and close the session (before the job classes'
+        own session writes: this one, primary, would refuse it)."""
+        session, self._session = self._session, None
+        if session is None:
+            return
+        with contextlib.suppress(Exception):
+            if self.fabric.switch_failure() is None:
                 clear_flow_classes(session)
+        with contextlib.suppress(Exception):
+            session.close()
 
     def record(self) -> dict[str, Any]:
         """The policy, its classes per job flow, and what was installed."""
@@ -221,6 +243,7 @@ class PolicyClasses:
             "note": plan.note,
             "classes": per_job,
             "entries": len(self.installed),
+            "installed_at_ms": self.installed_at_ms,
             "connections": [
                 [f"{f.src}:{f.src_port}", f"{f.dst}:{f.dst_port}", c]
                 for f, c in sorted(self.installed.items(), key=lambda fc: _flow_order(fc[0]))

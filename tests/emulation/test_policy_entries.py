@@ -15,7 +15,7 @@ from emulation.jobs.policy_entries import (
     covered,
     expected_keys,
     merged_record,
-    parse_ss,
+    parse_proc_tcp,
     plan_for,
     run_record,
 )
@@ -41,11 +41,16 @@ def _pair() -> list[JobPlan]:
     ]
 
 
-def test_parse_ss_reads_local_and_peer_sockets() -> None:
-    text = "0      0      10.0.0.1:40000      10.0.0.3:47001\n\n0 0 [::1]:22 [::1]:5000\n"
-    assert parse_ss(text) == [
-        Flow("10.0.0.1", "10.0.0.3", "tcp", 40000, 47001),
-        Flow("[::1]", "[::1]", "tcp", 22, 5000),  # not a worker's: dropped later
+def test_proc_tcp_gives_established_connections_only() -> None:
+    text = (
+        "  sl  local_address rem_address   st tx_queue rx_queue\n"
+        "   0: 0100000A:B7C8 0300000A:B799 01 00000000:00000000 00:00000000 0 0 1 1\n"
+        "   1: 0100000A:B798 00000000:0000 0A 00000000:00000000 00:00000000 0 0 2 1\n"
+        "   2: 0400000A:B79B 0200000A:A5B0 01 00000000:00000000 00:00000000 0 0 3 1\n"
+    )
+    assert parse_proc_tcp(text) == [
+        Flow("10.0.0.1", "10.0.0.3", "tcp", 47048, 47001),  # the listener (0A) is left out
+        Flow("10.0.0.4", "10.0.0.2", "tcp", 47003, 42416),
     ]
 
 
