@@ -3,13 +3,14 @@
 A Get of the testbed's 72 interfaces answers 1,800 leaves; building one
 `gnmi.Update` per leaf in Python (a Path of 3-5 elements with keys, then the
 value) was 26% of the switch service's Python time under a 10 Hz poll (issue
-24). The paths of a running switch never change (its interfaces and their
-leaves are fixed once it serves them), so `PathCache` keeps each leaf's Path,
-serialised once, and `proto_notification` writes every update as bytes:
-the cached Path and the leaf's value, appended to the Notification in one
-parse. The message a client receives is the one `gnmi_tree.notification`
-builds (tests/softswitch/test_gnmi_get_encoding.py compares them); JSON
-encodings still go through `gnmi_tree`.
+24). The paths of a running switch do not change (its interfaces and their
+leaves are fixed once it serves them), so `PathCache` keeps every node's
+concrete path and serialised Path, looked up once per container, and
+`proto_notification` writes every update as bytes: the cached Path and the
+leaf's value, added to the Notification in one parse. Values are never
+cached. The message a client receives is the one `gnmi_tree.notification`
+builds (tests/softswitch/test_poll_encoding.py compares them byte for byte);
+JSON encodings still go through `gnmi_tree`.
 """
 
 from __future__ import annotations
