@@ -135,11 +135,11 @@ def test_the_software_switchs_read_cap_follows_the_p4info() -> None:
     p4 = load_p4info()
     topo = load_topology("leaf-spine:8:4:16")
     needs = topology_needs(topo, map_to_chip(topo), p4)
-    assert target_limits("softswitch", p4).read_entities == read_capacity(p4) == 283_136
+    assert target_limits("softswitch", p4).read_entities == read_capacity(p4) == 287_296
     assert target_limits("bmv2", p4).read_entities is None
     assert fit(needs, p4, target_limits("softswitch", p4)).fits
     smaller = _resized(p4, FORWARD_TABLE, 32_768)
-    assert target_limits("softswitch", smaller).read_entities == 283_136 - 262_144 + 32_768
+    assert target_limits("softswitch", smaller).read_entities == 287_296 - 262_144 + 32_768
     fixed = TargetLimits("a capped switch", read_entities=20_000, read_knob="a larger cap")
     (short,) = fit(needs, p4, fixed).shortfalls
     assert (short.needed, short.available) == (24_128, 20_000)

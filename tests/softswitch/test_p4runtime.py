@@ -583,5 +583,5 @@ def test_arbitration_pipeline_and_writes_are_logged(
     client.write(update(INSERT, forward_entry(p4, 1, MAC_A, 2)))
     text = caplog.text
     assert "election id (0,3) is primary" in text
-    assert "VERIFY_AND_COMMIT by election id (0,3): 4 tables, 5 actions, 6 counters" in text
+    assert "VERIFY_AND_COMMIT by election id (0,3): 6 tables, 6 actions, 6 counters" in text
     assert "write by election id (0,3): 1 updates, 0 failed" in text
