@@ -33,6 +33,22 @@ their own in the monitor; they count in the machine's. The model predicts
 CPU, not lateness: the host witnesses (replicas woken late) depend on the
 machine's other work too, which only the machine's limit reflects.
 
+The switch's CPU is a cost only when the calibration saw it grow with the
+work (a positive slope). Its packet loop polls, and on a machine with idle
+cycles it takes what is free: one calibration measured it flat at 0.62-0.66
+of a core from 6,700 to 21,800 passes/s, and a flat line's intercept
+charged as a fixed cost refused every fabric. So (our choice) the switch's
+own lateness at the calibration points is a ceiling too
+(`lateness_ceiling`): the passes/s of the largest calibrated point whose
+frame and loop lateness stayed within the monitor's limits, below the first
+point that did not; when every point stayed within them and the slope is
+not positive, one calibration step (`EXTRAPOLATION_STEP`) past the top
+point, no further, since nothing measured says more. With a flat or
+negative slope the switch's CPU bounds nothing and is left out of the
+machine's fixed cost (what a poll takes is what others leave; whether the
+loop kept up is what its lateness says); with a positive slope the CPU
+bounds stay as they were and lateness only caps S below a measured failure.
+
 >>> c = CostConstants(switch_base_cores=0.1, switch_cores_per_kpps=0.02,
 ...                   replica_base_cores=0.01, replica_cores_per_gbps=2.0,
 ...                   harness_cores=0.1, cores=2)
@@ -46,7 +62,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from emulation.emulate.fidelity import FidelityLimits
@@ -74,6 +90,9 @@ BURST_CORES = 1.0
 # (our choice) Below this S a 50 Gbit/s link is 50 kbit/s: a 1500-byte frame
 # takes 0.24 s, longer than a whole iteration's Up phase at the paper's sizes.
 MIN_SCALE = 1e-6
+# (our choice) The calibration's scales are an octave apart: with lateness the only
+# measure of the switch's work, S goes at most one such step past the top point.
+EXTRAPOLATION_STEP = 2.0
 
 
 Job = tuple[Sequence[str], Profile]  # a job's servers and its profile
@@ -146,7 +165,7 @@ class ScaleChoice:
     """The largest S, the limit that bound it, and what is predicted at it."""
 
     scale: float | None  # None: not even MIN_SCALE fits
-    bound_by: str  # "switch CPU", "switch bursts", "machine CPU" or "S <= 1"
+    bound_by: str  # "switch CPU", "switch bursts", "machine CPU", "switch lateness", "S <= 1"
     reason: str  # one line for the terminal and the report
     prediction: Prediction | None
     load_at_1: Load
@@ -225,7 +244,58 @@ _CAP_KEY = {
     "switch CPU": "switch_cpu_cores",
     "switch bursts": "switch_burst_cores",
     "machine CPU": "machine_cpu_cores",
+    "switch lateness": "switch_lateness_passes_per_s",
 }
+
+
+def within_lateness(point: Mapping[str, Any], limits: FidelityLimits) -> bool | None:
+    """Whether a calibration point's switch lateness stayed within the monitor's limits;
+    None when the point has no lateness figure at all.
+
+    >>> lim = FidelityLimits()
+    >>> within_lateness({"late_frame_fraction": 0.0003, "late_loop_fraction": 0.0}, lim)
+    True
+    >>> within_lateness({"late_frame_fraction": 0.02}, lim), within_lateness({}, lim)
+    (False, None)
+    """
+    checks = [
+        (point.get("late_frame_fraction"), limits.late_frame_fraction),
+        (point.get("late_loop_fraction"), limits.late_loop_fraction),
+    ]
+    known = [(value, limit) for value, limit in checks if value is not None]
+    if not known:
+        return None
+    return all(float(value) <= limit for value, limit in known)
+
+
+def lateness_ceiling(
+    points: Sequence[Mapping[str, Any]], limits: FidelityLimits, extrapolate: bool
+) -> float | None:
+    """The most data-frame passes a second the switch carried within its lateness limits:
+    the largest calibrated point's below the first that failed (0.0 when the lowest
+    failed); when none failed, the top point's, times `EXTRAPOLATION_STEP` if
+    `extrapolate`, else None (no ceiling). Points without lateness figures are left out;
+    None also when no point has any.
+
+    >>> pts = [{"passes_per_s": 1e4, "late_frame_fraction": 0.0},
+    ...        {"passes_per_s": 2e4, "late_frame_fraction": 0.0}]
+    >>> lateness_ceiling(pts, FidelityLimits(), extrapolate=True)
+    40000.0
+    >>> lateness_ceiling(pts[:1] + [pts[1] | {"late_frame_fraction": 0.5}], FidelityLimits(), True)
+    10000.0
+    """
+    judged = sorted(
+        ((float(p["passes_per_s"]), ok) for p in points
+         if (ok := within_lateness(p, limits)) is not None),
+    )  # fmt: skip
+    if not judged:
+        return None
+    ceiling = 0.0
+    for passes, ok in judged:
+        if not ok:
+            return ceiling
+        ceiling = passes
+    return ceiling * EXTRAPOLATION_STEP if extrapolate else None
 
 
 def largest_scale(
@@ -240,16 +310,27 @@ def largest_scale(
     lim = limits or FidelityLimits()
     switch_cap = headroom * lim.switch_cpu
     machine_cap = headroom * lim.machine_cpu * constants.cores - background_cores
+    polling = constants.switch_cores_per_kpps <= 0  # the switch's CPU says nothing of its work
+    if polling:  # its CPU neither bounds S nor counts in the machine's fixed cost
+        constants = replace(constants, switch_base_cores=0.0, switch_cores_per_kpps=0.0)
     at_1 = predict(constants, load)
     fixed = predict(constants, load.at(0.0))
     burst_cap = headroom * BURST_CORES
     burst_slope = constants.switch_cores_per_kpps * load.peak_passes_per_s / 1e3
     # (name, what the limit allows, the cost at S = 0, the cost per unit of S)
     constraints = [
-        ("switch CPU", switch_cap, fixed.switch_cores, at_1.switch_cores - fixed.switch_cores),
-        ("switch bursts", burst_cap, fixed.switch_cores, burst_slope),
         ("machine CPU", machine_cap, fixed.machine_cores, at_1.machine_cores - fixed.machine_cores),
     ]
+    if not polling:
+        constraints[:0] = [
+            ("switch CPU", switch_cap, fixed.switch_cores, at_1.switch_cores - fixed.switch_cores),
+            ("switch bursts", burst_cap, fixed.switch_cores, burst_slope),
+        ]
+    passes_cap = lateness_ceiling(constants.points, lim, extrapolate=polling)
+    if polling and passes_cap is None and constants.points:  # no lateness measured at all
+        passes_cap = max(float(p["passes_per_s"]) for p in constants.points)
+    if passes_cap is not None:
+        constraints.append(("switch lateness", passes_cap, 0.0, load.passes_per_s))
     best, bound = 1.0, "S <= 1"
     for name, cap, base, slope in constraints:
         if base >= cap:
@@ -263,12 +344,25 @@ def largest_scale(
         "machine_cpu_cores": round(machine_cap, 4),
         "background_cores": round(background_cores, 4),
     }
+    if passes_cap is not None:
+        caps["switch_lateness_passes_per_s"] = round(passes_cap, 1)
     scale = _round_down(best)
+    if scale < MIN_SCALE and bound == "switch lateness":
+        reason = (
+            "no S fits: the switch's lateness passed the monitor's limits at every calibrated point"
+            if best == 0.0
+            else f"no S >= {MIN_SCALE:g} fits ({bound})"
+        )
+        return ScaleChoice(None, bound, reason, None, load, headroom, caps)
     if scale < MIN_SCALE:
+        switch = (
+            "the switch's polling CPU not priced, "
+            if polling
+            else f"the switch is predicted at {fixed.switch_cores:.2f} of a core and "
+        )
         idle = (
-            f"with no traffic at all the switch is predicted at {fixed.switch_cores:.2f} of a "
-            f"core and the machine at {fixed.machine_cores:.2f} cores ({load.replicas} replicas "
-            f"x {constants.replica_base_cores:.3f})"
+            f"with no traffic at all {switch}the machine at {fixed.machine_cores:.2f} cores "
+            f"({load.replicas} replicas x {constants.replica_base_cores:.3f})"
         )
         reason = (
             f"no S fits: {idle}, past {headroom:.0%} of the {bound} limit "
@@ -287,6 +381,17 @@ def largest_scale(
         f"{lim.switch_cpu:.0%} of a core and machine {lim.machine_cpu:.0%}, a whole core in "
         "bursts)"
     )
+    if polling:
+        reason = reason.replace("switch 0.00 of a core, ", "switch (not priced), ") + (
+            "; the calibration's switch CPU did not grow with its work (a polling loop), so "
+            "the switch is bounded by its measured lateness"
+            + (f": at most {passes_cap:,.0f} frame passes/s" if passes_cap is not None else "")
+        )
+    elif bound == "switch lateness":
+        reason += (
+            f"; the switch's lateness passed its limit above {passes_cap:,.0f} passes/s "
+            "in the calibration"
+        )
     return ScaleChoice(scale, bound, reason, pred, load, headroom, caps)
 
 

@@ -6,9 +6,12 @@ the spine) run a few iterations at each of `CALIBRATION_SCALES`; each run's
 CPU is read as every run reads it (`emulation.jobs.supervisor`: the
 switch's process tree from /proc, the replicas' rusage, the machine's
 /proc/stat), its traffic from the replicas' records, and the witnesses'
-lateness is kept beside it. A least-squares line through the points gives
-the constants of `emulation.capacity.CostConstants` (intercepts clipped at
-zero: a negative idle cost is noise).
+lateness (late frames and late loop wake-ups, over gNMI /fidelity) is kept
+beside it. A least-squares line through the points gives the constants of
+`emulation.capacity.CostConstants` (intercepts clipped at zero: a negative
+idle cost is noise; a slope at zero: the switch's loop polls, and a flat
+line is its appetite, not its cost, which `emulation.capacity` then bounds
+by the points' lateness instead).
 
 The constants are cached in the user's cache folder (`$XDG_CACHE_HOME/cassini`,
 else `~/.cache/cassini`), one file per machine identity (CPU model, cores,
@@ -201,6 +204,7 @@ def measure_point(scale: float, iterations: int = CALIBRATION_ITERATIONS) -> dic
     cores = int(machine.get("cores", os.cpu_count() or 1))
     busy = float(machine.get("busy", 0.0))
     frames, late = lateness.get("frames"), lateness.get("late_frames")
+    wakeups, late_wakeups = lateness.get("loop_wakeups"), lateness.get("late_wakeups")
     return {
         "scale": scale,
         "gbps": gbps,
@@ -212,6 +216,7 @@ def measure_point(scale: float, iterations: int = CALIBRATION_ITERATIONS) -> dic
         "background_cores": background,
         "cores": cores,
         "late_frame_fraction": (late / frames) if frames else None,
+        "late_loop_fraction": (late_wakeups / wakeups) if wakeups else None,
         "frame_late_p99_ms": lateness.get("frame_late_p99_ms"),
         "host_late_p99_ms": fid.get("hosts", {}).get("host_late_p99_ms"),
         "load_average": load_before,

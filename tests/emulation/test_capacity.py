@@ -28,7 +28,7 @@ from topologies.library import load_topology
 FRAME_BITS = 8 * MTU_FRAME_BYTES
 
 
-def _constants(**over: float) -> CostConstants:
+def _constants(**over: Any) -> CostConstants:
     base: dict[str, Any] = dict(
         switch_base_cores=0.1,
         switch_cores_per_kpps=0.02,
@@ -203,3 +203,102 @@ def test_largest_scale_bound_by_the_switchs_bursts() -> None:
     assert choice.bound_by == "switch bursts"
     assert choice.scale == pytest.approx(0.0011)
     assert choice.limits["switch_burst_cores"] == pytest.approx(0.8)
+
+
+# A calibration like one measured on a quieter machine: the polling switch loop's CPU
+# flat at 0.62-0.66 of a core from 6,700 to 21,800 passes/s, lateness within the limits.
+_FLAT_POINTS = (
+    {"passes_per_s": 6719.0, "switch_cores": 0.65, "late_frame_fraction": 0.0006,
+     "late_loop_fraction": 0.0},
+    {"passes_per_s": 11970.0, "switch_cores": 0.655, "late_frame_fraction": 0.0003,
+     "late_loop_fraction": 0.0},
+    {"passes_per_s": 21794.0, "switch_cores": 0.615, "late_frame_fraction": 0.0002,
+     "late_loop_fraction": 0.001},
+)  # fmt: skip
+
+
+def _flat(slope: float = 0.0, points: tuple[dict[str, float], ...] = _FLAT_POINTS) -> CostConstants:
+    return _constants(
+        switch_base_cores=0.67, switch_cores_per_kpps=slope, replica_base_cores=0.045,
+        replica_cores_per_gbps=0.09, harness_cores=0.0, points=points,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("slope", [0.0, -0.002])
+def test_a_flat_switch_cpu_is_bounded_by_lateness_one_step_past_the_top_point(
+    slope: float,
+) -> None:
+    # Charged as before, the flat line's 0.67 plus 24 replicas x 0.045 = 1.75 cores with
+    # no traffic, past 0.8 x 0.95 x 2 = 1.52: "no S fits". Now the switch's CPU prices
+    # nothing; its lateness passed at every point, so it may carry one step (x2) past the
+    # top point: 43,588 passes/s, S = 43,588 / 1e7 = 0.0043588 -> 0.0043. The machine
+    # alone would allow (1.52 - 1.08) / (0.09 x 100) = 0.049.
+    choice = largest_scale(_flat(slope), Load(1e7, 100.0, 24))
+    assert choice.scale == pytest.approx(0.0043)
+    assert choice.bound_by == "switch lateness"
+    assert choice.limits["switch_lateness_passes_per_s"] == pytest.approx(43588.0)
+    assert choice.prediction is not None
+    assert choice.prediction.switch_cores == 0.0
+    assert choice.prediction.machine_cores == pytest.approx(24 * 0.045 + 0.09 * 100 * 0.0043)
+    assert "polling loop" in choice.reason and "no S fits" not in choice.reason
+
+
+def test_a_flat_switch_cpu_leaves_the_machine_to_bind_a_light_switch_load() -> None:
+    # few passes: lateness allows 43,588 / 1e5 = 0.44; the machine (1.52 - 1.08) / 9 = 0.049
+    choice = largest_scale(_flat(), Load(1e5, 100.0, 24))
+    assert choice.bound_by == "machine CPU"
+    assert choice.scale == pytest.approx(0.048)
+
+
+def test_a_flat_switch_cpu_without_lateness_figures_stops_at_the_top_point() -> None:
+    bare = tuple({"passes_per_s": p["passes_per_s"]} for p in _FLAT_POINTS)
+    choice = largest_scale(_flat(points=bare), Load(1e7, 100.0, 24))
+    assert choice.bound_by == "switch lateness"
+    assert choice.scale == pytest.approx(0.0021)  # 21,794 / 1e7, no extrapolation
+
+
+@pytest.mark.parametrize("field", ["late_frame_fraction", "late_loop_fraction"])
+def test_lateness_past_its_limit_at_the_top_point_bounds_s_below_it(field: str) -> None:
+    failed = (*_FLAT_POINTS[:2], _FLAT_POINTS[2] | {field: 0.02})  # limits are 1%
+    choice = largest_scale(_flat(points=failed), Load(1e7, 100.0, 24))
+    assert choice.bound_by == "switch lateness"
+    assert choice.scale == pytest.approx(0.0011)  # 11,970 / 1e7 = 0.001197, no extrapolation
+    assert choice.scale is not None and choice.scale < 21794.0 / 1e7
+
+
+def test_lateness_past_its_limit_caps_a_positive_slope_below_the_failed_point() -> None:
+    # The CPU model alone says 0.01 (see test_largest_scale_bound_by_the_switch); the
+    # switch was late at 40,000 passes/s, so 20,000 / 4e6 = 0.005.
+    points = (
+        {"passes_per_s": 1e4, "late_frame_fraction": 0.0},
+        {"passes_per_s": 2e4, "late_frame_fraction": 0.001},
+        {"passes_per_s": 4e4, "late_frame_fraction": 0.05},
+    )
+    choice = largest_scale(_constants(points=points), Load(4e6, 20.0, 4))
+    assert choice.bound_by == "switch lateness"
+    assert choice.scale == pytest.approx(0.005)
+
+
+def test_lateness_at_every_point_past_its_limit_fits_no_s() -> None:
+    failed = tuple(p | {"late_frame_fraction": 0.5} for p in _FLAT_POINTS)
+    choice = largest_scale(_flat(points=failed), Load(1e7, 100.0, 24))
+    assert choice.scale is None and choice.bound_by == "switch lateness"
+    assert "lateness" in choice.reason
+
+
+def test_a_positive_slope_within_its_lateness_limits_is_unchanged() -> None:
+    # the module's example: switch CPU binds at (0.72 - 0.1) / (0.02 x 4000) -> 0.0077 at
+    # the default headroom; lateness within limits at points far below adds no ceiling
+    points = tuple(dict(p) for p in _FLAT_POINTS)
+    with_points = largest_scale(_constants(points=points), Load(4e6, 20.0, 4))
+    without = largest_scale(_constants(), Load(4e6, 20.0, 4))
+    assert with_points.scale == without.scale == pytest.approx(0.0077)
+    assert with_points.bound_by == without.bound_by == "switch CPU"
+    assert "switch_lateness_passes_per_s" not in with_points.limits
+
+
+def test_a_flat_switch_cpu_still_refuses_replicas_past_the_machine() -> None:
+    # 64 replicas x 0.045 = 2.88 cores idle, past 1.52: the machine refuses, not the switch
+    choice = largest_scale(_flat(), Load(1e7, 100.0, 64))
+    assert choice.scale is None and choice.bound_by == "machine CPU"
+    assert "2.88 cores" in choice.reason and "polling CPU not priced" in choice.reason
