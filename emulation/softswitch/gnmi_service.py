@@ -37,7 +37,7 @@ from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 from controlplane.gnmi import CASSINI_MODULE
 
 from .gnmi_config import serve_set
-from .gnmi_get_encoding import PathCache, proto_notification
+from .gnmi_get_encoding import PathCache, get_response_bytes, proto_notification_bytes
 from .gnmi_telemetry import (
     TelemetrySource,
     check_interval,
@@ -217,7 +217,10 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
     def _bounded(self, notice: Any, so_far: int = 0) -> int:
         """The bytes of a response holding `notice` after `so_far` bytes; RESOURCE_EXHAUSTED
         past the cap."""
-        total = so_far + notice.ByteSize()
+        return self._within_cap(so_far + notice.ByteSize())
+
+    def _within_cap(self, total: int) -> int:
+        """`total` bytes of a response; RESOURCE_EXHAUSTED past the cap."""
         if total > self.limits.max_gnmi_response_bytes:
             raise PathError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -273,34 +276,34 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
             gNMI_version=GNMI_VERSION,
         )
 
-    def Get(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def Get(self, request: Any, context: Any) -> bytes:  # noqa: N802
+        """The serialised GetResponse: registered with a serializer that passes bytes
+        through (`add_gnmi_service`), so a PROTO Get's bytes are never parsed."""
         try:
             encoding = check_encoding(request.encoding)
             check_enum(gnmi_pb2.GetRequest.DataType, request.type, "data type")
             check_paths(len(request.path), self.limits.max_gnmi_paths, "GetRequest")
             paths = list(request.path) or [gnmi_pb2.Path()]
-            response = gnmi_pb2.GetResponse()
+            notices: list[bytes] = []
             size = 0
             for path in paths:
                 origin, elems = full_path(request.prefix, path)
                 matches = self._matches(origin, elems)
                 if request.type == gnmi_pb2.GetRequest.CONFIG:
                     matches = []  # every leaf served is state: there is no config to return
-                if encoding == gnmi_pb2.PROTO:  # built in place, paths cached
-                    notice = proto_notification(
-                        matches,
-                        self.clock_ns(),
-                        request.prefix,
-                        self._get_paths,
-                        response.notification.add(),
+                if encoding == gnmi_pb2.PROTO:  # written as bytes, paths cached
+                    notice = proto_notification_bytes(
+                        matches, self.clock_ns(), request.prefix, self._get_paths
                     )
                 else:
-                    notice = notification(matches, encoding, self.clock_ns(), request.prefix)
-                    response.notification.append(notice)
-                size = self._bounded(notice, size)
+                    notice = notification(
+                        matches, encoding, self.clock_ns(), request.prefix
+                    ).SerializeToString()
+                size = self._within_cap(size + len(notice))
+                notices.append(notice)
         except PathError as err:
             context.abort(err.code, err.message)
-        return response
+        return get_response_bytes(notices)
 
     def Set(self, request: Any, context: Any) -> Any:  # noqa: N802
         """Only a port's config/enabled, where the switch can change it (`gnmi_config`)."""
@@ -500,9 +503,29 @@ def add_gnmi_service(
     """Register the gNMI servicer for `source()`'s interface counters (and, given, the
     packet loop's lateness histograms and its 10 ms sample ring) on `server`, within
     `limits`."""
-    gnmi_pb2_grpc.add_gNMIServicer_to_server(
-        GnmiServicer(
-            source, fidelity=fidelity, limits=limits, telemetry=telemetry, set_enabled=set_enabled
-        ),
-        server,
+    servicer = GnmiServicer(
+        source, fidelity=fidelity, limits=limits, telemetry=telemetry, set_enabled=set_enabled
     )
+    # The Get first, its bytes passed through: gRPC asks the generic handlers in the
+    # order they were added, so the generated Get below is never reached (it would
+    # fail on bytes); every other method is served as the generated code registers it.
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                gnmi_pb2.DESCRIPTOR.services_by_name["gNMI"].full_name,
+                {
+                    "Get": grpc.unary_unary_rpc_method_handler(
+                        servicer.Get,
+                        request_deserializer=gnmi_pb2.GetRequest.FromString,
+                        response_serializer=_as_sent,
+                    )
+                },
+            ),
+        )
+    )
+    gnmi_pb2_grpc.add_gNMIServicer_to_server(servicer, server)
+
+
+def _as_sent(response: bytes) -> bytes:
+    """A response already serialised, handed to gRPC as it is."""
+    return response

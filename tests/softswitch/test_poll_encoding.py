@@ -5,13 +5,16 @@ that changed between two polls is seen in the second."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from concurrent import futures
 from dataclasses import replace
 from typing import Any
 
+import grpc
 import numpy as np
 import pytest
 from pygnmi.create_gnmi_path import gnmi_path_generator
-from pygnmi.spec.v080 import gnmi_pb2
+from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 from controlplane.p4info import CounterInfo, P4InfoIndex, load_p4info
 from controlplane.proto.p4.v1 import p4runtime_pb2
@@ -23,7 +26,7 @@ from emulation.softswitch.counter_entries import (
 )
 from emulation.softswitch.device import Device
 from emulation.softswitch.gnmi_get_encoding import PathCache, proto_notification
-from emulation.softswitch.gnmi_service import GnmiServicer
+from emulation.softswitch.gnmi_service import GnmiServicer, add_gnmi_service
 from emulation.softswitch.gnmi_tree import interfaces_tree, leaves, notification, select
 from emulation.softswitch.port_stats import PortCounters, port_counters
 from emulation.softswitch.read_snapshot import READ_CHUNK, BuildGate, read_responses
@@ -237,7 +240,7 @@ def test_a_get_sees_values_that_changed_since_the_last_get() -> None:
     )
 
     def values() -> dict[tuple[str, str], Any]:
-        response = servicer.Get(request, None)
+        response = gnmi_pb2.GetResponse.FromString(servicer.Get(request, None))
         assert len(response.notification) == 1
         out = {}
         for u in response.notification[0].update:
@@ -266,3 +269,68 @@ def test_a_get_sees_values_that_changed_since_the_last_get() -> None:
     assert second[("tor1-eth1", "state/oper-status")] == "DOWN"
     assert second[("tor1-eth1", "state/name")] == "tor1-eth1"
     assert set(second) == set(first)
+
+
+# --- the Get over gRPC ----------------------------------------------------------------
+
+
+@pytest.fixture
+def gnmi_channel() -> Iterator[grpc.Channel]:
+    """A gNMI service of `_ports()` on a real gRPC server, and a channel to it."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    add_gnmi_service(server, _ports)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield channel
+    finally:
+        server.stop(0).wait()
+
+
+@pytest.mark.parametrize("encoding", [gnmi_pb2.PROTO, gnmi_pb2.JSON, gnmi_pb2.JSON_IETF])
+def test_a_get_over_grpc_sends_the_tree_builders_response(
+    gnmi_channel: grpc.Channel, encoding: int
+) -> None:
+    """The Get's pass-through bytes are, on the wire, the GetResponse the tree's builder
+    makes (one Notification per path, in the request's order) serialised."""
+    request = gnmi_pb2.GetRequest(
+        prefix=gnmi_pb2.Path(target="fabric", origin="openconfig"),
+        path=[
+            gnmi_path_generator("/interfaces/interface[name=*]"),
+            gnmi_path_generator("/interfaces/interface[name=tor1-eth2]/state/oper-status"),
+        ],
+        type=gnmi_pb2.GetRequest.STATE,
+        encoding=encoding,
+    )
+    raw = gnmi_channel.unary_unary(
+        "/gnmi.gNMI/Get", request_serializer=gnmi_pb2.GetRequest.SerializeToString
+    )(request, timeout=5)
+    got = gnmi_pb2.GetResponse.FromString(raw)
+    tree = interfaces_tree(_ports())
+    expected = gnmi_pb2.GetResponse(
+        notification=[
+            notification(select(tree, list(path.elem)), encoding, notice.timestamp, request.prefix)
+            for path, notice in zip(request.path, got.notification, strict=True)
+        ]
+    )
+    assert len(expected.notification[0].update) >= len(_ports())
+    assert got == expected
+    assert raw == expected.SerializeToString()
+    # The generated stub reads the same message.
+    assert gnmi_pb2_grpc.gNMIStub(gnmi_channel).Get(request, timeout=5).notification[0].update == (
+        expected.notification[0].update
+    )
+
+
+def test_a_get_over_grpc_still_refuses_a_bad_path_and_serves_the_other_methods(
+    gnmi_channel: grpc.Channel,
+) -> None:
+    stub = gnmi_pb2_grpc.gNMIStub(gnmi_channel)
+    with pytest.raises(grpc.RpcError) as refused:
+        stub.Get(gnmi_pb2.GetRequest(path=[gnmi_path_generator("/no-such")]), timeout=5)
+    assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+    assert (
+        gnmi_pb2.PROTO
+        in stub.Capabilities(gnmi_pb2.CapabilityRequest(), timeout=5).supported_encodings
+    )
