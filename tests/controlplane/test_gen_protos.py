@@ -35,7 +35,7 @@ def _checkout(into: Path) -> None:
     """The files a clean checkout of this tree has: what git tracks or would track
     (as they are now), none of what it ignores (.venv, build/, controlplane/proto/)."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
-        pytest.skip("needs git and the repository (a clean checkout is what git tracks)")
+        pytest.fail("needs git and the repository (a clean checkout is what git tracks)")
     listed = subprocess.run(
         ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         capture_output=True, check=True,

@@ -55,9 +55,6 @@ runpy.run_path("/usr/bin/mn", run_name="__main__")
 
 
 @pytest.mark.root
-@pytest.mark.skipif(
-    not DEBIAN_MN.exists() or not DEBIAN_PYTHON.exists(), reason="needs Debian's mininet (mn)"
-)
 def test_debian_mn_with_the_custom_file_stops_before_mininets_cleanup(tmp_path: Path) -> None:
     driver = tmp_path / "debian_mn.py"
     driver.write_text(_DEBIAN_MN_DRIVER)

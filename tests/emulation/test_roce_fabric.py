@@ -22,7 +22,6 @@ from emulation.jobs.ring_plan import phase_bytes
 from emulation.jobs.roce_links import ROCE_PAYLOAD_SHARE
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
-from emulation.roce.native import compiled
 from scheduler.types import Phase, Profile
 from tests.helpers.leftovers import leftovers
 from topologies.library import load_topology
@@ -42,7 +41,6 @@ def incast_jobs() -> list[JobPlan]:
 
 
 @pytest.mark.root
-@pytest.mark.skipif(compiled is None, reason="the compiled RoCE path is not built")
 def test_a_roce_incast_completes_and_its_marks_become_cnps_and_rate_cuts(
     prefix: str, tmp_path: Path
 ) -> None:

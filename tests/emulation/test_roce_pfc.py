@@ -25,7 +25,6 @@ from emulation.jobs.launch import JobPlan
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
 from emulation.netns import NetnsLab
-from emulation.roce.native import compiled
 from emulation.roce.pfc import pause_seconds
 from emulation.softswitch.packet import build_pfc_frame
 from emulation.softswitch.tm_config import PfcConfig
@@ -92,7 +91,6 @@ def gap_after(times: list[float], at: float) -> float:
 
 
 @pytest.mark.root
-@pytest.mark.skipif(compiled is None, reason="the compiled RoCE path is not built")
 def test_pause_frames_stop_the_sender_for_their_quanta_and_xon_resumes_it() -> None:
     with NetnsLab() as lab:
         host, switch = lab.namespace("h"), lab.namespace("s")
@@ -148,7 +146,6 @@ def test_pause_frames_stop_the_sender_for_their_quanta_and_xon_resumes_it() -> N
 
 
 @pytest.mark.root
-@pytest.mark.skipif(compiled is None, reason="the compiled RoCE path is not built")
 def test_the_switch_pauses_roce_senders_in_an_incast_and_they_honour_it(
     prefix: str, tmp_path: Path
 ) -> None:
@@ -182,7 +179,6 @@ def test_the_switch_pauses_roce_senders_in_an_incast_and_they_honour_it(
 
 
 @pytest.mark.root
-@pytest.mark.skipif(compiled is None, reason="the compiled RoCE path is not built")
 def test_a_4_to_1_roce_incast_with_pfc_loses_no_roce_packet(prefix: str, tmp_path: Path) -> None:
     """Four 2-worker ring jobs, s01-s04 each with s05, on the smallest fabric with five
     servers under one leaf: s05's port takes four flows at once. With PFC on at the

@@ -9,14 +9,10 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from emulation.jobs.ring import Ring
 from emulation.jobs.roce_links import PAYLOAD, RoceLinks
-from emulation.roce.native import compiled
 from tests.roce.test_roce_links import NIC_GBPS, SCALE, run_workers
 
-pytestmark = pytest.mark.skipif(compiled is None, reason="the compiled RoCE path is not built")
 STEP_BYTES = 400_000  # ~390 packets each way, ~33 ms at the line rate
 QUANTUM_S = 0.0005  # PACING_QUANTUM_S in _roce.c
 

@@ -18,9 +18,7 @@ from emulation.jobs.patterns import neighbours, phase_plan, ring_steps
 from emulation.jobs.ring import Address, Ring
 from emulation.jobs.ring_plan import ring_allreduce_plan
 from emulation.jobs.roce_links import PAYLOAD, ROCE_PAYLOAD_SHARE, RoceLinks, packets
-from emulation.roce.native import compiled
 
-pytestmark = pytest.mark.skipif(compiled is None, reason="the compiled RoCE path is not built")
 T = TypeVar("T")
 NIC_GBPS, SCALE = 50.0, 0.002  # 100 Mbit/s
 
