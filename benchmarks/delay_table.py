@@ -19,9 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-# two-sided 95% Student-t quantiles by degrees of freedom (no scipy in the project)
-_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
-        10: 2.23, 14: 2.14, 19: 2.09, 29: 2.05, 39: 2.02}  # fmt: skip
+from emulation.reproduce.stats import t95  # the project's one t-table
+
 METRICS = (
     ("makespan_s", "makespan s", 0),
     ("mean_jct_s", "mean JCT s", 1),
@@ -31,11 +30,6 @@ METRICS = (
     ("marked_gbit", "marked Gbit", 0),
 )
 ORDER = ("themis", "th+cassini", "delay", "delay+cassini")
-
-
-def t95(dof: int) -> float:
-    """The 95% quantile for `dof` degrees of freedom (the next smaller tabled one)."""
-    return _T95[max(k for k in _T95 if k <= max(dof, 1))]
 
 
 def interval(values: list[float]) -> tuple[float, float]:

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-# two-sided 95% Student-t quantiles by degrees of freedom (no scipy in the project)
-_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
-        10: 2.23, 14: 2.14, 19: 2.09, 29: 2.05, 39: 2.02}  # fmt: skip
+from emulation.reproduce.stats import t95  # the project's one t-table
+
 METRICS = (
     ("makespan_s", "makespan s", 0),
     ("mean_jct_s", "mean JCT s", 1),
@@ -39,8 +38,7 @@ def interval(values: list[float]) -> tuple[float, float]:
     x = np.asarray(values, dtype=float)
     if x.size < 2:
         return float(x.mean()), float("nan")
-    t = _T95[max(k for k in _T95 if k <= x.size - 1)]
-    return float(x.mean()), t * float(x.std(ddof=1)) / np.sqrt(x.size)
+    return float(x.mean()), t95(x.size - 1) * float(x.std(ddof=1)) / np.sqrt(x.size)
 
 
 def load(folder: Path) -> list[dict[str, object]]:

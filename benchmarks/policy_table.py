@@ -18,6 +18,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from emulation.reproduce.stats import t95  # the project's one t-table
 from scheduler.baselines import make_scheduler
 from scheduler.baselines.base import ProfileBook
 from scheduler.experiment import summarise
@@ -27,19 +28,12 @@ from scheduler.traces import resolve_trace
 from scheduler.traffic import JobRouter
 from topologies.library import load_topology
 
-# two-sided 95% Student-t quantiles by degrees of freedom (no scipy in the project)
-_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
-        10: 2.23, 14: 2.14, 19: 2.09, 29: 2.05}  # fmt: skip
 VARIANTS = (("themis", "none"), ("themis", "crux"), ("themis", "echelon"), ("th+cassini", "none"))
 METRICS = (
     ("mean_ms", "mean iter ms", 1),
     ("p99_ms", "p99 iter ms", 1),
     ("marked_gbit", "marked Gbit", 0),
 )
-
-
-def t95(dof: int) -> float:
-    return _T95[max(k for k in _T95 if k <= max(dof, 1))]
 
 
 def interval(xs: list[float], digits: int) -> str:
