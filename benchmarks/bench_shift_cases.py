@@ -1,6 +1,6 @@
 """Two VGG19 jobs sharing one ToR uplink: no shift, Cassini's shift, one job alone.
 
-Run as root: `.venv/bin/python benchmarks/bench_shift_cases.py --iterations 40`.
+Run as root: `.venv/bin/python benchmarks/bench_shift_cases.py --iterations 40 [--transport roce]`.
 
 On the default testbed at S = 0.001, job vgg19-0 runs on s01, s02 (tor1)
 and s05, s06 (tor2), job vgg19-1 on s03, s04 (tor1) and s13, s14 (tor4):
@@ -100,6 +100,10 @@ class CaseFigures:
     profile_ms: float
     simulated_ms: float
     error: str | None
+    cnps: int | None = None  # RoCE: CNPs the receivers sent; None under TCP
+    drops: int = 0  # every loss the switch's ports counted
+    pause_frames: int | None = None  # RoCE: the switch's pauses the hosts honoured
+    paused_ms: float | None = None  # RoCE: how long they stopped the senders
 
 
 def figures(case: str, result: RunResult, jobs: tuple[JobPlan, ...], shared: str,
@@ -126,7 +130,17 @@ def figures(case: str, result: RunResult, jobs: tuple[JobPlan, ...], shared: str
         profile_ms=jobs[0].profile.iteration_ms,
         simulated_ms=statistics.fmean(simulated.values()),
         error=result.error,
+        cnps=_total(s.cnps for s in result.summaries),
+        drops=result.drops,
+        pause_frames=result.pfc_pause_frames,
+        paused_ms=result.pfc_paused_ms,
     )
+
+
+def _total(values: Any) -> int | None:
+    """The sum of the counts that exist; None when none does (TCP)."""
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
 
 
 def run_cases(fabric: EmulatedFabric, topo: Topology, iterations: int, out: Path,
@@ -153,16 +167,22 @@ def run_cases(fabric: EmulatedFabric, topo: Topology, iterations: int, out: Path
 
 
 def table(rows: list[CaseFigures]) -> str:
+    roce = any(r.cnps is not None for r in rows)
     head = ("| case | shift ms | iters | CE marks / iteration | iterations marked | shared-link "
-            "marks | mean ms | p99 ms | mean / profile | mean / simulated (sim ms) |")  # fmt: skip
-    lines = [head, "|" + "---|" * 10]
+            "marks | mean ms | p99 ms | mean / profile | mean / simulated (sim ms) | drops |")  # fmt: skip
+    if roce:
+        head += " host CE | CNPs | pauses honoured | paused ms |"
+    lines = [head, "|" + "---|" * head.count(" |")]
     for r in rows:
-        lines.append(
+        line = (
             f"| {r.case} | {r.shift_ms:.1f} | {r.iterations} | {r.ce_per_iteration:.1f} | "
             f"{r.iterations_marked:.0%} | {r.shared_link_marks} | {r.mean_ms:.1f} | "
             f"{r.p99_ms:.1f} | {r.mean_ms / r.profile_ms:.3f} | "
-            f"{r.mean_ms / r.simulated_ms:.3f} ({r.simulated_ms:.1f}) |"
+            f"{r.mean_ms / r.simulated_ms:.3f} ({r.simulated_ms:.1f}) | {r.drops} |"
         )
+        if roce:
+            line += f" {r.host_ce_marks} | {r.cnps} | {r.pause_frames} | {r.paused_ms} |"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -190,6 +210,17 @@ def goals(rows: list[CaseFigures]) -> list[tuple[str, bool]]:
     if a:
         out.append((f"(a) host CE {a.host_ce_marks} == switch ecn_marked {a.switch_ecn_marked}",
                     a.host_ce_marks == a.switch_ecn_marked))  # fmt: skip
+    for r in rows:
+        if r.cnps is None:
+            continue
+        out.append((f"({r.case}) no drop: {r.drops}", r.drops == 0))
+        host_ce = r.host_ce_marks or 0
+        out.append((f"({r.case}) CNPs {r.cnps} <= host CE marks {host_ce}", r.cnps <= host_ce))
+    if a and a.cnps is not None:
+        out.append((f"(a) paused by PFC: {a.pause_frames} pauses, {a.paused_ms} ms",
+                    bool(a.pause_frames)))  # fmt: skip
+    if b and b.cnps is not None:
+        out.append((f"(b) not paused: {b.pause_frames} pauses", not b.pause_frames))
     return out
 
 
@@ -212,12 +243,18 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="also print the rows as JSON")
     parser.add_argument("--poll-interval", type=float, default=0.5, help="counter polls (s)")
     parser.add_argument("--no-gnmi", action="store_true", help="poll the P4 counters only")
+    parser.add_argument(
+        "--transport", default="tcp", choices=("tcp", "roce"),
+        help="the replicas' transport (roce: RoCEv2 with DCQCN, hosts honour PFC)",
+    )  # fmt: skip
     args = parser.parse_args()
     topo = load_topology(TOPOLOGY)
     with tempfile.TemporaryDirectory() as scratch:
         out = args.out or Path(scratch)
         with EmulatedFabric(topo, FabricOptions(scale=args.scale)) as fabric:
-            settings = RunSettings(poll_interval_s=args.poll_interval, gnmi=not args.no_gnmi)
+            settings = RunSettings(
+                poll_interval_s=args.poll_interval, gnmi=not args.no_gnmi, transport=args.transport
+            )
             rows = run_cases(
                 fabric, topo, args.iterations, out, args.cases, settings, args.model,
                 args.period_stretch,
