@@ -12,8 +12,8 @@ back from it, and the other end's port is an ephemeral one nobody knows in
 advance. See the header comment of p4src/cassini.p4.
 
 Class 0 is traffic of no job (named OTHER); jobs get 1..15 in the order given.
-`program.program_device` reconciles every table against what it is given, so
-these entries go to it together with the topology's (else it deletes them).
+The tables are run-time ones (`program.RUNTIME_TABLES`): a run writes these
+entries and removes them at its end; programming the topology leaves them alone.
 
 >>> jobs = [JobSockets("vgg19-0", (("10.0.0.1", 47000), ("10.0.0.2", 47001)))]
 >>> [(e.table, dict(e.match), dict(e.params)) for e in job_class_entries(jobs)][:2]

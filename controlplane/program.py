@@ -7,6 +7,14 @@ installed, diff, write the difference. Idempotent: a second run changes
 nothing. Installed WRED thresholds are not overwritten unasked: a fabric
 programmed with scaled thresholds must not silently get the unscaled ones
 (`ThresholdChangeRefused`, unless `change_thresholds`).
+
+Which tables a program reconciles (`reconciled_tables`): the static ones
+(`STATIC_TABLES`, what the topology and the settings decide) and those of the
+entries it is given; the run-time tables (`RUNTIME_TABLES`, filled and emptied
+by a run's own code while the fabric stays up) keep their entries, so a
+re-program, `cassini program` or a reconnect cannot silently reclassify a
+running job's traffic. `clean` (`cassini program --clean`) is the full reset:
+every table of the P4Info holds exactly what is given, run-time ones emptied.
 """
 
 from __future__ import annotations
@@ -20,7 +28,14 @@ from .compile import desired_entries
 from .entries import TableEntry
 from .fit import P4INFO_ONLY, check_fit, topology_needs
 from .p4info import P4InfoIndex, load_p4info
-from .p4names import WRED_TABLE
+from .p4names import (
+    FORWARD_TABLE,
+    JOB_BY_DST_TABLE,
+    JOB_BY_SRC_TABLE,
+    QUEUE_CLASS_BY_FLOW_TABLE,
+    QUEUE_CLASS_TABLE,
+    WRED_TABLE,
+)
 from .reconcile import Plan, apply, plan
 from .session import P4RuntimeSession
 from .settings import WredSettings
@@ -28,6 +43,19 @@ from .settings import WredSettings
 if TYPE_CHECKING:
     from topologies.chip_mapping import ChipMap
     from topologies.model import Topology
+
+# The static program's tables: their entries follow from the topology and the
+# settings alone (forwarding; WRED/ECN thresholds; PFC and queue limits are not
+# tables but traffic-manager settings), so the program that compiles them owns
+# them and removes what it did not compile.
+STATIC_TABLES = (FORWARD_TABLE, WRED_TABLE)
+# Run-time tables: filled while the fabric runs by the code that knows their
+# contents (a run's job classes, `job_classes.py`; a network policy's queue
+# classes, `queue_classes.py`) and removed by it at the run's end. The static
+# program cannot know them, so it leaves them alone (our choice; the paper has
+# no run-time tables). tests/controlplane/test_program.py checks that the two
+# cover the shipped P4Info's tables, so a new table gets an owner.
+RUNTIME_TABLES = (JOB_BY_DST_TABLE, JOB_BY_SRC_TABLE, QUEUE_CLASS_TABLE, QUEUE_CLASS_BY_FLOW_TABLE)
 
 # (min_cells, max_cells, max_prob) of one wred_profile entry; None: no entry.
 Thresholds = tuple[int, int, int] | None
@@ -87,15 +115,36 @@ class ThresholdChangeRefused(RuntimeError):
         self.changes = tuple(changes)
 
 
+def reconciled_tables(
+    p4info: P4InfoIndex, desired: Sequence[TableEntry], clean: bool = False
+) -> tuple[str, ...]:
+    """The tables `program_device` makes hold exactly `desired`'s entries, in full
+    P4Info names: the static tables and the tables of `desired` (a caller that
+    passes job classes wants exactly those); with `clean`, every table of the P4Info.
+    A table of neither (say, one of an extended P4 program) is left alone.
+
+    >>> from controlplane.p4info import load_p4info
+    >>> reconciled_tables(load_p4info(), [])
+    ('CassiniEgress.wred_profile', 'CassiniIngress.logical_forward')
+    """
+    if clean:
+        return tuple(sorted(t.name for t in p4info.tables))
+    names = {p4info.table(t).name for t in STATIC_TABLES}
+    names.update(p4info.table(e.table).name for e in desired)
+    return tuple(sorted(names))
+
+
 @dataclass(frozen=True)
 class ProgramResult:
-    """What `program_device` did (or, with dry_run, would do)."""
+    """What `program_device` did (or, with dry_run, would do); `installed_before`
+    counts the entries of the tables it reconciled (`tables`)."""
 
     pipeline_pushed: bool
     plan: Plan
     desired_count: int
     installed_before: int
     threshold_changes: tuple[ThresholdChange, ...] = ()
+    tables: tuple[str, ...] = ()
 
 
 def program_device(
@@ -106,30 +155,34 @@ def program_device(
     dry_run: bool = False,
     batch_size: int = 500,
     change_thresholds: bool = False,
+    clean: bool = False,
 ) -> ProgramResult:
-    """Make the device hold exactly `desired` (full P4Info names, see TableEntry.canonical).
+    """Make the tables `reconciled_tables` names hold exactly `desired` (full P4Info
+    names, see TableEntry.canonical); the other tables' entries stay as they are
+    (the run-time ones, unless `clean`: the full reset).
 
     A dry run only reads, so it works on a read-only session (no election id).
     Raises ThresholdChangeRefused, before writing anything, when installed
     WRED profiles would change and `change_thresholds` is False.
     """
+    wanted = [e.canonical(p4info) for e in desired]
+    tables = reconciled_tables(p4info, wanted, clean)
     pushed = False
     if not session.has_pipeline(p4info, device_config):
         if dry_run:
-            the_plan = plan([e.canonical(p4info) for e in desired], [])
-            return ProgramResult(True, the_plan, len(desired), 0)
+            return ProgramResult(True, plan(wanted, []), len(desired), 0, tables=tables)
         session.set_pipeline(p4info, device_config)
         pushed = True
     else:
         session.p4info = p4info
-    installed = session.read_table()
-    the_plan = plan([e.canonical(p4info) for e in desired], installed)
+    installed = [e for table in tables for e in session.read_table(table)]
+    the_plan = plan(wanted, installed)
     changes = threshold_changes(the_plan, installed)
     if changes and not change_thresholds and not dry_run:
         raise ThresholdChangeRefused(session.address, changes)
     if not dry_run:
         apply(session, the_plan, batch_size=batch_size)
-    return ProgramResult(pushed, the_plan, len(desired), len(installed), tuple(changes))
+    return ProgramResult(pushed, the_plan, len(desired), len(installed), tuple(changes), tables)
 
 
 def topology_entries(
@@ -151,8 +204,10 @@ def program_topology(
     device_config: bytes = b"",
     dry_run: bool = False,
     change_thresholds: bool = False,
+    clean: bool = False,
 ) -> ProgramResult:
-    """Make the device hold `topo`'s forwarding and WRED entries (`program_device`).
+    """Make the device hold `topo`'s forwarding and WRED entries (`program_device`);
+    run-time tables keep their entries unless `clean`, which empties them.
 
     `wred` is in the device's unit (cells; `controlplane.bmv2.bmv2_wred` for
     bmv2's packets); `p4info` defaults to the package's own.
@@ -165,4 +220,5 @@ def program_topology(
         device_config,
         dry_run=dry_run,
         change_thresholds=change_thresholds,
+        clean=clean,
     )

@@ -5,8 +5,9 @@ standard_metadata.priority with --priority-queues, Tofino's qid and
 ingress_cos): `queue_class_by_flow` by the 5-tuple of TCP/UDP over option-less
 IPv4, else `queue_class` by the IPv4 DSCP, else class 0. A policy (Crux's
 compressed ranks, EchelonFlow's stages) states its wish as a DSCP -> class map
-and a flow -> class map; this turns them into the table entries, to go to
-`program.program_device` with the topology's.
+and a flow -> class map; this turns them into the table entries, which their
+installer writes (run-time tables, `program.RUNTIME_TABLES`: programming the
+topology leaves them alone).
 
 >>> [(e.table, dict(e.match), dict(e.params)) for e in queue_class_entries({46: 7}, {})]
 [('CassiniIngress.queue_class', {'dscp': 46}, {'queue_class': 7})]

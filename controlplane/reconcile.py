@@ -3,7 +3,8 @@
 `plan` is a pure diff keyed by table + match (what identifies an entry in
 P4Runtime); `apply` writes it, deletes first so a moved key never collides,
 then modifies, then inserts. Re-running after a successful apply yields an
-empty plan.
+empty plan. Which tables the two sets cover is the caller's to say
+(`program.reconciled_tables`): an entry not read is never deleted.
 """
 
 from __future__ import annotations

@@ -75,6 +75,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="overwrite WRED thresholds the device already holds (refused otherwise, "
         "e.g. a fabric's scaled ones)",
     )
+    prog.add_argument(
+        "--clean",
+        action="store_true",
+        help="full reset: also delete the run-time entries (job classes, queue classes) "
+        "a run installs; without it those tables are left alone",
+    )
     prog.add_argument("--json", action="store_true", help="machine-readable output")
     add_tls_client_arguments(prog)
     prog.set_defaults(handler=_program)
@@ -141,6 +147,7 @@ def _program(args: argparse.Namespace) -> int:
                 device_config,
                 dry_run=args.dry_run,
                 change_thresholds=args.force_thresholds,
+                clean=args.clean,
             )
     except ConnectionFailed as err:
         if not args.dry_run or connected:  # reached, then failed: that error, not a plan
