@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from bench_shift_cases import TOPOLOGY, shift_cases  # beside this file
 
@@ -23,10 +24,32 @@ from emulation.fabric import EmulatedFabric
 from emulation.fabric_options import FabricOptions
 from emulation.jobs.launch import parse_schedule, plan_jobs
 from emulation.jobs.run_folder import write_run
+from emulation.jobs.run_result import RunResult
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
 from emulation.scaling import DEFAULT_SCALE
 from topologies.library import load_topology
+from topologies.model import Topology
+
+
+def pair_ways(
+    topo: Topology, model: str = "wideresnet101"
+) -> list[tuple[str, dict[str, Any], str]]:
+    """The three ways (name, schedule, policy), all over RoCE."""
+    aligned = shift_cases(topo, model)["a"]
+    unpaced = {k: v for k, v in aligned.items() if k != "periods_ms"}
+    return [("dcqcn", aligned, "none"), ("dcqcn-unpaced", unpaced, "none"),
+            ("mltcp", aligned, "mltcp")]  # fmt: skip
+
+
+def run_way(fabric: EmulatedFabric, name: str, schedule: dict[str, Any],
+            settings: RunSettings, folder: Path) -> RunResult:  # fmt: skip
+    """One run of one way on the running fabric, its files written into `folder`."""
+    jobs = plan_jobs(parse_schedule(schedule, name), fabric.topo, where=name)
+    folder.mkdir(parents=True, exist_ok=True)
+    result = run_schedule(fabric, jobs, settings, folder)
+    write_run(result, folder)
+    return result
 
 
 def main() -> int:
@@ -37,20 +60,14 @@ def main() -> int:
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
     topo = load_topology(TOPOLOGY)
-    aligned = shift_cases(topo, "wideresnet101")["a"]
-    unpaced = {k: v for k, v in aligned.items() if k != "periods_ms"}
-    ways = [("dcqcn", aligned, "none"), ("dcqcn-unpaced", unpaced, "none"),
-            ("mltcp", aligned, "mltcp")]  # fmt: skip
+    ways = pair_ways(topo)
     options = FabricOptions(scale=DEFAULT_SCALE, pfc=not args.no_pfc)
     with EmulatedFabric(topo, options) as fabric:
         for run in range(1, args.runs + 1):
             for name, schedule, policy in ways:
-                jobs = plan_jobs(parse_schedule(schedule, name), topo, where=name)
                 settings = RunSettings(iterations=args.iterations, transport="roce", policy=policy)
                 folder = args.out / f"{name}-{run}"
-                folder.mkdir(parents=True, exist_ok=True)
-                result = run_schedule(fabric, jobs, settings, folder)
-                write_run(result, folder)
+                result = run_way(fabric, name, schedule, settings, folder)
                 print(f"{folder}: {result.error or 'ok'}", flush=True)
     return 0
 

@@ -31,19 +31,47 @@ from emulation.jobs.telemetry_rows import TELEMETRY_FILE, TelemetryRow, overlap,
 from topologies.library import load_topology
 
 WARMUP = 1
+# (our choice) A block in which at most this share of the busy samples had both jobs
+# sending counts as the jobs taking turns (Th+Cassini's shifts gave 17% on the pair).
+TURNS_LIMIT = 0.2
+
+
+def block_fractions(
+    rows: list[TelemetryRow], link: str, gbps: float, starts: np.ndarray, block: int
+) -> list[float | None]:
+    """The overlap in each block of `block` iterations of the first job (None: not busy)."""
+    out = []
+    for k in range(0, len(starts) - 1, block):
+        lo, hi = starts[k], starts[min(k + block, len(starts) - 1)]
+        mine = [r for r in rows if lo <= r.time_s < hi]
+        out.append(overlap(mine, {link: gbps}, 0.01)[link].fraction)
+    return out
 
 
 def block_overlaps(
     rows: list[TelemetryRow], link: str, gbps: float, starts: np.ndarray, block: int
 ) -> list[str]:
-    """The overlap in each block of `block` iterations of the first job."""
-    out = []
-    for k in range(0, len(starts) - 1, block):
-        lo, hi = starts[k], starts[min(k + block, len(starts) - 1)]
-        mine = [r for r in rows if lo <= r.time_s < hi]
-        o = overlap(mine, {link: gbps}, 0.01)[link]
-        out.append("-" if o.fraction is None else f"{o.fraction:.0%}")
-    return out
+    """`block_fractions` as percentages."""
+    found = block_fractions(rows, link, gbps, starts, block)
+    return ["-" if f is None else f"{f:.0%}" for f in found]
+
+
+def turns_after(
+    fractions: list[float | None], block: int, limit: float = TURNS_LIMIT
+) -> int | None:
+    """Iterations after which the jobs fell into turns: the start of the first block from
+    which every block's overlap stays at most `limit`; None if they never did.
+
+    >>> turns_after([0.9, 0.1, 0.6, 0.2, 0.1], 5), turns_after([0.9, 0.1], 5, 0.05)
+    (15, None)
+    """
+    first = None
+    for k, fraction in enumerate(fractions):
+        if fraction is None or fraction > limit:
+            first = None
+        elif first is None:
+            first = k
+    return None if first is None else first * block
 
 
 def main() -> int:
