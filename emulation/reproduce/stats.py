@@ -68,3 +68,22 @@ def interval(values: Sequence[float]) -> Interval:
         return Interval(mean, None, None, 1)
     half = t95(n - 1) * float(xs.std(ddof=1)) / math.sqrt(n)
     return Interval(mean, round(mean - half, 6), round(mean + half, 6), n)
+
+
+def mean_half_width(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% t-interval (NaN with one value), the pair a
+    table prints as "mean ± half".
+
+    >>> m, h = mean_half_width([1.0, 2.0, 3.0])
+    >>> m, round(h, 6)
+    (2.0, 2.484338)
+    >>> mean_half_width([5.0])
+    (5.0, nan)
+    """
+    xs = np.asarray(list(values), dtype=float)
+    n = int(xs.size)
+    if n == 0:
+        raise ValueError("a mean needs at least one value")
+    if n == 1:
+        return float(xs[0]), float("nan")
+    return float(xs.mean()), t95(n - 1) * float(xs.std(ddof=1)) / math.sqrt(n)
