@@ -18,6 +18,9 @@ for PROTO encoding and get typed integers, no JSON to parse.
     >>> read_interface_counters("127.0.0.1:9559", 2.0)   # doctest: +SKIP
     {'tor1-eth1': {'in-unicast-pkts': 25, 'in-octets': 5000, ..., 'tail-dropped': 0, ...}}
 
+`GnmiReader.read_queues` reads the egress queues (port, queue class) of the
+OpenConfig QoS model (`QUEUE_LEAVES`), with each interface's port number.
+
 Interfaces are named as the target names them: the software target after the
 topology's chip map (`topologies.port_names`: `tor1-eth1`, or `port<N>` without
 a topology), a Stratum switch after its chassis config. Readers match them to
@@ -74,6 +77,22 @@ CASSINI_MODULE = "cassini-interfaces"
 PORT_ID_LEAF = "id"
 # openconfig-interfaces' state/ifindex: the port's number where state/id is not served.
 IFINDEX_LEAF = "ifindex"
+
+
+# The egress queues (port, queue class) under the OpenConfig QoS model (openconfig-qos):
+#   /qos/interfaces/interface[interface-id=NAME]/output/queues/queue[name=N]/state/LEAF
+# NAME as under /interfaces (the port's name for controllers), N the queue class 0-7
+# (7 served first: strict priority), LEAF one of QUEUE_LEAVES, cumulative since the
+# switch started.
+QOS_MODULE = "openconfig-qos"
+OPENCONFIG_QUEUE_LEAVES: tuple[str, ...] = (
+    "transmit-pkts",
+    "transmit-octets",
+    "dropped-pkts",  # WRED drops of non-ECT frames and tail drops
+)
+# Ours (module cassini-interfaces): frames the queue sent CE-marked by its WRED.
+CASSINI_QUEUE_LEAVES: tuple[str, ...] = ("ecn-marked-pkts",)
+QUEUE_LEAVES: tuple[str, ...] = OPENCONFIG_QUEUE_LEAVES + CASSINI_QUEUE_LEAVES
 
 
 # (our choice) The 10 ms per-job telemetry of issue 25, served by the software target
@@ -153,6 +172,79 @@ def interfaces_from(response: Any) -> list[Interface]:
     ]
 
 
+@dataclass(frozen=True)
+class QueueCount:
+    """One egress queue's counters (cumulative) as the target reported them."""
+
+    name: str  # the interface, as the target names it
+    port: int | None  # its P4Runtime port (state/id, else state/ifindex); None if neither
+    queue_class: int  # the queue's name, a queue class 0-7 on the software target
+    transmit_pkts: int
+    transmit_octets: int
+    dropped_pkts: int
+    ecn_marked_pkts: int  # ours (cassini-interfaces): 0 from a target without it
+
+
+def queues_path() -> Any:
+    """gnmi.Path /qos/interfaces/interface[interface-id=*]/output/queues/queue[name=*]/state."""
+    return gnmi_pb2.Path(
+        elem=[
+            gnmi_pb2.PathElem(name="qos"),
+            gnmi_pb2.PathElem(name="interfaces"),
+            gnmi_pb2.PathElem(name="interface", key={"interface-id": "*"}),
+            gnmi_pb2.PathElem(name="output"),
+            gnmi_pb2.PathElem(name="queues"),
+            gnmi_pb2.PathElem(name="queue", key={"name": "*"}),
+            gnmi_pb2.PathElem(name="state"),
+        ]
+    )
+
+
+def port_number_paths() -> list[Any]:
+    """gnmi.Paths of every interface's state/id and state/ifindex (its port number)."""
+    return [
+        gnmi_pb2.Path(
+            elem=[
+                gnmi_pb2.PathElem(name="interfaces"),
+                gnmi_pb2.PathElem(name="interface", key={"name": "*"}),
+                gnmi_pb2.PathElem(name="state"),
+                gnmi_pb2.PathElem(name=leaf),
+            ]
+        )
+        for leaf in (PORT_ID_LEAF, IFINDEX_LEAF)
+    ]
+
+
+def queues_from(response: Any) -> list[QueueCount]:
+    """Queues of a PROTO-encoded GetResponse of `queues_path()` and `port_number_paths()`,
+    sorted by (interface, class); a queue whose name is not a number is left out."""
+    ports = {i.name: i.port for i in interfaces_from(response)}
+    leaves: dict[tuple[str, int], dict[str, int]] = {}
+    for notification in response.notification:
+        prefix = list(notification.prefix.elem)
+        for update in notification.update:
+            elems = prefix + list(update.path.elem)
+            names = [e.name.split(":")[-1] for e in elems]
+            if len(names) != 8 or names[:7] != [
+                "qos", "interfaces", "interface", "output", "queues", "queue", "state"
+            ]:  # fmt: skip
+                continue
+            queue, value = elems[5].key.get("name", ""), _integer(update.val)
+            if not queue.isdigit() or value is None:
+                continue
+            key = (elems[2].key.get("interface-id", ""), int(queue))
+            leaves.setdefault(key, {})[names[7]] = value
+    return [
+        QueueCount(
+            name,
+            ports.get(name),
+            queue_class,
+            *(found.get(leaf, 0) for leaf in QUEUE_LEAVES),
+        )
+        for (name, queue_class), found in sorted(leaves.items())
+    ]
+
+
 def fidelity_path() -> Any:
     """gnmi.Path /fidelity/state (the software target's lateness histograms)."""
     return gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name="fidelity"), gnmi_pb2.PathElem(name="state")])
@@ -207,16 +299,28 @@ class GnmiReader:
 
     def read(self) -> list[Interface]:
         """Every interface's state/id and state/counters leaves (one Get, PROTO encoding)."""
+        return interfaces_from(self._get([interfaces_path()], "interface counters"))
+
+    def read_queues(self) -> list[QueueCount]:
+        """Every egress queue's counters with its interface's port number (one Get, PROTO
+        encoding); GnmiUnsupported from a target that serves no /qos."""
+        paths = [queues_path(), *port_number_paths()]
+        return queues_from(self._get(paths, "/qos queues", unsupported=grpc.StatusCode.NOT_FOUND))
+
+    def _get(self, paths: list[Any], what: str, unsupported: grpc.StatusCode | None = None) -> Any:
+        """The GetResponse of `paths` (PROTO, STATE); GnmiUnsupported for UNIMPLEMENTED
+        (or `unsupported`), GnmiError for any other failure."""
         request = gnmi_pb2.GetRequest(
-            path=[interfaces_path()], type=gnmi_pb2.GetRequest.STATE, encoding=gnmi_pb2.PROTO
+            path=paths, type=gnmi_pb2.GetRequest.STATE, encoding=gnmi_pb2.PROTO
         )
         try:
-            response = self._stub.Get(request, timeout=self.timeout, wait_for_ready=True)
+            return self._stub.Get(request, timeout=self.timeout, wait_for_ready=True)
         except grpc.RpcError as err:
             code = err.code()
-            if code == grpc.StatusCode.UNIMPLEMENTED:
+            if code in (grpc.StatusCode.UNIMPLEMENTED, unsupported):
+                served = "no gNMI" if code == grpc.StatusCode.UNIMPLEMENTED else f"no {what}"
                 raise GnmiUnsupported(
-                    f"the target at {self.address} serves no gNMI ({code.name}: {err.details()})"
+                    f"the target at {self.address} serves {served} ({code.name}: {err.details()})"
                 ) from None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                 over = " over TLS (does it serve TLS, with a certificate the CA signed?)"
@@ -225,10 +329,8 @@ class GnmiReader:
                     f"within {self.timeout:g} s"
                 ) from None
             raise GnmiError(
-                f"gNMI Get of interface counters at {self.address} failed: "
-                f"{code.name}: {err.details()}"
+                f"gNMI Get of {what} at {self.address} failed: {code.name}: {err.details()}"
             ) from None
-        return interfaces_from(response)
 
     def read_fidelity(self) -> dict[str, dict[str, int]]:
         """The packet loop's lateness histograms ({name: {bucket-N: count, max-ns: ns}},

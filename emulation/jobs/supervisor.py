@@ -52,11 +52,14 @@ from .cpu_usage import cpu_seconds, machine_cpu, machine_fractions, process_tree
 from .job_telemetry import RunTelemetry
 from .launch import JobPlan, Placed, replica_specs
 from .policy_entries import PolicyClasses, run_record
+from .queue_class_rows import write_queue_classes
+from .queue_class_watch import QueueClassWatch
 from .records import IterationRecord, read_records
 from .replica import EXIT_PEER_LOST, now_ms
 from .run_folder import REPLICA_FOLDER
 from .run_result import Progress, RunResult, host_lateness, summarize_job
 from .run_settings import CLASS_POLICIES, RunSettings
+from .telemetry_rows import link_names
 from .transport import CONGESTION_CONTROL
 
 if TYPE_CHECKING:
@@ -173,6 +176,13 @@ def run_schedule(
         if settings.policy in CLASS_POLICIES
         else None
     )
+    queue_watch = (  # ... and what each class sent, marked and dropped: queue_classes.csv
+        QueueClassWatch.over_gnmi(
+            fabric.grpc_address, link_names(fabric.chip), settings.poll_interval_s, fabric.timeout
+        ).start()
+        if classes is not None and settings.gnmi
+        else None
+    )
     switch_pids = process_tree(fabric.switch_pid) if fabric.switch_pid else []
     cpu_before = (
         cpu_seconds(switch_pids),
@@ -255,6 +265,9 @@ def run_schedule(
             if classes is not None:
                 classes.stop()
             series = telemetry.stop()
+            if queue_watch is not None:
+                write_queue_classes(out_dir, queue_watch.stop())
+                series.info["queue_classes_error"] = queue_watch.error
     records = tuple(
         r for p in placed if Path(p.spec.out).exists() for r in read_records(p.spec.out)
     )

@@ -191,6 +191,12 @@ class DatapathProcess:
             return {}
         return self.shared.read_stats()
 
+    def class_stats(self) -> dict[str, dict[tuple[int, int], int]]:
+        """Per (port, queue class) counters as the loop last published them."""
+        if self.shared is None:
+            return {}
+        return self.shared.read_class_stats()
+
     def sample_ring(self) -> SampleRing:
         """The ring the loop samples into every 10 ms (read it with sample_ring.SampleReader)."""
         if self.shared is None:

@@ -201,12 +201,14 @@ class FastSwitchProgram:
             shared.end()
 
     def publish_stats(self) -> None:
-        """Copy every per-port statistic and the fidelity histograms into the shared block."""
+        """Copy every per-port and per (port, queue class) statistic and the fidelity
+        histograms into the shared block."""
         shared = self.shared
         if shared is None:
             return
         shared.begin()
         shared.stats[:] = self.counts[self._stat_rows]
+        shared.class_stats[:] = self.class_counts  # one copy: the C loop counts in place
         shared.publish_fidelity(
             (self.departure_lateness, self.wakeup_lateness),
             (self.tm.late_max, max(self.wakeup_max, self.tm.wakeup_max)),

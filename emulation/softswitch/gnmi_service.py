@@ -3,7 +3,9 @@
 Switches serve gNMI next to P4Runtime on one gRPC server (Stratum does), so
 `add_gnmi_service(server, source)` registers a gNMI servicer on the
 P4Runtime server; `source()` returns the ports' `PortCounters`, whose tree
-(and what a path selects of it) is `gnmi_tree`.
+(and what a path selects of it) is `gnmi_tree`, and `queues()`, given, the
+egress queues' `QueueCounters`, served under /qos (openconfig-qos) in Get and
+Subscribe alike.
 
 Capabilities, Get and Subscribe (ONCE, POLL, STREAM with SAMPLE, ON_CHANGE
 or TARGET_DEFINED) are served; Set only of a port's config/enabled
@@ -50,6 +52,8 @@ from .gnmi_tree import (
     FIDELITY_CONTAINER,
     OPENCONFIG_INTERFACES,
     OPENCONFIG_P4RT,
+    QOS_CONTAINER,
+    QOS_MODULE,
     Match,
     PathError,
     bare_name,
@@ -57,9 +61,10 @@ from .gnmi_tree import (
     fidelity_tree,
     interfaces_tree,
     notification,
+    qos_tree,
     select,
 )
-from .port_stats import PortCounters
+from .port_stats import PortCounters, QueueCounters
 from .sample_ring import SampleReader
 from .service_limits import ServiceLimits
 
@@ -204,8 +209,10 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         limits: ServiceLimits | None = None,
         telemetry: TelemetrySource | None = None,
         set_enabled: Callable[[str, bool], None] | None = None,
+        queues: Callable[[], Sequence[QueueCounters]] | None = None,
     ) -> None:
         self.source = source
+        self.queues = queues  # the egress queues under /qos; None: /qos is not served
         self.set_enabled = set_enabled  # a port's config/enabled; None: Set is not served
         self.clock_ns = clock_ns
         self.fidelity = fidelity
@@ -247,6 +254,10 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
             if FIDELITY_CONTAINER not in trees:
                 trees[FIDELITY_CONTAINER] = fidelity_tree(self.fidelity())
             return select(trees[FIDELITY_CONTAINER], elems)
+        if self.queues is not None and elems and bare_name(elems[0].name) == QOS_CONTAINER:
+            if QOS_CONTAINER not in trees:
+                trees[QOS_CONTAINER] = qos_tree(self.queues())
+            return select(trees[QOS_CONTAINER], elems)
         if "interfaces" not in trees:
             trees["interfaces"] = interfaces_tree(self.source())
         return select(trees["interfaces"], elems)
@@ -270,6 +281,10 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
                 name=CASSINI_MODULE, organization="cassini-harness", version="0.1.0"
             ),
         ]
+        if self.queues is not None:
+            models.append(
+                gnmi_pb2.ModelData(name=QOS_MODULE, organization="OpenConfig working group")
+            )
         return gnmi_pb2.CapabilityResponse(
             supported_models=models,
             supported_encodings=list(SUPPORTED_ENCODINGS),
@@ -499,12 +514,18 @@ def add_gnmi_service(
     limits: ServiceLimits | None = None,
     telemetry: TelemetrySource | None = None,
     set_enabled: Callable[[str, bool], None] | None = None,
+    queues: Callable[[], Sequence[QueueCounters]] | None = None,
 ) -> None:
     """Register the gNMI servicer for `source()`'s interface counters (and, given, the
-    packet loop's lateness histograms and its 10 ms sample ring) on `server`, within
-    `limits`."""
+    packet loop's lateness histograms, its 10 ms sample ring and `queues()`' egress
+    queues) on `server`, within `limits`."""
     servicer = GnmiServicer(
-        source, fidelity=fidelity, limits=limits, telemetry=telemetry, set_enabled=set_enabled
+        source,
+        fidelity=fidelity,
+        limits=limits,
+        telemetry=telemetry,
+        set_enabled=set_enabled,
+        queues=queues,
     )
     # The Get first, its bytes passed through: gRPC asks the generic handlers in the
     # order they were added, so the generated Get below is never reached (it would

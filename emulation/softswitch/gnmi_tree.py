@@ -12,14 +12,22 @@ The data of the ports' `PortCounters`, as gNMI serves it (`gnmi_service`):
 
 with LEAF one of `controlplane.gnmi.COUNTER_LEAVES`: the OpenConfig counters
 and our own per-cause leaves (module `cassini-interfaces`), and the packet
-loop's lateness histograms under /fidelity. These are the leaves a Stratum
+loop's lateness histograms under /fidelity. The egress queues' `QueueCounters`
+(one queue per queue class, N = 0-7) under the OpenConfig QoS model:
+
+    /qos/interfaces/interface[interface-id=NAME]/state/interface-id
+    /qos/interfaces/interface[interface-id=NAME]/output/queues/queue[name=N]/state/LEAF
+
+with LEAF `name` or one of `controlplane.gnmi.QUEUE_LEAVES` (transmit-pkts,
+transmit-octets, dropped-pkts of openconfig-qos; ecn-marked-pkts ours). These are the leaves a Stratum
 switch serves per interface and standard controllers read: finsy's `Switch`
 lists the ports by `state/ifindex` and follows `state/oper-status`. NAME is
 the port's name for controllers (`port_stats.PortCounters.name`, stable from
 run to run, never the Linux interface: see the package README). A key may be
 `*` or left out (every interface); a path may stop at any container.
 
-Pure functions: `interfaces_tree` (the data of PortCounters), `select` (a
+Pure functions: `interfaces_tree` (the data of PortCounters), `qos_tree` (of
+QueueCounters), `select` (a
 path's matches, or a `PathError` naming the bad element and the names that
 exist), `notification` (matches encoded as JSON, JSON_IETF or PROTO; our
 choice: PROTO sends one typed leaf per update, JSON one update per matched
@@ -39,16 +47,21 @@ from pygnmi.spec.v080 import gnmi_pb2
 from controlplane.gnmi import (
     CASSINI_COUNTER_LEAVES,
     CASSINI_MODULE,
+    CASSINI_QUEUE_LEAVES,
     COUNTER_LEAVES,
     PORT_ID_LEAF,
+    QOS_MODULE,
+    QUEUE_LEAVES,
 )
 from topologies.errors import did_you_mean
 
-from .port_stats import PortCounters
+from .port_stats import PortCounters, QueueCounters
 
 OPENCONFIG_INTERFACES = "openconfig-interfaces"
 OPENCONFIG_P4RT = "openconfig-p4rt"
-MODULES = (OPENCONFIG_INTERFACES, OPENCONFIG_P4RT, CASSINI_MODULE)
+MODULES = (OPENCONFIG_INTERFACES, OPENCONFIG_P4RT, QOS_MODULE, CASSINI_MODULE)
+QOS_CONTAINER = "qos"
+_NOT_QUEUE_LEAVES = ("port", "name", "queue_class")  # QueueCounters fields that are not leaves
 # Path origins we answer: none, OpenConfig's, or a module name (pygnmi puts one there).
 ORIGINS = ("", "openconfig", *MODULES)
 _NOT_LEAVES = ("port", "name", "oper_status")  # PortCounters fields that are not counters
@@ -69,6 +82,9 @@ def _check_leaves() -> None:
             f"leaves without a field {sorted(served - counted)}, "
             f"fields without a leaf {sorted(counted - served)}"
         )
+    queue_fields = {f.name for f in fields(QueueCounters)} - set(_NOT_QUEUE_LEAVES)
+    if {_field(leaf) for leaf in QUEUE_LEAVES} != queue_fields:
+        raise ImportError("gNMI queue leaves and QueueCounters disagree")
 
 
 _check_leaves()
@@ -129,6 +145,33 @@ def interfaces_tree(ports: Sequence[PortCounters]) -> dict[str, Any]:
         }
         entries[c.name] = {"name": c.name, "state": state}
     return {"interfaces": {"interface": Keyed("name", entries)}}
+
+
+def qos_tree(queues: Sequence[QueueCounters]) -> dict[str, Any]:
+    """The served data of the egress queues, as nested containers (openconfig-qos).
+
+    >>> from emulation.softswitch.port_stats import queue_counters
+    >>> queues = queue_counters({"sent_packets": {(1, 7): 3}}, {1: "tor1-eth1"}, [1])
+    >>> interface = qos_tree(queues)["qos"]["interfaces"]["interface"].entries["tor1-eth1"]
+    >>> queue = interface["output"]["queues"]["queue"].entries["7"]
+    >>> queue["state"]["transmit-pkts"], queue["state"]["name"], len(interface["output"]["queues"]["queue"].entries)
+    (3, '7', 8)
+    """
+    per_port: dict[str, dict[str, Any]] = {}
+    for q in queues:
+        key = str(q.queue_class)
+        state: dict[str, Any] = {"name": key}
+        state.update((leaf, int(getattr(q, _field(leaf)))) for leaf in QUEUE_LEAVES)
+        per_port.setdefault(q.name, {})[key] = {"name": key, "state": state}
+    entries = {
+        name: {
+            "interface-id": name,
+            "state": {"interface-id": name},
+            "output": {"queues": {"queue": Keyed("name", found)}},
+        }
+        for name, found in per_port.items()
+    }
+    return {QOS_CONTAINER: {"interfaces": {"interface": Keyed("interface-id", entries)}}}
 
 
 # (our choice) The packet loop's lateness histograms (issue 16's fidelity monitor)
@@ -262,17 +305,28 @@ def leaves(match: Match) -> list[Match]:
     return [match]
 
 
-def _module(name: str) -> str:
-    if name in CASSINI_COUNTER_LEAVES:
+def _module(name: str, parent: str | None = None) -> str:
+    """The YANG module of a node named `name` under a node of module `parent`."""
+    if name in CASSINI_COUNTER_LEAVES or name in CASSINI_QUEUE_LEAVES:
         return CASSINI_MODULE
+    if name == QOS_CONTAINER or parent == QOS_MODULE:
+        return QOS_MODULE  # everything below /qos but our own leaf
     if name == PORT_ID_LEAF:
         return OPENCONFIG_P4RT
     return OPENCONFIG_INTERFACES
 
 
+def _path_module(path: Sequence[Elem]) -> str | None:
+    """The module of the node a concrete path names (None: the root)."""
+    module = None
+    for name, _keys in path:
+        module = _module(name, module)
+    return module
+
+
 def to_json(value: Any, name: str, ietf: bool, parent_module: str | None) -> Any:
     """A node as JSON data; with ietf, RFC 7951: qualified names, 64-bit counters as strings."""
-    module = _module(name)
+    module = _module(name, parent_module)
     if isinstance(value, Keyed):
         return [
             to_json(entry, name, ietf, parent_module) for _, entry in sorted(value.entries.items())
@@ -281,11 +335,11 @@ def to_json(value: Any, name: str, ietf: bool, parent_module: str | None) -> Any
         out = {}
         for child_name, child in value.items():
             member = child_name
-            if ietf and _module(child_name) != module:
-                member = f"{_module(child_name)}:{child_name}"
+            if ietf and _module(child_name, module) != module:
+                member = f"{_module(child_name, module)}:{child_name}"
             out[member] = to_json(child, child_name, ietf, module)
         return out
-    if ietf and name in COUNTER_LEAVES:
+    if ietf and (name in COUNTER_LEAVES or name in QUEUE_LEAVES):
         return str(value)  # counter64: RFC 7951 section 6.1
     return value
 
@@ -300,7 +354,7 @@ def _json_value(match: Match, ietf: bool) -> Any:
         }
     name = match.path[-1][0]
     # The members of a container take its module; the top value is named by the path.
-    return to_json(match.value, name, ietf, _module(name))
+    return to_json(match.value, name, ietf, _path_module(match.path[:-1]))
 
 
 def set_path(path: Any, elems: Sequence[Elem]) -> None:

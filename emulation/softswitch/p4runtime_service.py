@@ -35,7 +35,7 @@ from controlplane.tls import ServerTlsSettings
 from emulation.softswitch.daemon_pool import DaemonPool
 from emulation.softswitch.device import Device, Session, StreamEnd
 from emulation.softswitch.errors import EntryError
-from emulation.softswitch.port_stats import PortCounters
+from emulation.softswitch.port_stats import PortCounters, QueueCounters
 from emulation.softswitch.read_snapshot import BuildGate, Stopping, read_responses
 from emulation.softswitch.service_limits import ServiceLimits
 from emulation.softswitch.state import Dataplane, DataplaneState, LocalDataplane
@@ -327,6 +327,7 @@ def serve(
     tls: ServerTlsSettings | None = None,
     telemetry: TelemetrySource | None = None,
     set_enabled: Callable[[str, bool], None] | None = None,
+    queue_counters: Callable[[], Sequence[QueueCounters]] | None = None,
 ) -> RunningServer:
     """Start a P4Runtime server for one device on `address` (port 0: any free port).
 
@@ -338,7 +339,8 @@ def serve(
     counters it returns (as Stratum serves both on one port), and with
     fidelity the packet loop's lateness histograms under /fidelity, with
     telemetry its 10 ms per-job samples under /cassini/telemetry, with
-    set_enabled a gNMI Set of a port's config/enabled (`gnmi_config`). With tls, the
+    set_enabled a gNMI Set of a port's config/enabled (`gnmi_config`), with
+    queue_counters the egress queues under /qos. With tls, the
     port (P4Runtime and gNMI alike) speaks only TLS; without it, a server
     reachable beyond loopback logs a warning, since anyone who reaches it
     can take the primary role. `limits` caps what clients may hold at once.
@@ -365,7 +367,9 @@ def serve(
     if port_counters is not None:
         from emulation.softswitch.gnmi_service import add_gnmi_service
 
-        add_gnmi_service(server, port_counters, fidelity, limits, telemetry, set_enabled)
+        add_gnmi_service(
+            server, port_counters, fidelity, limits, telemetry, set_enabled, queue_counters
+        )
     try:
         if tls is None:
             port = server.add_insecure_port(address)

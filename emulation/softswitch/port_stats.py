@@ -12,6 +12,8 @@ them) and keeps the causes beside them.
 
 `STAT_NAMES` is the one list of per-port statistics the packet path
 publishes (the order of the rows of its shared statistics array).
+`QueueCounters` are the same per egress queue (port, queue class), from the
+traffic manager's class counters, as gNMI serves them under /qos.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from topologies.port_names import port_name
+
+from .tm_config import QUEUE_CLASSES
 
 # Per-port statistics of the packet path, in the order they are published.
 STAT_NAMES: tuple[str, ...] = (
@@ -128,6 +132,59 @@ def port_counters(
                 pfc_paused_us=get("pfc_paused_us"),
             )
         )
+    return out
+
+
+@dataclass(frozen=True)
+class QueueCounters:
+    """One egress queue's counters (port, queue class), as gNMI serves them under
+    /qos/interfaces/interface[interface-id=NAME]/output/queues/queue[name=CLASS]/state
+    (leaf names in the comments; `controlplane.gnmi.QUEUE_LEAVES`)."""
+
+    port: int
+    name: str  # the port's name for controllers, as in PortCounters
+    queue_class: int  # 0-7, 7 served first (tm_config.QUEUE_CLASSES)
+    transmit_pkts: int  # transmit-pkts: frames the class sent
+    transmit_octets: int  # transmit-octets
+    dropped_pkts: int  # dropped-pkts: WRED drops of non-ECT frames and tail drops
+    ecn_marked_pkts: int  # ecn-marked-pkts (ours): frames that left CE-marked by its WRED
+
+
+def queue_counters(
+    class_stats: Mapping[str, Mapping[tuple[int, int], int]],
+    names: Mapping[int, str],
+    ports: Iterable[int],
+) -> list[QueueCounters]:
+    """QueueCounters of every queue class of `ports` from the traffic manager's per
+    (port, class) counters ({tm_config.CLASS_COUNTERS name: {(port, class): value}}).
+
+    >>> stats = {"sent_packets": {(1, 7): 3}, "sent_bytes": {(1, 7): 300},
+    ...          "dropped_packets": {(1, 0): 2}, "marked_packets": {(1, 7): 1}}
+    >>> q = queue_counters(stats, {1: "tor1-eth1"}, [1])
+    >>> len(q), q[7].name, q[7].transmit_pkts, q[7].transmit_octets, q[7].ecn_marked_pkts
+    (8, 'tor1-eth1', 3, 300, 1)
+    >>> q[0].dropped_pkts, q[0].transmit_pkts
+    (2, 0)
+    """
+    out = []
+    for port in sorted(set(ports)):
+        name = port_name(port, names)
+        for queue_class in range(QUEUE_CLASSES):
+
+            def get(counter: str, key: tuple[int, int] = (port, queue_class)) -> int:
+                return int(class_stats.get(counter, {}).get(key, 0))
+
+            out.append(
+                QueueCounters(
+                    port=port,
+                    name=name,
+                    queue_class=queue_class,
+                    transmit_pkts=get("sent_packets"),
+                    transmit_octets=get("sent_bytes"),
+                    dropped_pkts=get("dropped_packets"),
+                    ecn_marked_pkts=get("marked_packets"),
+                )
+            )
     return out
 
 

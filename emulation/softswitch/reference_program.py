@@ -22,7 +22,7 @@ from .sample_ring import SampleRing
 from .shared_counters import SharedCounters, checked_counter_names
 from .state import COUNTER_CELLS, JOB_CLASSES, DataplaneState
 from .switch_program import program_ports
-from .tm_config import CLASS_COUNTERS, TmConfig
+from .tm_config import CLASS_COUNTERS, QUEUE_CLASSES, TmConfig
 from .traffic_manager import TrafficManager
 
 BROADCAST_MAC = b"\xff" * 6
@@ -134,6 +134,7 @@ class ReferenceSwitchProgram:
             (state.counter(names[5]), tm.job_marked_packets, tm.job_marked_bytes),
         ]
         self.job_cells = [p * JOB_CLASSES + c for p in self.ports for c in range(JOB_CLASSES)]
+        self.class_cells = [p * QUEUE_CLASSES + c for p in self.ports for c in range(QUEUE_CLASSES)]
         cells = len(tm.job_tx_packets)
         self._job_flushed = [([0] * cells, [0] * cells) for _ in self._job_sources]
         # The lists behind every statistic, in STAT_NAMES order (they are updated in
@@ -293,7 +294,8 @@ class ReferenceSwitchProgram:
             shared.end()
 
     def publish_stats(self) -> None:
-        """Copy every per-port statistic into the shared block (process mode only)."""
+        """Copy every per-port and per (port, queue class) statistic into the shared block
+        (process mode only)."""
         shared = self.shared
         if shared is None:
             return
@@ -302,6 +304,10 @@ class ReferenceSwitchProgram:
         shared.begin()
         for i, values in enumerate(self._stat_lists.values()):
             rows[i, ports] = [values[p] for p in ports]
+        cells = self.class_cells
+        for i, name in enumerate(CLASS_COUNTERS):
+            counts = getattr(self.tm, f"class_{name}")
+            shared.class_stats[i, cells] = [counts[c] for c in cells]
         shared.publish_fidelity(
             (self.departure_lateness, self.wakeup_lateness), (self.late_max, self.wakeup_max)
         )

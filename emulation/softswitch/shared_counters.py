@@ -4,7 +4,8 @@ without asking the loop?
 In a block of shared memory (a memfd, so nothing is left behind in /dev/shm):
 the P4 counters, which both switch programs (`reference_program` and
 `fast_pipeline`) add to every millisecond, and the per-port statistics of
-`port_stats.STAT_NAMES` and the lateness histograms, which they publish every
+`port_stats.STAT_NAMES`, the per (port, queue class) counters of
+`tm_config.CLASS_COUNTERS` and the lateness histograms, which they publish every
 `datapath.STATS_PUBLISH_S`. One writer (the loop) changes the block under a
 sequence lock, so a reader (the P4Runtime service, in another process) copies
 a consistent snapshot without a lock or a message. At its end, the ring of
@@ -36,6 +37,7 @@ from .port_stats import (
 )
 from .sample_ring import RING_SLOTS, SAMPLE_INTERVAL_S, SampleRing, ring_words
 from .state import COUNTER_CELLS, counter_cells
+from .tm_config import CLASS_COUNTERS, QUEUE_CLASSES
 
 # Header words of the shared block: the sequence lock, then room for figures of the loop.
 _SEQUENCE, _HEADER_WORDS = 0, 8
@@ -50,7 +52,8 @@ def checked_counter_names() -> tuple[str, ...]:
 
 class SharedCounters:
     """The shared block: header, P4 counters (each [counter_cells(name), 2]), statistics
-    [m, COUNTER_CELLS].
+    [m, COUNTER_CELLS], class statistics [len(CLASS_COUNTERS), COUNTER_CELLS * QUEUE_CLASSES]
+    (at port * QUEUE_CLASSES + class, as the traffic manager keeps them).
 
     One writer (the loop) brackets every change with `begin()`/`end()`, which
     make the sequence word odd, then even again; a reader copies and retries
@@ -72,9 +75,10 @@ class SharedCounters:
         cells = [counter_cells(name) for name in self.counter_names]
         counters = sum(cells) * 2 * 8
         stats = len(STAT_NAMES) * COUNTER_CELLS * 8
+        classes = len(CLASS_COUNTERS) * COUNTER_CELLS * QUEUE_CLASSES * 8
         fidelity = len(FIDELITY_NAMES) * (LATENESS_BUCKETS + 1) * 8
         ring = ring_words(len(sample_ports), sample_slots) * 8
-        size = header + counters + stats + fidelity + ring
+        size = header + counters + stats + classes + fidelity + ring
         if os.fstat(fd).st_size < size:
             os.ftruncate(fd, size)
         self._memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
@@ -89,8 +93,11 @@ class SharedCounters:
         self.stats = np.frombuffer(buffer, np.int64, stats // 8, header + counters).reshape(
             len(STAT_NAMES), COUNTER_CELLS
         )
+        self.class_stats = np.frombuffer(
+            buffer, np.int64, classes // 8, header + counters + stats
+        ).reshape(len(CLASS_COUNTERS), COUNTER_CELLS * QUEUE_CLASSES)
         # Per FIDELITY_NAMES: its lateness histogram, then its largest lateness (float).
-        at = header + counters + stats
+        at = header + counters + stats + classes
         self.lateness = np.frombuffer(
             buffer, np.int64, len(FIDELITY_NAMES) * LATENESS_BUCKETS, at
         ).reshape(len(FIDELITY_NAMES), LATENESS_BUCKETS)
@@ -175,6 +182,16 @@ class SharedCounters:
             out[name] = {int(p): int(row[p]) for p in np.flatnonzero(row)}
         return out
 
+    def read_class_stats(self) -> dict[str, dict[tuple[int, int], int]]:
+        """Per (port, queue class) counters ({CLASS_COUNTERS name: {(port, class): value}},
+        non-zero ones), all from one instant: what `class_stats()` of the switch program
+        returned when it last published."""
+        taken = self._consistent(self.class_stats.copy)
+        return {
+            name: {divmod(int(i), QUEUE_CLASSES): int(row[i]) for i in np.flatnonzero(row)}
+            for name, row in zip(CLASS_COUNTERS, taken, strict=True)
+        }
+
     def close(self) -> None:
         # Views into the mapping must go before it can close.
         del (
@@ -182,6 +199,7 @@ class SharedCounters:
             self.counter_block,
             self.counters,
             self.stats,
+            self.class_stats,
             self.lateness,
             self.lateness_max,
             self.ring,

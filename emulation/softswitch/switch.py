@@ -27,7 +27,7 @@ from topologies.port_names import port_name
 
 from ..run_files import InterfaceLocks
 from .datapath_process import DatapathProcess, DatapathSpec
-from .port_stats import Lateness, PortCounters, port_counters
+from .port_stats import Lateness, PortCounters, QueueCounters, port_counters, queue_counters
 from .ports import check_interfaces
 from .shared_counters import checked_counter_names
 from .state import Change, ForwardChange, WredChange, WredProfile
@@ -115,6 +115,7 @@ class SoftwareSwitch:
                     tls=self.tls,
                     telemetry=TelemetrySource(self.datapath.sample_ring, self.interface_names),
                     set_enabled=self.set_enabled,
+                    queue_counters=self.queue_counters,
                 )
                 log.info("device %d: P4Runtime service on %s", self.device_id, self.grpc_address)
         except BaseException:
@@ -161,6 +162,11 @@ class SoftwareSwitch:
     def port_counters(self) -> list[PortCounters]:
         """Interface counters of every port (attached and cabled), as gNMI serves them."""
         return port_counters(self.stats(), self.interface_names, self._ports)
+
+    def queue_counters(self) -> list[QueueCounters]:
+        """Every egress queue (port, queue class) of every port, as gNMI serves them."""
+        stats = self.datapath.class_stats() if self.datapath is not None else {}
+        return queue_counters(stats, self.interface_names, self._ports)
 
     def set_enabled(self, name: str, enabled: bool) -> None:
         """Take the port named `name` (as gNMI names it) down or up: gNMI's config/enabled

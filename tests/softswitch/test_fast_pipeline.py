@@ -29,6 +29,7 @@ from emulation.softswitch.fast_pipeline import FastSwitchProgram, available
 from emulation.softswitch.packet import build_pfc_frame
 from emulation.softswitch.port_stats import STAT_NAMES
 from emulation.softswitch.reference_program import ReferenceSwitchProgram, job_class
+from emulation.softswitch.shared_counters import SharedCounters, checked_counter_names
 from emulation.softswitch.state import (
     JOB_CLASSES,
     DataplaneState,
@@ -241,8 +242,12 @@ def test_fast_pipeline_matches_the_reference_with_queue_classes(seed: int, pfc: 
     assert available(), "the compiled packet path is not built: run scripts/setup.sh"
     reference_state, fast_state = classed_state(), classed_state()
     tm = classed_config(pfc)
-    reference = ReferenceSwitchProgram(reference_state, tm, [1, 2, 3], seed=seed)
-    fast = FastSwitchProgram(fast_state, tm, [1, 2, 3], seed=seed)
+    reference_shared = SharedCounters.create(checked_counter_names())
+    fast_shared = SharedCounters.create(checked_counter_names())
+    reference = ReferenceSwitchProgram(
+        reference_state, tm, [1, 2, 3], seed=seed, shared=reference_shared
+    )
+    fast = FastSwitchProgram(fast_state, tm, [1, 2, 3], seed=seed, shared=fast_shared)
     expected = run(reference, seed, classed_frame)
     got = run(fast, seed, classed_frame)
     assert len(expected[0]) > 200
@@ -257,6 +262,15 @@ def test_fast_pipeline_matches_the_reference_with_queue_classes(seed: int, pfc: 
     deepest = [reference.tm.max_depth_cells[p] for p in range(512)]
     assert fast.max_depth_cells.tolist() == deepest
     assert fast.class_stats() == reference.class_stats()
+    # ... and both publish them into the shared block as they count them (what gNMI serves).
+    reference.publish_stats()
+    fast.publish_stats()
+    published = reference_shared.read_class_stats()
+    assert published == reference.class_stats()
+    assert fast_shared.read_class_stats() == published
+    assert published["dropped_packets"][(10, 7)] == reference.tm.class_dropped_packets[10 * 8 + 7]
+    reference_shared.close()
+    fast_shared.close()
     # The classes were used: every class with an entry sent on the slow cable port, and
     # class 7's own limit and WRED dropped or marked some of its frames there.
     sent = reference.tm.class_sent_packets
