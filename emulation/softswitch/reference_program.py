@@ -13,6 +13,7 @@ flushes them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 
 import numpy as np
 
@@ -134,7 +135,14 @@ class ReferenceSwitchProgram:
             (state.counter(names[5]), tm.job_marked_packets, tm.job_marked_bytes),
         ]
         self.job_cells = [p * JOB_CLASSES + c for p in self.ports for c in range(JOB_CLASSES)]
-        self.class_cells = [p * QUEUE_CLASSES + c for p in self.ports for c in range(QUEUE_CLASSES)]
+        class_cells = [p * QUEUE_CLASSES + c for p in self.ports for c in range(QUEUE_CLASSES)]
+        # Published as (indices, a tuple of their values: 8 cells a port, never one value
+        # alone); None without ports. A numpy index array: a list is converted every time.
+        self._class_cells = (
+            (np.array(class_cells, dtype=np.intp), itemgetter(*class_cells))
+            if class_cells
+            else None
+        )
         cells = len(tm.job_tx_packets)
         self._job_flushed = [([0] * cells, [0] * cells) for _ in self._job_sources]
         # The lists behind every statistic, in STAT_NAMES order (they are updated in
@@ -304,10 +312,10 @@ class ReferenceSwitchProgram:
         shared.begin()
         for i, values in enumerate(self._stat_lists.values()):
             rows[i, ports] = [values[p] for p in ports]
-        cells = self.class_cells
-        for i, name in enumerate(CLASS_COUNTERS):
-            counts = getattr(self.tm, f"class_{name}")
-            shared.class_stats[i, cells] = [counts[c] for c in cells]
+        if self._class_cells is not None:
+            cells, take = self._class_cells
+            for i, name in enumerate(CLASS_COUNTERS):
+                shared.class_stats[i, cells] = take(getattr(self.tm, f"class_{name}"))
         shared.publish_fidelity(
             (self.departure_lateness, self.wakeup_lateness), (self.late_max, self.wakeup_max)
         )
