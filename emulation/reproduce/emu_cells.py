@@ -46,7 +46,9 @@ def _emulate(settings: Any, folder: Path) -> dict[str, Any]:
 
     report, stopped = emulate(settings, folder)
     if stopped is not None:
-        raise RuntimeError(f"the emulation in {folder.name} was stopped by {stopped}")
+        # The user's Ctrl-C (or a TERM): the whole reproduction stops, the cell is not
+        # retried or counted as failed (`grid.attempt` retries only Exceptions).
+        raise KeyboardInterrupt(f"the emulation in {folder.name} was stopped by {stopped}")
     if report.summary.get("settings", {}).get("failed"):
         raise RuntimeError(str(report.summary["settings"]["failed"]))
     return report.summary

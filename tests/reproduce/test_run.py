@@ -136,3 +136,35 @@ def test_emulation_cells_on_a_cluster_without_fabric_workers_are_refused_in_one_
                 reproduce(["two-vgg19"], opts, tmp_path, engine, fn=where_am_i)
     finally:
         cluster.close()
+
+
+STOPPED: list[int] = []
+
+
+def stopped_cell(task: CellTask) -> dict[str, Any]:
+    """Seed 1 is stopped by the user's Ctrl-C, as `emu_cells._emulate` reports it."""
+    STOPPED.append(task.index)
+    raise KeyboardInterrupt("the emulation in report was stopped by SIGINT")
+
+
+def test_ctrl_c_stops_the_reproduction_without_retrying_or_storing_a_failure(
+    tmp_path: Path,
+) -> None:
+    STOPPED.clear()
+    opts = ReproduceOptions(quick=True, seeds=3, columns=(SIMULATOR,), retries=2)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce(["two-vgg19"], opts, tmp_path, InlineEngine(), fn=stopped_cell)
+    assert STOPPED == [1]  # not retried, and seeds 2-3 never started
+    assert not list((tmp_path / "cells").glob("*.json"))
+    assert not (tmp_path / "failures.json").exists()
+
+
+def test_a_run_stopped_by_a_signal_is_an_interrupt_not_a_failed_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import emulation.emulate.runner as runner
+    from emulation.reproduce import emu_cells
+
+    monkeypatch.setattr(runner, "emulate", lambda settings, folder: (None, "SIGINT"))
+    with pytest.raises(KeyboardInterrupt, match="stopped by SIGINT"):
+        emu_cells._emulate(object(), tmp_path / "report")
