@@ -11,6 +11,7 @@ plane's `GnmiReader.read_queues`.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
@@ -23,8 +24,9 @@ from scapy.layers.l2 import Ether
 
 from controlplane.gnmi import GnmiReader, GnmiUnsupported, QueueCount, queues_path
 from emulation.softswitch.fast_pipeline import FastSwitchProgram, available
-from emulation.softswitch.gnmi_service import add_gnmi_service
-from emulation.softswitch.gnmi_tree import PathError, qos_tree, select
+from emulation.softswitch.gnmi_get_encoding import PathCache, proto_notification_bytes
+from emulation.softswitch.gnmi_service import MIN_SAMPLE_NS, add_gnmi_service
+from emulation.softswitch.gnmi_tree import PathError, notification, qos_tree, select
 from emulation.softswitch.port_stats import QueueCounters, port_counters, queue_counters
 from emulation.softswitch.reference_program import ReferenceSwitchProgram
 from emulation.softswitch.shared_counters import SharedCounters, checked_counter_names
@@ -231,3 +233,52 @@ def test_a_target_without_qos_is_unsupported() -> None:
             assert queues_path().elem[0].name == "qos"
     finally:
         server.stop(0).wait()
+
+
+def test_a_get_in_proto_is_the_tree_notification_byte_for_byte() -> None:
+    queues = queue_counters(EXPECTED, NAMES, [1, 2])
+    matches = select(qos_tree(queues), _path("/qos").elem)
+    prefix = gnmi_pb2.Path(target="s1")
+    expected = notification(matches, gnmi_pb2.PROTO, 5, prefix).SerializeToString()
+    assert proto_notification_bytes(matches, 5, prefix, PathCache()) == expected
+    # Per interface: interface-id twice, then per queue name twice and the four counters.
+    assert len(gnmi_pb2.Notification.FromString(expected).update) == 2 * (2 + 8 * 6)
+
+
+def test_a_stream_subscription_follows_the_counts() -> None:
+    counts = [queue_counters(EXPECTED, NAMES, [2])]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    add_gnmi_service(server, lambda: port_counters({}, NAMES, [2]), queues=lambda: counts[0])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    path = _path(QUEUE_7 + "/transmit-pkts")
+    subscription = gnmi_pb2.SubscriptionList(
+        mode=gnmi_pb2.SubscriptionList.STREAM,
+        subscription=[
+            gnmi_pb2.Subscription(path=path, mode=gnmi_pb2.SAMPLE, sample_interval=MIN_SAMPLE_NS)
+        ],
+    )
+    seen: list[int] = []
+    done = threading.Event()
+
+    def requests() -> Iterator[Any]:  # open until the end: closing it ends a STREAM
+        yield gnmi_pb2.SubscribeRequest(subscribe=subscription)
+        done.wait(10)
+
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = gnmi_pb2_grpc.gNMIStub(channel)
+            stream = stub.Subscribe(requests(), timeout=10)
+            for response in stream:
+                for update in response.update.update:
+                    seen.append(update.val.uint_val)
+                if response.sync_response:  # the first sample is in: the class sends 4 more
+                    stats = {**EXPECTED, "sent_packets": {(2, 2): 3, (2, 7): 7}}
+                    counts[0] = queue_counters(stats, NAMES, [2])
+                if seen and seen[-1] == 7:
+                    stream.cancel()
+                    break
+    finally:
+        done.set()
+        server.stop(0).wait()
+    assert seen[0] == 3 and seen[-1] == 7
