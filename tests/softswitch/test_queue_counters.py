@@ -23,15 +23,24 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controlplane.gnmi import GnmiReader, GnmiUnsupported, QueueCount, queues_path
+from emulation.softswitch.datapath_process import DatapathProcess, DatapathSpec
 from emulation.softswitch.fast_pipeline import FastSwitchProgram, available
 from emulation.softswitch.gnmi_get_encoding import PathCache, proto_notification_bytes
 from emulation.softswitch.gnmi_service import MIN_SAMPLE_NS, add_gnmi_service
 from emulation.softswitch.gnmi_tree import PathError, notification, qos_tree, select
+from emulation.softswitch.p4runtime_service import serve
 from emulation.softswitch.port_stats import QueueCounters, port_counters, queue_counters
 from emulation.softswitch.reference_program import ReferenceSwitchProgram
 from emulation.softswitch.shared_counters import SharedCounters, checked_counter_names
 from emulation.softswitch.state import DataplaneState
-from emulation.softswitch.tm_config import ClassSettings, ClassWred, PortSettings, TmConfig
+from emulation.softswitch.switch import SoftwareSwitch
+from emulation.softswitch.tm_config import (
+    CLASS_COUNTERS,
+    ClassSettings,
+    ClassWred,
+    PortSettings,
+    TmConfig,
+)
 
 DST = bytes.fromhex("02000000000b")
 NAMES = {1: "tor1-eth1", 2: "tor1-eth2"}
@@ -282,3 +291,28 @@ def test_a_stream_subscription_follows_the_counts() -> None:
         done.set()
         server.stop(0).wait()
     assert seen[0] == 3 and seen[-1] == 7
+
+
+def test_the_switch_serves_what_its_loop_published() -> None:
+    """The switch's side, without a packet loop: the counts the loop would publish into
+    the shared block go through `SoftwareSwitch.queue_counters` and the P4Runtime server's
+    gNMI service (`serve`) to a reader."""
+    switch = SoftwareSwitch(1, {1: "veth1", 2: "veth2"}, None, interface_names=NAMES)
+    datapath = DatapathProcess(DatapathSpec({1: "veth1", 2: "veth2"}, TmConfig(), ()))
+    datapath.shared = SharedCounters.create(checked_counter_names())
+    switch.datapath, switch._ports = datapath, [1, 2]
+    row = {name: i for i, name in enumerate(CLASS_COUNTERS)}
+    datapath.shared.class_stats[row["sent_packets"], 2 * 8 + 5] = 11
+    datapath.shared.class_stats[row["dropped_packets"], 1 * 8 + 0] = 4
+    server = serve(1, port_counters=switch.port_counters, queue_counters=switch.queue_counters)
+    try:
+        with GnmiReader(server.address, timeout=5.0) as reader:
+            queues = {(q.port, q.queue_class): q for q in reader.read_queues()}
+    finally:
+        server.stop(0)
+        switch.datapath = None
+        datapath.shared.close()
+    assert len(queues) == 16
+    assert queues[(2, 5)].transmit_pkts == 11 and queues[(2, 5)].name == "tor1-eth2"
+    assert queues[(1, 0)].dropped_pkts == 4
+    assert sum(q.transmit_pkts + q.dropped_pkts for q in queues.values()) == 15
