@@ -96,7 +96,7 @@ def run_case(fabric: EmulatedFabric, schedule: dict[str, object], case: str, run
     if result.interrupted:
         raise KeyboardInterrupt
     kept = [r for r in result.records if r.iteration >= WARMUP]
-    times = np.array([r.end_ms - r.start_ms for r in kept])
+    times = np.array([r.busy_ms for r in kept])  # start to end, as its table states
     # a job-iteration is adjusted when any of its workers re-aligned after it
     adjusted = {(r.job, r.iteration) for r in kept if r.adjusted}
     paced = [s for s in result.summaries if jobs[0].period_ms is not None]

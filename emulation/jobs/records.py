@@ -64,6 +64,15 @@ class IterationRecord:
 
     @property
     def iteration_ms(self) -> float:
+        """The training step's time: from when the worker was ready (the previous
+        iteration's end) to this one's end, so the agent's idle before it counts, as
+        the fluid simulator counts it ("agent waits are its cost"). Iteration 0's wait
+        is the job's start shift, counted there by both alike."""
+        return self.wait_ms + self.end_ms - self.start_ms
+
+    @property
+    def busy_ms(self) -> float:
+        """Start to end: the iteration's work alone, without the agent's idle before it."""
         return self.end_ms - self.start_ms
 
 

@@ -62,7 +62,8 @@ def job_iterations(path: Path, scheduler: str) -> dict[str, dict[int, tuple[floa
         for row in csv.DictReader(fh):
             if row["scheduler"] != scheduler or int(row["iteration"]) < WARMUP:
                 continue
-            ms = float(row["end_ms"]) - float(row["start_ms"])
+            # the step's time, the agent's idle included (`IterationRecord.iteration_ms`)
+            ms = float(row["wait_ms"]) + float(row["end_ms"]) - float(row["start_ms"])
             marks = float(row["ce_marks"]) if row.get("ce_marks") else 0.0
             rows.setdefault(row["job"], {}).setdefault(int(row["iteration"]), []).append(
                 (ms, marks)

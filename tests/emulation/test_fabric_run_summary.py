@@ -46,9 +46,10 @@ def test_a_job_summary_counts_every_worker_iteration_once() -> None:
     records.append(record("vgg19-1", 0, 0, 999.0, 5))
     summary = summarize_job(JOBS[0], records)
     assert summary.iterations == 4
-    all_times = [*times, *times, 200.0]
+    # every record idled 1 ms for its slot first: a step's time counts it
+    all_times = [t + 1.0 for t in (*times, *times, 200.0)]
     assert summary.mean_iteration_ms == pytest.approx(sum(all_times) / len(all_times), abs=1e-3)
-    assert summary.p99_iteration_ms == pytest.approx(400.0, abs=1.0)
+    assert summary.p99_iteration_ms == pytest.approx(401.0, abs=1.0)
     assert summary.ce_marks == 3 * 8 + 1
     assert summary.adjustments == 1
     span_ms = records[8].end_ms - records[0].start_ms
@@ -175,3 +176,13 @@ def test_host_lateness_counts_late_wakeups_and_slow_unmarked_phases() -> None:
     # Unpaced replicas time their wake-ups but judge no phase.
     unpaced = host_lateness([replace(r, up_pace=None) for r in records])
     assert unpaced["host_iterations"] == 4 and unpaced["up_phases"] is None
+
+
+def test_a_paced_step_counts_the_agents_idle_as_the_simulator_does() -> None:
+    # Hand case: ready at 1000, the slot is at 1030, the work ends at 1230: the step took
+    # 230 ms (the simulator's "an iteration counts from when the job was ready"); the
+    # work alone 200 ms.
+    rec = IterationRecord("vgg19-0", "vgg19", 0, 3, 1030.0, 1230.0, 100, 80.0, 30.0, False)
+    assert rec.iteration_ms == 230.0 and rec.busy_ms == 200.0
+    unpaced = IterationRecord("vgg19-0", "vgg19", 0, 3, 1000.0, 1200.0, 100, 80.0, 0.0, False)
+    assert unpaced.iteration_ms == unpaced.busy_ms == 200.0
