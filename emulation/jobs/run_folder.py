@@ -21,7 +21,8 @@ REPLICA_FOLDER = "replicas"  # per worker: JOB-wW.jsonl (records) and JOB-wW.log
 
 
 def write_run(result: RunResult, folder: str | Path) -> list[Path]:
-    """iterations.csv, summary.json, ecn.csv / ecn-links.csv, telemetry.csv, queues.csv,
+    """iterations.csv, summary.json, ecn.csv / ecn-links.csv, telemetry.csv, queues.csv
+    (queue_classes.csv is written by the run itself, under a class policy),
     schedule.json, profiles.json and emulation-profile.txt into `folder` (the replicas'
     own files are already there)."""
     out = Path(folder)

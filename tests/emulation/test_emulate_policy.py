@@ -6,8 +6,8 @@ Crux ranks the two equal jobs by name (a first, class 7; b class 6): the run mus
 install one queue_class_by_flow entry per connection direction, a's in 7 and b's in 6,
 remove them after, and record them in summary.json.
 
-The switch's per-class counters (`class_stats`) live in the switch process and are not
-served over gNMI; the witness that both classes carried the traffic is the per-job
+The switch's per-class counters are served over gNMI (openconfig-qos queues) and a class
+policy's run writes them to queue_classes.csv; the witness here is the per-job
 telemetry (job-class counters per link): both jobs send their bytes over the shared
 links, and a, in the higher class, never waits behind b, so it gets no marks there
 once the entries are in (before, the replicas' first bytes ride class 0).
