@@ -157,6 +157,8 @@ def run_schedule(
         pfc_priority=fabric.profile.tm.pfc.priority,  # one setting for switch and hosts
     )
     placed = with_policy(placed, settings.policy)
+    for p in placed:  # a folder used before keeps no records: replicas append to their file
+        Path(p.spec.out).unlink(missing_ok=True)
     slowest_ms = max(max(j.period_ms or 0.0, j.profile.iteration_ms) for j in jobs)
     hard_limit = (
         time.monotonic() + deadline_s + 2 * settings.socket_timeout_s + 2 * slowest_ms / 1e3

@@ -139,3 +139,25 @@ def test_ctrl_c_tears_down_and_keeps_the_records_so_far(tmp_path: Path) -> None:
     assert summary["jobs"]["vgg19-0"]["iterations"] >= 2
     assert (out / "ecn.csv").exists() and (out / "schedule.json").exists()
     assert leftovers(fabric_prefix) == []
+
+
+@pytest.mark.root
+def test_a_run_into_a_used_folder_keeps_only_its_own_records(prefix: str, tmp_path: Path) -> None:
+    """Replicas append to their records file: a second run into the same folder (a
+    benchmark's --out given twice, a rerun after a stopped one) must not count the first
+    run's iterations (it did: a rerun's summary counted both runs' CE marks)."""
+    topo = load_topology(TOPOLOGY)
+    jobs = plan_jobs(parse_schedule(SCHEDULE), topo)
+    stale = tmp_path / "replicas" / "vgg19-0-w0.jsonl"
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"job": "vgg19-0", "model": "vgg19", "worker": 0, "iteration": 0, '
+                     '"start_ms": 1.0, "end_ms": 2.0, "bytes": 1, "comm_ms": 0.5, '
+                     '"wait_ms": 0.0, "adjusted": false, "ce_marks": 999}\n')  # fmt: skip
+    with EmulatedFabric(topo, FabricOptions(scale=0.001, prefix=prefix)) as fabric:
+        result = run_schedule(fabric, jobs, RunSettings(iterations=3, gnmi=False), tmp_path)
+    assert result.error is None
+    assert sorted((r.worker, r.iteration) for r in result.records) == [
+        (w, k) for w in range(4) for k in range(3)
+    ]
+    assert all(r.start_ms > 2.0 for r in result.records)
+    assert leftovers(prefix) == []
