@@ -5,7 +5,6 @@ untrusted runs left out and listed, and one-line errors for bad folders."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
 import subprocess
@@ -17,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.benchmark_scripts import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "emulated_table.py"
 CLOCK = 1_796_181_252_000.0  # a run's clock is the epoch, in ms
@@ -24,12 +25,7 @@ CLOCK = 1_796_181_252_000.0  # a run's clock is the epoch, in ms
 
 @pytest.fixture(scope="module")
 def table() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("emulated_table", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("emulated_table")
 
 
 Spans = Mapping[str, Sequence[tuple[float, float]]]  # job -> (start, end) ms past CLOCK

@@ -4,27 +4,19 @@ encode child really runs the implementation its environment asks for."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_controlplane.py"
+from tests.helpers.benchmark_scripts import BENCHMARKS, load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_controlplane", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_controlplane")
 
 
 def test_paired_costs_ratio_is_before_over_after(bench: ModuleType) -> None:
@@ -65,7 +57,7 @@ def test_environment_sets_or_clears_the_pure_python_switch(bench: ModuleType) ->
     base = {"PATH": "/bin", bench.PURE_ENV: "python", "PYTHONPATH": "elsewhere"}
     slow, fast = bench.environment("python", base), bench.environment("upb", base)
     assert slow[bench.PURE_ENV] == "python" and bench.PURE_ENV not in fast
-    root = str(BENCH.parents[1])
+    root = str(BENCHMARKS.parent)
     assert fast["PYTHONPATH"].split(":") == [root, "elsewhere"]
     assert bench.environment("upb", {})["PYTHONPATH"] == root
 

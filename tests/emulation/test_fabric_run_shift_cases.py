@@ -10,33 +10,18 @@ relations that hold.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from emulation.fabric import EmulatedFabric
 from emulation.fabric_options import FabricOptions
+from tests.helpers.benchmark_scripts import load_benchmark
 from tests.helpers.leftovers import leftovers
 from topologies.library import load_topology
 
 ITERATIONS = 12
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_shift_cases.py"
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_shift_cases", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
+bench = load_benchmark("bench_shift_cases")
 
 
 def test_the_placement_shares_exactly_one_tor_uplink_and_b_takes_compats_shift() -> None:

@@ -4,30 +4,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.helpers.benchmark_scripts import load_benchmark
 
-
-def _load(name: str) -> ModuleType:
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))  # the scripts import their neighbours by name
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load("bench_policy_pair")
-turns = _load("mltcp_turns")
+bench = load_benchmark("bench_policy_pair")
+turns = load_benchmark("mltcp_turns")
 
 
 def _row(way: str, run: int, **given: object) -> object:

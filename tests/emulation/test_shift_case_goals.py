@@ -4,24 +4,9 @@ not; and a TCP run prints none of them. Rows are built by hand, no fabric."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
+from tests.helpers.benchmark_scripts import load_benchmark
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_shift_cases.py"
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_shift_cases_goals", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
+bench = load_benchmark("bench_shift_cases")
 
 
 def _row(case: str, **given: object) -> object:
