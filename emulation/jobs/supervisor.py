@@ -56,6 +56,7 @@ from .queue_class_rows import write_queue_classes
 from .queue_class_watch import QueueClassWatch
 from .records import IterationRecord, read_records
 from .replica import EXIT_PEER_LOST, now_ms
+from .roce_classes import for_run as roce_classes
 from .run_folder import REPLICA_FOLDER
 from .run_result import Progress, RunResult, host_lateness, summarize_job
 from .run_settings import CLASS_POLICIES, RunSettings
@@ -185,6 +186,8 @@ def run_schedule(
         if classes is not None and settings.gnmi
         else None
     )
+    # RoCE (mltcp too): data in the PFC priority's class, TCP alone in class 0 (roce_classes)
+    roce = roce_classes(fabric, settings.transport)
     switch_pids = process_tree(fabric.switch_pid) if fabric.switch_pid else []
     cpu_before = (
         cpu_seconds(switch_pids),
@@ -266,6 +269,8 @@ def run_schedule(
             watcher.stop()
             if classes is not None:
                 classes.stop()
+            if roce is not None:
+                roce.stop()
             series = telemetry.stop()
             if queue_watch is not None:
                 write_queue_classes(out_dir, queue_watch.stop())
@@ -286,6 +291,8 @@ def run_schedule(
     summaries = tuple(summarize_job(j, records, job_errors.get(j.name)) for j in jobs)
     fidelity = _fidelity(records, cpu_before, cpu_after, duration, fabric.profile.scale)
     fidelity["transport"] = describe_transport(settings.transport)
+    if roce is not None:
+        fidelity["roce_classes"] = roce.record()
     return RunResult(
         jobs=tuple(jobs),
         summaries=summaries,
