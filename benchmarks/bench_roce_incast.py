@@ -9,7 +9,10 @@ fair when both flows are within `--tolerance` of half the link. Reports when
 the pair first stayed fair for `--hold-s` and the share of fair bins after it,
 the share of fair bins over the whole time both run, the senders' and the
 switch's counts (CNPs, cuts, pauses, retransmits, marks), and writes the
-trajectories (CSV and PNG) and summary.json to `--out`. Needs root.
+trajectories (CSV and PNG) and summary.json to `--out`. As in a RoCE run of the
+replicas, RoCE's DSCP and its queue class both come from the switch's PFC
+priority, and the DSCP -> class entries (`jobs.roce_classes`) are installed for
+the flows and removed after. Needs root.
 
     sudo .venv/bin/python benchmarks/bench_roce_incast.py --out DIR
 """
@@ -29,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from controlplane.telemetry import Snapshot, deltas  # noqa: E402
 from emulation.fabric import EmulatedFabric  # noqa: E402
 from emulation.fabric_options import FabricOptions  # noqa: E402
+from emulation.jobs.roce_classes import RoceClasses  # noqa: E402
 from emulation.softswitch.tm_config import TmConfig  # noqa: E402
 from topologies.library import load_topology  # noqa: E402
 
@@ -40,9 +44,9 @@ from emulation.jobs.transport import PACING_SHARE
 from emulation.roce.dcqcn import DcqcnSettings, scaled
 from emulation.roce.native import compiled, settings_tuple
 from emulation.roce.pfc import data_tos
-ifname, src, dst, qpn, nic_bps, scale, nbytes, keep, honour = sys.argv[1:10]
+ifname, src, dst, qpn, nic_bps, scale, nbytes, keep, honour, prio = sys.argv[1:11]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, data_tos(3))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, data_tos(int(prio)))
 s.bind((src, 0)); s.connect((dst, 4791))
 rate = scaled(DcqcnSettings(line_rate_bps=float(nic_bps)), float(scale), keep)
 line, *rest = settings_tuple(rate)
@@ -51,7 +55,7 @@ pause = open_pause_socket(ifname)  # held: its fd must stay open through the tra
 r = compiled.transfer((line * PACING_SHARE, *rest), PAYLOAD, OVERHEAD, RTO_S, 16, 30.0,
                       rate.min_time_between_cnps_s, -1,
                       [(s.fileno(), int(qpn), 0, bytearray(compiled.RP_STATE_BYTES), [int(nbytes)])],
-                      [], 0, False, (pause.fileno(), 3, link, 0.0) if honour == "1" else None)
+                      [], 0, False, (pause.fileno(), int(prio), link, 0.0) if honour == "1" else None)
 sent = r[8][0]
 print(json.dumps({"status": r[0], "pause_frames": r[5], "paused_s": r[6], "packets": sent[0],
                   "cnps": sent[1], "cuts": sent[2], "retransmits": sent[3], "timeouts": sent[4],
@@ -62,8 +66,10 @@ import json, socket, sys
 from emulation.jobs.roce_links import OVERHEAD, PAYLOAD, receive_buffer
 from emulation.roce.dcqcn import DcqcnSettings, scaled
 from emulation.roce.native import compiled, settings_tuple
+from emulation.roce.pfc import reply_tos
 addr, nbytes, scale, keep = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, reply_tos())  # ACKs, CNPs: as roce_links
 s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE
 s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
 s.bind((addr, 4791))
@@ -140,6 +146,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with EmulatedFabric(topo, FabricOptions(scale=args.scale)) as fabric:
         h = fabric.hosts
+        priority = fabric.profile.tm.pfc.priority  # one setting for switch and hosts
+        classes = RoceClasses(fabric).start()  # RoCE in its PFC class, TCP in class 0
         sources = {h["s01"].ip: 0, h["s02"].ip: 1}
         reader = fabric.session().__enter__()
         before = Snapshot.of(time.monotonic(), reader.read_counters())
@@ -156,7 +164,7 @@ def main() -> None:
         senders = []
         for k, server in enumerate(("s01", "s02")):
             argv = [sys.executable, "-c", SENDER, h[server].ifname, h[server].ip, h["s03"].ip,
-                    str(0x100 + k), str(nic_bps), str(args.scale), str(nbytes), args.keep, "0" if args.ignore_pfc else "1"]  # fmt: skip
+                    str(0x100 + k), str(nic_bps), str(args.scale), str(nbytes), args.keep, "0" if args.ignore_pfc else "1", str(priority)]  # fmt: skip
             senders.append(fabric.lab.popen(h[server].namespace, argv, **pipe))
             time.sleep(args.stagger)
         outs = [json.loads(p.communicate(timeout=300)[0] or "{}") for p in senders]
@@ -167,6 +175,7 @@ def main() -> None:
         time.sleep(0.2)
         ports = deltas(before, Snapshot.of(time.monotonic(), reader.read_counters()))
         reader.__exit__(None, None, None)
+        classes.stop()
     bins = result[0]
     rates = [(a * 8 / bin_s, b * 8 / bin_s) for a, b in bins]
     # both flows running: from the second's first bytes to the first one's end
@@ -196,6 +205,7 @@ def main() -> None:
             "ecn_marked": sum(p.ecn_marked_packets for p in ports),
             "wred_dropped": sum(p.wred_dropped_packets for p in ports),
         },
+        "roce_classes": classes.record(),
         "receiver_status": rx_out.get("status"),
         "receiver_flows": rx_out.get("flows"),  # accepted, marked, cnps, naks, early
     }
