@@ -5,7 +5,8 @@ link's rate, and an XON (quanta 0) resumes it before the pause runs out; the byt
 still all arrive, none sent twice (go-back-N's 0.1 s timer stands still while
 paused). A 2:1 RoCE incast on the fabric with a small XOFF threshold makes
 the switch pause the senders, which count the frames and the time paused; a 4:1
-incast with the default thresholds loses nothing anywhere either."""
+incast with the default thresholds loses nothing anywhere either, not even a
+non-ECN-capable TCP frame (RoCE in its own queue class, `jobs.roce_classes`)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.gnmi import GnmiReader
+from controlplane.p4names import QUEUE_CLASS_TABLE
 from controlplane.settings import ControlPlaneSettings, PfcSettings
 from emulation.fabric import EmulatedFabric
 from emulation.fabric_options import FabricOptions
 from emulation.jobs.launch import JobPlan
+from emulation.jobs.roce_classes import reply_class, roce_class
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
 from emulation.netns import NetnsLab
@@ -179,36 +183,59 @@ def test_the_switch_pauses_roce_senders_in_an_incast_and_they_honour_it(
 
 
 @pytest.mark.root
-def test_a_4_to_1_roce_incast_with_pfc_loses_no_roce_packet(prefix: str, tmp_path: Path) -> None:
+def test_a_4_to_1_roce_incast_with_pfc_loses_nothing_anywhere(prefix: str, tmp_path: Path) -> None:
     """Four 2-worker ring jobs, s01-s04 each with s05, on the smallest fabric with five
     servers under one leaf: s05's port takes four flows at once. With PFC on at the
     default thresholds (issue 26, section 2: lossless under a 4:1 incast) no port of the
-    switch drops at the queue limit or loses a frame any other way (gNMI counters). WRED
-    may still drop a few small non-ECT frames (66-74 B in our runs), which no RoCE frame
-    is (data, ACKs and CNPs all leave ECT(0)): the lossy class's. Go-back-N's resends are
-    not asserted: with nothing lost, a paused sender's timer fired (154-452 resent in
-    five runs of eight) until it stood still while paused (0, 0 and 48 in three)."""
+    switch drops a frame for any cause (gNMI counters), WRED included: RoCE data rides
+    the PFC priority's queue class, CNPs/ACKs the class above, and the replicas' non-ECT
+    TCP control frames class 0 alone (`jobs.roce_classes`; before, all shared class 0
+    and WRED dropped 0-4 TCP frames of 66-74 B a run). Go-back-N's resends are not
+    asserted: with nothing lost, a paused sender's timer fired (154-452 resent in five
+    runs of eight) until it stood still while paused (0, 0 and 48 in three)."""
     topo = load_topology("leaf-spine:1:1:5")
     profile = Profile("incast", "incast", "data", 2, 80.0, PHASES)
     jobs = [JobPlan(f"j{k}-0", "incast", (f"s0{k}", "s05"), profile) for k in range(1, 5)]
     settings = RunSettings(iterations=ITERATIONS, socket_timeout_s=5.0, transport="roce")
     with EmulatedFabric(topo, FabricOptions(scale=SCALE, prefix=prefix)) as fabric:
         assert fabric.profile.tm.pfc.enabled
+        priority = fabric.profile.tm.pfc.priority
         result = run_schedule(fabric, jobs, settings, tmp_path)
+        with fabric.session() as session:  # the run removed its DSCP entries
+            held_after = session.read_table(QUEUE_CLASS_TABLE)
+        assert fabric.grpc_address is not None
+        with GnmiReader(fabric.grpc_address, timeout=fabric.timeout) as reader:
+            queues = reader.read_queues()
     assert leftovers(prefix) == []
     assert result.error is None, result.error
     assert len(result.records) == 4 * 2 * ITERATIONS
     assert result.ports, "the switch's port counters were read"
+    assert result.fidelity["roce_classes"]["error"] is None
+    assert held_after == []
     wred = sum(p.wred_dropped_packets for p in result.ports)
     wred_bytes = sum(p.wred_dropped_bytes for p in result.ports)
     other = [(p.interface, p.lost_packets - p.wred_dropped_packets, p.tail_dropped)
              for p in result.ports if p.lost_packets != p.wred_dropped_packets]  # fmt: skip
     retransmits = sum(r.retransmits or 0 for r in result.records)
     late = max(r.late_max_ms or 0.0 for r in result.records)
+    per_class: dict[int, list[int]] = {}
+    for q in queues:
+        row = per_class.setdefault(q.queue_class, [0, 0, 0, 0])
+        for i, v in enumerate((q.transmit_pkts, q.transmit_octets, q.ecn_marked_pkts,
+                               q.dropped_pkts)):  # fmt: skip
+            row[i] += v
     print(f"drops {result.drops}: WRED {wred} ({wred_bytes} B), other {other}; ecn_marked "
           f"{result.switch_ecn_marked}; pause frames honoured {result.pfc_pause_frames}, "
           f"paused {result.pfc_paused_ms} ms; go-back-N resent {retransmits}; "
-          f"replicas woke up to {late:.0f} ms late")  # fmt: skip
+          f"replicas woke up to {late:.0f} ms late; per class [packets, bytes, marked, "
+          f"dropped] {dict(sorted(per_class.items()))}")  # fmt: skip
     assert result.switch_ecn_marked > 0  # the incast did queue at s05's port
     assert other == []  # no tail drop, overrun or other loss anywhere
-    assert wred_bytes <= 100 * wred  # control frames only, never a RoCE data frame
+    assert wred == 0 and wred_bytes == 0  # nor a WRED drop of any frame, non-ECT ones too
+    assert result.drops == 0
+    # RoCE's bytes rode the PFC priority's class (marked there), its replies the class
+    # above, and the TCP frames left class 0 with a small share; no class dropped one
+    data, replies = per_class[roce_class(priority)], per_class[reply_class(priority)]
+    assert data[2] > 0 and data[1] > 50 * per_class.get(0, [0, 0])[1]
+    assert replies[0] > 0
+    assert all(row[3] == 0 for row in per_class.values())
