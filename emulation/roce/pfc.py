@@ -30,9 +30,10 @@ PFC_OPCODE = 0x0101
 _PFC = struct.Struct("!6s6sHHH8H")
 ECT0 = 0b10
 # (our choice) CNPs and ACKs leave on DSCP 48 (ConnectX's default `cnp_dscp`), off the
-# paused class, and ECN-capable: the switch has one queue per port, where WRED would
-# drop a not-ECN-capable CNP where it marks data (a NIC's CNPs ride a strict-priority
-# queue instead); a CE mark on a CNP or an ACK is ignored.
+# paused class, and ECN-capable: a RoCE run maps DSCP 48 to a strict-priority class above
+# the data's (`emulation.jobs.roce_classes`), as a NIC's CNPs ride one, and a switch
+# without that entry, one queue per port, would WRED-drop a not-ECN-capable CNP where
+# it marks data; a CE mark on a CNP or an ACK is ignored.
 CNP_DSCP = 48
 
 
