@@ -210,8 +210,10 @@ def host_lateness(
     the worker's own), nor in any other iteration of the run (a job ever marked
     shares a bottleneck, and sharing halves a phase's rate with or without a
     mark: the shift benchmark's aligned pair ran unmarked phases at 50-66% of
-    their pacing rate); losses are not counted (the switch marks long before it
-    drops). Iterations whose marks were not counted are not judged. Figures of records without the
+    their pacing rate); nor a job a PFC pause ever stopped (RoCE: a pause stops
+    the sender for the network's reason, and spreads hop by hop to flows that share
+    no congested link, PFC's victim flows); losses are not counted (the switch marks
+    long before it drops). Iterations whose marks were not counted are not judged. Figures of records without the
     fields (written before them) are None: not measured.
 
     >>> r = [IterationRecord(j, "m", w, k, 0.0, 1.0, 0, 0.0, 0.0, False, k * (j == "b"),
@@ -226,7 +228,7 @@ def host_lateness(
     (4, 2)
     """
     woke = [r.late_max_ms for r in records if r.late_max_ms is not None]
-    marked = {r.job for r in records if r.ce_marks}
+    marked = {r.job for r in records if r.ce_marks or r.pfc_pause_frames}
     uncounted = {(r.job, r.iteration) for r in records if r.ce_marks is None}
     paces = [
         p

@@ -176,6 +176,13 @@ def test_host_lateness_counts_late_wakeups_and_slow_unmarked_phases() -> None:
     # Unpaced replicas time their wake-ups but judge no phase.
     unpaced = host_lateness([replace(r, up_pace=None) for r in records])
     assert unpaced["host_iterations"] == 4 and unpaced["up_phases"] is None
+    # RoCE: a job a PFC pause stopped once (never marked: a victim of the pause's
+    # spread) is not judged either; one never paused still is.
+    roce = [replace(r, pfc_pause_frames=0) for r in records]
+    paused = [replace(r, job="bert-3", ce_marks=0, pfc_pause_frames=r.iteration * 2)
+              for r in records]  # fmt: skip
+    g = host_lateness(roce + paused)
+    assert (g["up_phases"], g["slow_up_phases"]) == (4, 1)
 
 
 def test_a_paced_step_counts_the_agents_idle_as_the_simulator_does() -> None:
