@@ -195,12 +195,15 @@ def notes(rows: Sequence[WayFigures], untrusted: bool = False) -> list[str]:
     return out
 
 
-def way_plan(way: str, topo: Topology, model: str) -> tuple[dict[str, Any], str, str]:
-    """(schedule, transport, policy) of one way."""
+def way_plan(
+    way: str, topo: Topology, model: str, stretch: float = 1.0
+) -> tuple[dict[str, Any], str, str]:
+    """(schedule, transport, policy) of one way; `stretch` scales the paced ways' period
+    and shift (`bench_shift_cases --period-stretch`)."""
     if way == "mltcp":
         schedule = {name: s for name, s, _ in pair_ways(topo, model)}["mltcp"]
         return schedule, "roce", "mltcp"
-    cases = shift_cases(topo, model)
+    cases = shift_cases(topo, model, stretch)
     case = "b" if way == "cassini" else "a"
     policy = way if way in ("crux", "echelon") else "none"
     return cases[case], "tcp", policy
@@ -228,7 +231,7 @@ def run_row(way: str, run: int, result: RunResult, judged: Verdict, topo: Topolo
 
 
 def measure(fabric: EmulatedFabric, ways: Sequence[str], runs: int, iterations: int,
-            model: str, out: Path) -> list[RunRow]:  # fmt: skip
+            model: str, out: Path, stretch: float = 1.0) -> list[RunRow]:  # fmt: skip
     """Every way `runs` times on the running fabric, interleaved; folders under `out`."""
     topo = fabric.topo
     shared = str(shift_cases(topo, model)["shared_link"])
@@ -236,7 +239,7 @@ def measure(fabric: EmulatedFabric, ways: Sequence[str], runs: int, iterations: 
     rows = []
     for run in range(1, runs + 1):
         for way in ways:
-            schedule, transport, policy = way_plan(way, topo, model)
+            schedule, transport, policy = way_plan(way, topo, model, stretch)
             settings = RunSettings(iterations=iterations, transport=transport, policy=policy)
             folder = out / f"{way}-{run}"
             before = read_lateness(fabric)
@@ -258,6 +261,10 @@ def main() -> int:
     parser.add_argument("--model", default="wideresnet101", help="both jobs' model")
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--runs", type=int, default=1, help="runs of each way")
+    parser.add_argument(
+        "--period-stretch", type=float, default=1.0,
+        help="the paced ways' period and shift x this (bench_shift_cases' option)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, help="keep every run's folder here (WAY-RUN)")
     parser.add_argument("--include-untrusted", action="store_true",
                         help="figures over every run without an error, trusted or not")  # fmt: skip
@@ -277,7 +284,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         out = args.out or Path(scratch)
         with EmulatedFabric(topo, FabricOptions(scale=DEFAULT_SCALE)) as fabric:
-            rows = measure(fabric, ways, args.runs, args.iterations, args.model, out)
+            rows = measure(
+                fabric, ways, args.runs, args.iterations, args.model, out, args.period_stretch
+            )
     summary = aggregate(rows, ways, args.include_untrusted)
     print(table(summary, args.include_untrusted))
     for line in notes(summary, args.include_untrusted):

@@ -138,3 +138,14 @@ def test_turns_after_needs_every_later_block_low() -> None:
     assert turns.turns_after([0.1, 0.5], 5, 0.2) is None
     assert turns.turns_after([0.1, None], 5, 0.2) is None  # an idle last block says nothing
     assert turns.turns_after([], 5, 0.2) is None
+
+
+def test_the_period_stretch_scales_the_paced_ways_period_and_shift() -> None:
+    from topologies.library import load_topology
+
+    topo = load_topology("cassini-testbed")
+    plain, _, _ = bench.way_plan("cassini", topo, "wideresnet101")
+    wide, _, _ = bench.way_plan("cassini", topo, "wideresnet101", 1.05)
+    for key in ("periods_ms", "shifts_ms"):
+        for job, value in plain[key].items():
+            assert wide[key][job] == pytest.approx(value * 1.05)
