@@ -28,6 +28,8 @@ def settings_of(summary: dict[str, Any], profiles: str | None, sharing: str | No
     recorded["trace"] = recorded.get("trace_spec", recorded["trace"])
     names = {f.name for f in fields(EmulateSettings)}
     kept = {k: v for k, v in recorded.items() if k in names and k not in ("jobs",)}
+    # summary.json lists the trace's jobs; the setting is how many a generated trace has
+    kept["jobs"] = len(recorded.get("jobs") or []) or EmulateSettings.jobs
     kept["schedulers"] = tuple(kept["schedulers"])
     kept["profiles"] = profiles
     kept["sharing"] = sharing
