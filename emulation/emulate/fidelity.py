@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from emulation.jobs.run_result import HOST_LATE_MS, SLOW_PACE
+from emulation.jobs.witness_limits import HOST_LATE_MS, SLOW_PACE
 from emulation.softswitch.port_stats import (
     FIDELITY_NAMES,
     LATE_BUCKET,

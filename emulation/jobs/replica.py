@@ -73,6 +73,7 @@ from .transport import (
     available_congestion_controls,
     ecn_requested,
 )
+from .witness_limits import MIN_JUDGED_PHASE_MS
 
 EXIT_PEER_LOST = 3
 EXIT_USAGE = 2
@@ -306,12 +307,14 @@ def pacing_ms(plan: Sequence[PatternStep], rank: int, rates: Mapping[int, float]
 
 def pace_fraction(paced_ms: float | None, took_ms: float) -> float | None:
     """The rate an Up phase achieved over its pacing rate: its paced time over the
-    time it took (1.0 at the pacing rate); None when it was not paced.
+    time it took (1.0 at the pacing rate); None when it was not paced, or paced too
+    short to judge (`run_result.MIN_JUDGED_PHASE_MS`: scheduling jitter, not the
+    host's speed, decides a phase of a few ms).
 
-    >>> pace_fraction(8.0, 10.0), pace_fraction(None, 10.0)
-    (0.8, None)
+    >>> pace_fraction(40.0, 50.0), pace_fraction(None, 10.0), pace_fraction(1.3, 4.0)
+    (0.8, None, None)
     """
-    if paced_ms is None or took_ms <= 0:
+    if paced_ms is None or took_ms <= 0 or paced_ms < MIN_JUDGED_PHASE_MS:
         return None
     return round(paced_ms / took_ms, 4)
 

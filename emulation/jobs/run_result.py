@@ -21,18 +21,7 @@ from .launch import JobPlan
 from .records import IterationRecord, job_adjustments
 from .run_settings import RunSettings
 from .telemetry_rows import QueueRow, TelemetryRow
-
-# (our choice) A wake-up later than this is late: 5 ms is twenty frame times at
-# S = 0.001 (a 1500-byte frame takes 0.24 ms at 50 Mbit/s), 2.5% of a 200 ms
-# iteration. 2 ms (eight frame times) was tried: on the 2-core machine the
-# shift benchmark's quiet cases (a ResNet50 job alone within 3% of its
-# profile) woke later than that in 7-12% of iterations, p99 4.0-4.5 ms.
-HOST_LATE_MS = 5.0
-# (our choice) An Up phase below this fraction of its pacing rate is slow. 90%
-# was tried: the job alone ran a third of its phases below it (median 0.93:
-# the ring's phase waits for its slowest worker's start and for the pipeline
-# to fill), none below 75%.
-SLOW_PACE = 0.75
+from .witness_limits import HOST_LATE_MS, SLOW_PACE
 
 
 @dataclass(frozen=True)

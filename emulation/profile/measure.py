@@ -219,7 +219,7 @@ def starved_intervals(
     >>> starved_intervals(r, "j", 1, 4).tolist()
     [False, True, False, True]
     """
-    from emulation.jobs.run_result import HOST_LATE_MS, SLOW_PACE
+    from emulation.jobs.witness_limits import HOST_LATE_MS, SLOW_PACE
 
     late = {
         r.iteration

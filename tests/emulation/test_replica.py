@@ -26,6 +26,7 @@ from emulation.jobs.replica import (
 )
 from emulation.jobs.ring import Address
 from emulation.jobs.ring_plan import gradient_bytes, phase_bytes, ring_allreduce_plan
+from emulation.jobs.witness_limits import MIN_JUDGED_PHASE_MS
 from scheduler.types import Phase
 from tests.helpers.counters import settled_deltas, snapshot
 from tests.helpers.leftovers import leftovers
@@ -93,13 +94,19 @@ def test_a_sleep_measures_how_late_it_woke_on_a_fake_clock() -> None:
 
 
 def test_an_up_phase_is_judged_against_the_rate_the_kernel_paces_it_at() -> None:
-    plan = phase_plan("data", 4, 4000)  # the ring's steps, every one to the right
+    plan = phase_plan("data", 4, 40_000)  # the ring's steps, every one to the right
     right = ring_steps(plan, 4, 1)
     assert right is not None
     sent = sum(right[0])
     assert pacing_ms(plan, 1, {2: 1_000_000}) == pytest.approx(sent / 1e3)  # 1 MB/s: 1 B/us
     assert pacing_ms(plan, 1, {0: 1_000_000}) is None  # its connection is not paced
     assert pace_fraction(pacing_ms(plan, 1, {2: 1_000_000}), 2 * sent / 1e3) == 0.5
+    # A phase paced under MIN_JUDGED_PHASE_MS (20 ms) is not judged: one allowed
+    # late wake-up alone would halve a 1.3 ms phase's rate.
+    short = phase_plan("data", 4, 4000)
+    assert pacing_ms(short, 1, {2: 1_000_000}) < MIN_JUDGED_PHASE_MS
+    assert pace_fraction(pacing_ms(short, 1, {2: 1_000_000}), 1.0) is None
+    assert pace_fraction(MIN_JUDGED_PHASE_MS, 2 * MIN_JUDGED_PHASE_MS) == 0.5
 
 
 @pytest.mark.root
