@@ -16,7 +16,7 @@ from typing import Any
 from .grid import EMULATION
 from .scenarios import Scenario
 from .stats import Interval, interval
-from .verdicts import NOT_RUN, Outcome, judge_all, overall
+from .verdicts import FIGURES_ONLY, NOT_RUN, Outcome, judge_all, overall
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def column(
     return Column(
         column=name, planned=planned, used=len(kept), failed=failed, left_out=left_out,
         unknown=unknown, figures=figures, outcomes=outcomes,
-        verdict=overall(list(outcomes.values())) if kept else NOT_RUN,
+        verdict=_verdict(list(outcomes.values()), bool(kept), bool(figures)),
         flags=flags, transport=", ".join(sorted(transports)) or None, note=note,
     )  # fmt: skip
 
@@ -95,3 +95,12 @@ class ScenarioResult:
             "choices": list(s.choices), "unmeasured": list(s.unmeasured),
             "simulator": self.simulator.as_dict(), "emulation": self.emulation.as_dict(),
         }  # fmt: skip
+
+
+def _verdict(outcomes: list[Outcome], ran: bool, measured: bool) -> str:
+    """The column's verdict; a column that ran and measured figures but none of the
+    claims (the pairs' emulation: its claims are the solver's) is not "not run"."""
+    if not ran:
+        return NOT_RUN
+    verdict = overall(outcomes)
+    return FIGURES_ONLY if verdict == NOT_RUN and measured else verdict

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from .stats import Interval
 
 REPRODUCED, PARTLY, NOT, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
+# A column that ran and measured figures, none of them one of the scenario's claims.
+FIGURES_ONLY = "figures only (no claim here)"
 KINDS = ("near", "at_least", "at_most")
 
 
