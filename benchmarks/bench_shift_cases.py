@@ -130,17 +130,12 @@ def figures(case: str, result: RunResult, jobs: tuple[JobPlan, ...], shared: str
         profile_ms=jobs[0].profile.iteration_ms,
         simulated_ms=statistics.fmean(simulated.values()),
         error=result.error,
-        cnps=_total(s.cnps for s in result.summaries),
+        cnps=result.cnps,
         drops=result.drops,
         pause_frames=result.pfc_pause_frames,
         paused_ms=result.pfc_paused_ms,
     )
 
-
-def _total(values: Any) -> int | None:
-    """The sum of the counts that exist; None when none does (TCP)."""
-    present = [v for v in values if v is not None]
-    return sum(present) if present else None
 
 
 def run_cases(fabric: EmulatedFabric, topo: Topology, iterations: int, out: Path,

@@ -93,6 +93,11 @@ class RunResult:
         return sum(r.lost_packets for r in self.ports)
 
     @property
+    def cnps(self) -> int | None:
+        """The CNPs the replicas' receivers sent over the run; None under TCP."""
+        return _total(r.cnps for r in self.records)
+
+    @property
     def pfc_pause_frames(self) -> int | None:
         """The switch's pause frames the hosts' RoCE senders honoured; None under TCP."""
         return _total(r.pfc_pause_frames for r in self.records)
