@@ -269,7 +269,7 @@ def test_unknown_destination_mac_is_dropped_at_ingress(
     before = snapshot(reader)
     for _ in range(3):
         sniffers.sockets["s07"].send(frame)
-    changed = settled_deltas(reader, before)
+    changed = settled_deltas(reader, before, rx_packets=3)
     assert [(d.port, d.rx_packets, d.rx_bytes) for d in changed] == [(src.port, 3, 3 * len(frame))]
     assert (changed[0].tx_packets, changed[0].ecn_marked_packets) == (0, 0)
     time.sleep(0.05)
