@@ -32,6 +32,7 @@ from scheduler.compatibility import (
     compatibility,
     free_running_score,
 )
+from scheduler.holding import HOLD_TOLERANCE, grid_slip, holding_factor
 from scheduler.periods import coupled_groups, paced_profile, pacing_options
 from scheduler.types import Placement, Profile, Schedule
 from topologies.errors import UserInputError, did_you_mean
@@ -187,6 +188,8 @@ def plan_group(
         if best is None or value > best.value + 1e-12:
             best = GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
     assert best is not None
+    if pace and best.periods_ms:
+        best = held_plan(best, links, profiles, capacities, precision_deg, solver, cache)
     if pace:
         free_scores = {
             link: free_running_score([profiles[j] for j in group], capacities[link])
@@ -196,6 +199,66 @@ def plan_group(
         if best.value <= free_value + FREE_RUNNING_MARGIN:
             return GroupPlan(free_value, free_scores, {}, {}, 0.0)
     return best
+
+
+def held_plan(
+    plan: GroupPlan,
+    links: Mapping[DirectedLink, tuple[str, ...]],
+    profiles: Mapping[str, Profile],
+    capacities: Mapping[DirectedLink, float],
+    precision_deg: float,
+    solver: str,
+    cache: dict[LinkKey, LinkSolution],
+) -> GroupPlan:
+    """`plan` with its periods stretched until every job holds its grid with its Up phases
+    meeting the others' (`scheduler.holding`), its shifts solved again there and the idle
+    charged; as it was when no stretch up to `holding.MAX_STRETCH` holds (our choice: the
+    agents then re-align as before, and the benchmarks count it).
+
+    (our choice) Each link of the group is simulated on its own: a job crossing two
+    shared links is late by the worse of them.
+    """
+    jobs = sorted(plan.periods_ms)
+    own = {j: profiles[j].iteration_ms for j in jobs}
+    tried: dict[float, GroupPlan] = {}
+
+    def holds(factor: float) -> bool:
+        periods = {j: plan.periods_ms[j] * factor for j in jobs}
+        paced = {j: paced_profile(profiles[j], periods[j]) for j in jobs}
+        scores: dict[DirectedLink, float] = {}
+        shifts: dict[DirectedLink, dict[str, float]] = {}
+        half_bin_ms = 0.0
+        for link, group in links.items():
+            if factor == 1.0:  # the plan's own solution
+                link_shift, half_bin_ms = plan.link_shifts[link], plan.half_bin_ms
+                scores[link], shifts[link] = plan.link_scores[link], link_shift
+            else:
+                solution, link_shift = solve_link(
+                    group, paced, capacities[link], precision_deg, solver, cache
+                )
+                scores[link], shifts[link] = solution.score, link_shift
+                half_bin_ms = max(
+                    half_bin_ms, solution.perimeter_ms / bins_for_precision(precision_deg) / 2
+                )
+            names = list(group)
+            late = grid_slip(
+                [profiles[j] for j in names],
+                [periods[j] for j in names],
+                [link_shift.get(j, 0.0) for j in names],
+                capacities[link],
+                give_up=HOLD_TOLERANCE,
+            )
+            if max(late) > HOLD_TOLERANCE:
+                return False  # the other links need not be solved
+        idle = sum(periods[j] / own[j] - 1.0 for j in jobs)
+        value = -sum(1.0 - s for s in scores.values()) - idle
+        tried[factor] = GroupPlan(value, scores, shifts, periods, half_bin_ms)
+        return True
+
+    factor = holding_factor(holds)
+    if factor is None or factor == 1.0:
+        return plan
+    return tried[factor]  # holding_factor returns a factor that held
 
 
 # What each plan of one link means, for people (`LinkPlan.plan` is the first word).

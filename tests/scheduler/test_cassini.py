@@ -12,7 +12,8 @@ import pytest
 
 from emulation.cli import main
 from scheduler.candidates import locality_candidates
-from scheduler.cassini import choose, evaluate_candidate
+from scheduler.cassini import choose, evaluate_candidate, plan_group
+from scheduler.compatibility import free_running_score
 from scheduler.periods import pacing_options
 from scheduler.profiles import build_profile
 from scheduler.traffic import JobRouter as Router
@@ -94,7 +95,11 @@ def test_ties_go_to_the_lower_index_and_scores_order_candidates() -> None:
     apart = {"a": ("s1",), "b": ("s3",)}
     decision = choose([shared, apart, apart], profiles, router, caps, precision_deg=10.0)  # type: ignore[arg-type]
     scores = [c.score for c in decision.candidates]
-    assert scores[0] == pytest.approx(0.5) and scores[1:] == [1.0, 1.0]
+    # Two hogs cannot interleave: a 200 ms grid is never held (each runs 300 ms with
+    # the other's Up phase), stretching it to 300 ms idles 50% each, so they run free.
+    assert scores[0] == pytest.approx(free_running_score([hog, hog], 50.0))
+    assert scores[0] < 0.5
+    assert scores[1:] == [1.0, 1.0]
     assert decision.best.index == 1
 
 
@@ -123,9 +128,14 @@ def test_total_ranking_counts_oversubscription_not_shared_links() -> None:
     by_mean = choose([spread, compact], *args, precision_deg=10.0, aggregate="mean")  # type: ignore[arg-type]
     by_total = choose([spread, compact], *args, precision_deg=10.0)  # type: ignore[arg-type]
     first, second = by_total.candidates
-    assert first.link_scores["t1->a1"] == pytest.approx(0.5)
-    assert second.link_scores["t2->a2"] == pytest.approx(1 - 0.5 * (100 - 60) / 60)
-    assert first.score == pytest.approx(0.875)  # the paper's mean prefers spread
+    # Paced at 200 ms the hogs' Up phases meet (a third of the 60 Gbps link's period
+    # oversubscribed): no grid holds on the 50 Gbps link short of 1.5x, and on the 60
+    # Gbps one only at 1.25x (15,000 Gbit-ms at 60 Gbps), whose idling (2 x 25%) costs
+    # more than running free: both pairs run free.
+    free = free_running_score([hog, hog], 50.0)
+    assert first.link_scores["t1->a1"] == pytest.approx(free)
+    assert second.link_scores["t2->a2"] == pytest.approx(free_running_score([hog, hog], 60.0))
+    assert first.score == pytest.approx((free + 3) / 4)  # the paper's mean prefers spread
     assert first.score > second.score
     assert by_mean.best.index == 0
     assert by_total.best.index == 1  # less oversubscription in total
@@ -207,8 +217,13 @@ def test_identical_links_are_solved_once(testbed_jobs: tuple) -> None:
     options = pacing_options(
         {a.name: a.profile.iteration_ms, b.name: b.profile.iteration_ms}, [(a.name, b.name)]
     )
-    # every shared link carries the same pair at 50 Gbps: one solve per pacing option
-    assert len(cache) == len(options) > 1
+    # every shared link carries the same pair at 50 Gbps: as many solves as for one such
+    # link (each pacing option, and each stretch `held_plan` tried), not one per link
+    single: dict = {}
+    one = ("x", "y")
+    profiles = {a.name: a.profile, b.name: b.profile}
+    plan_group({one: (a.name, b.name)}, profiles, {one: 50.0}, 5.0, "auto", single, pace=True)
+    assert len(cache) == len(single) >= len(options) > 1
     assert res.rule == "consistent-cycle"
     assert res.shifts_ms[a.name] == 0.0
 

@@ -230,7 +230,10 @@ def test_time_shifts_interleave_jobs_of_one_period() -> None:
     trace = tuple(TraceJob(f"j{i}", "vgg19", 6, 200) for i in range(4))
     full = make_scheduler("th+cassini", topo, 1, 10, router, book=book)
     ablated = replace(full, apply_shifts=False, solutions={})
-    settings = SimSettings(seed=1)
+    # Exact bytes: no fast-forward, which extrapolates a cycle that is exact only when the
+    # component's grids are commensurate (the free 268 ms job beside the held ~300 ms grid
+    # is not: 0.3% more bytes on two links over 50 iterations).
+    settings = SimSettings(seed=1, fast_forward=False)
     with_shifts = simulate(trace, topo, full, settings, router, book=book)
     without = simulate(trace, topo, ablated, settings, router, book=book)
     # same placements (the same links carry the same bytes): the ablation
