@@ -6,7 +6,10 @@ schedulers, through `emulation.emulate.runner.emulate` (the library call
 behind `cassini emulate`), each case in a folder of its own. Figures are
 named as the simulator's, so one check reads both columns. The fidelity
 monitor's verdict comes back with them: a run it does not trust is kept on
-disk but left out of the figures (`aggregate`).
+disk but left out of the figures (`aggregate`). Unless the workload says
+otherwise, a cell first profiles its models alone on a fabric of its own
+(DIR/profiling/, DIR/profiles.json) and plans with what it measured
+(`EmulationWorkload.profile_iterations`).
 
 (our choice) Iteration 0 of every job is left out (connections' slow start),
 as benchmarks/bench_shift_cases.py does.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +98,9 @@ def _pairs(workload: EmulationWorkload, run: int, out: Path) -> dict[str, Any]:
     figures: dict[str, float] = {}
     trusted: list[bool | None] = []
     flags: list[str] = []
+    profiles = _profile_pairs(workload, out)
     for models in workload.pairs:
-        plan = pair_plan(models)
+        plan = pair_plan(models, profiles=profiles)
         cases = {}
         for case, shifted in (("aligned", False), ("shifted", True)):
             folder = out / plan.key / case
@@ -110,6 +115,7 @@ def _pairs(workload: EmulationWorkload, run: int, out: Path) -> dict[str, Any]:
             settings = EmulateSettings(
                 trace=str(trace), schedulers=("given",), iterations=workload.iterations,
                 seed=run, schedule=plan.schedule(shifted),
+                profiles=None if profiles is None else str(profiles),
             )  # fmt: skip
             summary = _emulate(settings, folder / "report")
             ok, why = _trust(summary)
@@ -119,6 +125,28 @@ def _pairs(workload: EmulationWorkload, run: int, out: Path) -> dict[str, Any]:
         figures.update(_pair_figures(plan, cases))
     return {"figures": figures, "trustworthy": _all(trusted), "flags": flags,
             "transport": workload.transport}  # fmt: skip
+
+
+def _profile_pairs(workload: EmulationWorkload, out: Path) -> Path | None:
+    """The pairs' models profiled alone on a fabric of their own (`EmulationWorkload`'s
+    `profile_iterations`), into out/profiles.json; None when the workload plans with the
+    derived profiles."""
+    if workload.profile_iterations <= 0:
+        return None
+    from emulation.jobs.run_settings import RunSettings
+    from emulation.profile.session import profile_on_fabric, write_profiles
+    from emulation.scaling import DEFAULT_SCALE
+    from scheduler.profiles import load_models
+
+    from .pair_plan import WORKERS
+    from .workloads import PAIR_TOPOLOGY
+
+    models = list(dict.fromkeys(m for pair in workload.pairs for m in pair))
+    run = RunSettings(iterations=workload.profile_iterations, transport=workload.transport)
+    measured = profile_on_fabric(
+        PAIR_TOPOLOGY, {WORKERS: models}, run, out / "profiling", DEFAULT_SCALE, load_models()
+    )
+    return write_profiles(out / "profiles.json", measured)
 
 
 def _pair_figures(plan: Any, cases: Mapping[str, Any]) -> dict[str, float]:
@@ -162,7 +190,14 @@ def _trace(workload: EmulationWorkload, run: int, out: Path) -> dict[str, Any]:
     settings = EmulateSettings(
         topology=workload.trace.topology, trace=str(trace), schedulers=workload.schedulers,
         iterations=workload.iterations, seed=run, compress=workload.compress,
+        transport=workload.transport,
     )  # fmt: skip
+    if workload.profile_iterations > 0:
+        from emulation.profile.session import profile_trace
+
+        found = profile_trace(settings, out, workload.profile_iterations)
+        if found is not None:
+            settings = replace(settings, profiles=str(found))
     summary = _emulate(settings, out / "report")
     ok, why = _trust(summary)
     return {"figures": trace_figures(summary), "trustworthy": ok, "flags": why,

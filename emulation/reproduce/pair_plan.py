@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .workloads import PAIR_SERVERS
@@ -46,22 +47,43 @@ class PairPlan:
         }
 
 
-def pair_plan(models: tuple[str, str], nic_gbps: float = 50.0) -> PairPlan:
+def pair_plan(
+    models: tuple[str, str], nic_gbps: float = 50.0, profiles: str | Path | None = None
+) -> PairPlan:
     """Cassini's plan for two jobs of `WORKERS` workers on one link of `nic_gbps`.
+
+    `profiles`: a profiles file (`cassini profile --out`); its models' measured
+    profiles replace the derived ones, each paced at its measured grid period
+    (`scheduler.profiles.with_measured_profiles`), and the plan's Up and iteration
+    times are the measured means (the grid's padding left out).
 
     >>> p = pair_plan(("resnet50", "resnet50"))
     >>> p.jobs, round(p.score, 3), round(p.shift_ms, 1)
     (('resnet50-0', 'resnet50-1'), 1.0, 49.8)
     """
     from scheduler.cassini import plan_link
-    from scheduler.profiles import profiles_from_list
+    from scheduler.profiles import (
+        load_models,
+        load_profiles_with_periods,
+        normalize_model_name,
+        profiles_from_list,
+        with_measured_profiles,
+    )
 
-    profiles = profiles_from_list(",".join(models), WORKERS)
-    link = plan_link(profiles, nic_gbps, PRECISION_DEG, "auto", pace=True)
+    specs = with_measured_profiles(load_models(None), profiles)
+    planned = profiles_from_list(",".join(models), WORKERS, specs)
+    link = plan_link(planned, nic_gbps, PRECISION_DEG, "auto", pace=True)
     jobs = (f"{models[0]}-0", f"{models[1]}-1")
-    names = [p.name for p in profiles]
+    names = [p.name for p in planned]
     shifts = link.solution.shifts_ms
-    by_job = dict(zip(jobs, profiles, strict=True))
+    measured = {
+        (normalize_model_name(prof.model), prof.workers): prof
+        for prof, _ in (load_profiles_with_periods(profiles).values() if profiles else ())
+    }
+    by_job = {
+        j: measured.get((normalize_model_name(p.model), p.workers), p)
+        for j, p in zip(jobs, planned, strict=True)
+    }
     return PairPlan(
         key="+".join(models),
         jobs=jobs,

@@ -63,12 +63,18 @@ SNAPSHOT_PAIRS: tuple[tuple[str, str], ...] = (
     ("vgg11", "vgg11"),  # 0.709
     ("xlm", "xlm"),  # 0.596
 )
+# (our choice) Every emulation run profiles its models alone first (`EmulationWorkload`):
+# 40 iterations as `cassini profile`'s default; 12 at --quick (its grid period, the p95
+# of 11 measured iterations, is then about their slowest).
+PROFILE_ITERATIONS = 40
+QUICK_PROFILE_ITERATIONS = 12
 DRIFT = 0.02  # compute-time jitter of the adjustments scenario (the 5% rule needs drift)
 PAIR_CHOICE = (
     "(our choice) the two jobs of 4 workers share exactly one link, tor1->agg1 of "
     "the default testbed (job 0 on s01,s02,s05,s06; job 1 on s03,s04,s13,s14); "
     "aligned = both start together and run free (no agent, as without Cassini), "
-    "shifted = Cassini's shift and period (`cassini compat`); no compute jitter in "
+    "shifted = Cassini's shift and period (`cassini compat`; in the emulation with "
+    "the profiles each run measured on the fabric first); no compute jitter in "
     "the simulator, so its seeds agree (a zero-width interval) and the run-to-run "
     "spread is the emulation's (with 2% jitter the simulator's 5% rule makes paced "
     "jobs skip grid slots: VGG19 pair p90 515 ms shifted against 276 ms without)"
@@ -86,7 +92,7 @@ def _dynamic(background: tuple[str, ...], newcomers: tuple[str, ...], quick: boo
     )
 
 
-def _emulated_dynamic(iterations: int, compress: float) -> EmulationWorkload:
+def _emulated_dynamic(iterations: int, compress: float, profile: int) -> EmulationWorkload:
     trace = TraceWorkload(
         "arrivals",
         ("themis", "th+cassini"),
@@ -94,8 +100,9 @@ def _emulated_dynamic(iterations: int, compress: float) -> EmulationWorkload:
         newcomers=("dlrm", "resnet50"),
     )
     return EmulationWorkload(
-        iterations, trace=trace, schedulers=("themis", "th+cassini"), compress=compress
-    )
+        iterations, trace=trace, schedulers=("themis", "th+cassini"), compress=compress,
+        profile_iterations=profile,
+    )  # fmt: skip
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -128,13 +135,17 @@ SCENARIOS: tuple[Scenario, ...] = (
             3,
             PairWorkload((("vgg19", "vgg19"),), 1000),
             3,
-            EmulationWorkload(300, pairs=(("vgg19", "vgg19"),)),
+            EmulationWorkload(
+                300, pairs=(("vgg19", "vgg19"),), profile_iterations=PROFILE_ITERATIONS
+            ),
         ),
         quick=Size(
             2,
             PairWorkload((("vgg19", "vgg19"),), 100),
             2,
-            EmulationWorkload(20, pairs=(("vgg19", "vgg19"),)),
+            EmulationWorkload(
+                20, pairs=(("vgg19", "vgg19"),), profile_iterations=QUICK_PROFILE_ITERATIONS
+            ),
         ),
         choices=(
             PAIR_CHOICE,
@@ -186,13 +197,17 @@ SCENARIOS: tuple[Scenario, ...] = (
             3,
             PairWorkload((("wideresnet101", "vgg16"), ("bert", "vgg19")), 1000),
             3,
-            EmulationWorkload(300, pairs=(("wideresnet101", "vgg16"),)),
+            EmulationWorkload(
+                300, pairs=(("wideresnet101", "vgg16"),), profile_iterations=PROFILE_ITERATIONS
+            ),
         ),
         quick=Size(
             2,
             PairWorkload((("wideresnet101", "vgg16"), ("bert", "vgg19")), 100),
             2,
-            EmulationWorkload(20, pairs=(("wideresnet101", "vgg16"),)),
+            EmulationWorkload(
+                20, pairs=(("wideresnet101", "vgg16"),), profile_iterations=QUICK_PROFILE_ITERATIONS
+            ),
         ),
         choices=(
             PAIR_CHOICE,
@@ -260,13 +275,13 @@ SCENARIOS: tuple[Scenario, ...] = (
             10,
             _dynamic(("vgg19", "vgg16", "bert"), ("dlrm", "resnet50"), False),
             3,
-            _emulated_dynamic(200, 1.0),
+            _emulated_dynamic(200, 1.0, PROFILE_ITERATIONS),
         ),
         quick=Size(
             2,
             _dynamic(("vgg19", "vgg16", "bert"), ("dlrm", "resnet50"), True),
             2,
-            _emulated_dynamic(20, 10.0),
+            _emulated_dynamic(20, 10.0, QUICK_PROFILE_ITERATIONS),
         ),
         choices=(
             "(our choice) the busy cluster: VGG19, VGG16 and BERT on 6 GPUs each (18 of "
@@ -276,7 +291,9 @@ SCENARIOS: tuple[Scenario, ...] = (
             "an oversubscribed link (marked Gbit), per model; the emulation counts CE "
             "marks per iteration at the hosts",
             "(our choice) the emulation runs Themis and Th+Cassini only, every job for "
-            "200 iterations (quick: 20, arrivals 10x sooner)",
+            "200 iterations (quick: 20, arrivals 10x sooner), planned with the profiles each "
+            "run measured on the fabric first (models that are not data parallel keep "
+            "their derived profiles)",
         ),
         figures=(("th+cassini.congestion", "Th+Cassini vs Themis, oversubscribed link-seconds"),),
     ),  # fmt: skip

@@ -40,3 +40,30 @@ def test_trace_figures_are_base_over_variant_with_marks_per_iteration_per_model(
         "th+cassini.marks.max"
     ] == float("inf")
     assert "po+cassini.mean" not in got
+
+
+def test_a_pair_planned_with_measured_profiles_paces_on_their_grid(tmp_path: Path) -> None:
+    import json
+
+    from emulation.reproduce.pair_plan import pair_plan
+
+    # two VGG19s as one run measured them on the fabric: 259.6 ms, Up 139.4 ms at
+    # 45.5 Gbit/s after 120.2 ms, grid period (p95) 260.5 ms
+    measured = {
+        "name": "vgg19", "model": "vgg19", "parallelism": "data", "workers": 4,
+        "iteration_ms": 259.595, "batch_size": 64,
+        "phases": [[120.19, 0.0], [139.405, 45.531086]], "period_ms": 260.5,
+    }  # fmt: skip
+    path = tmp_path / "profiles.json"
+    path.write_text(json.dumps([measured]))
+    derived = pair_plan(("vgg19", "vgg19"))
+    plan = pair_plan(("vgg19", "vgg19"), profiles=path)
+    assert plan.iteration_ms == {"vgg19-0": 259.595, "vgg19-1": 259.595}
+    assert plan.up_ms == {"vgg19-0": 139.405, "vgg19-1": 139.405}
+    # Two Up phases of 139.4 ms at 91% of the link meet on a 260.5 ms grid: the grid is
+    # stretched until they do not (2 x 139.4 = 278.8 ms), half of it the shift
+    period = plan.periods_ms["vgg19-0"]
+    assert plan.periods_ms["vgg19-1"] == period
+    assert 2 * 139.405 * 0.999 <= period <= 2 * 139.405 * 1.003
+    assert plan.shift_ms == pytest.approx(period / 2, abs=1.0)
+    assert period != derived.periods_ms["vgg19-0"]
