@@ -32,7 +32,7 @@ from scheduler.compatibility import (
     compatibility,
     free_running_score,
 )
-from scheduler.holding import HOLD_TOLERANCE, grid_slip, holding_factor
+from scheduler.holding import HOLD_TOLERANCE, free_slowdown, grid_slip, holding_factor
 from scheduler.periods import coupled_groups, paced_profile, pacing_options
 from scheduler.types import Placement, Profile, Schedule
 from topologies.errors import UserInputError, did_you_mean
@@ -188,14 +188,29 @@ def plan_group(
         if best is None or value > best.value + 1e-12:
             best = GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
     assert best is not None
+    stretched = False
     if pace and best.periods_ms:
-        best = held_plan(best, links, profiles, capacities, precision_deg, solver, cache)
+        held = held_plan(best, links, profiles, capacities, precision_deg, solver, cache)
+        stretched, best = held is not best, held
     if pace:
         free_scores = {
             link: free_running_score([profiles[j] for j in group], capacities[link])
             for link, group in links.items()
         }
         free_value = -sum(1.0 - s for s in free_scores.values())
+        if stretched:
+            # (our choice) A stretched grid is kept when the jobs run faster on it than
+            # they are expected to run free (`holding.free_slowdown`): oversubscription
+            # against idling, as the value below weighs them, prices neither in time.
+            held_slowdown = float(np.mean([best.periods_ms[j] / profiles[j].iteration_ms
+                                           for j in best.periods_ms]))  # fmt: skip
+            free = [
+                free_slowdown([profiles[j] for j in group], capacities[link])
+                for link, group in links.items()
+            ]
+            if held_slowdown < float(np.mean(free)) - FREE_RUNNING_MARGIN:
+                return best
+            return GroupPlan(free_value, free_scores, {}, {}, 0.0)
         if best.value <= free_value + FREE_RUNNING_MARGIN:
             return GroupPlan(free_value, free_scores, {}, {}, 0.0)
     return best

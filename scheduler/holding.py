@@ -170,6 +170,33 @@ def grid_slip(
     )  # fmt: skip
 
 
+# (our choice) Relative start offsets a free-running expectation averages over.
+FREE_SAMPLES = 8
+_GOLDEN = (5**0.5 - 1) / 2
+
+
+def free_slowdown(
+    profiles: Sequence[Profile], capacity_gbps: float, samples: int = FREE_SAMPLES
+) -> float:
+    """The mean slowdown (iteration over the profile's) of jobs running free (unpaced,
+    each at its own pace) on one link of `capacity_gbps`, averaged over `samples`
+    relative start offsets (job i's k-th: the fractional part of k (i + 1) x 0.618 of
+    its iteration; our choice, spread evenly without a grid).
+
+    >>> from scheduler.types import Phase, Profile
+    >>> p = Profile("a", "m", "data", 2, 100.0, (Phase(40.0, 0.0), Phase(60.0, 50.0)))
+    >>> round(free_slowdown((p, p), 50.0), 3)  # 1.2 at offset 50, 1.6 aligned, 1.5 at 10
+    1.366
+    """
+    own = [p.iteration_ms for p in profiles]
+    total = 0.0
+    for k in range(samples):
+        offsets = [((k * (i + 1) * _GOLDEN) % 1.0) * own[i] for i in range(len(profiles))]
+        took = contended_iterations(profiles, own, offsets, capacity_gbps)
+        total += sum(t / o for t, o in zip(took, own, strict=True)) / len(profiles)
+    return total / samples
+
+
 Holds = Callable[[float], bool]  # stretch factor -> every job within HOLD_TOLERANCE
 
 

@@ -13,7 +13,7 @@ import pytest
 from emulation.cli import main
 from scheduler.candidates import locality_candidates
 from scheduler.cassini import choose, evaluate_candidate, plan_group
-from scheduler.compatibility import free_running_score
+from scheduler.holding import HOLD_TOLERANCE
 from scheduler.periods import pacing_options
 from scheduler.profiles import build_profile
 from scheduler.traffic import JobRouter as Router
@@ -93,14 +93,20 @@ def test_ties_go_to_the_lower_index_and_scores_order_candidates() -> None:
     profiles = {"a": hog, "b": replace(hog, name="b")}
     shared = {"a": ("s1",), "b": ("s2",)}
     apart = {"a": ("s1",), "b": ("s3",)}
-    decision = choose([shared, apart, apart], profiles, router, caps, precision_deg=10.0)  # type: ignore[arg-type]
+    # the paper's scoring (unpaced): candidates ranked by their links' scores
+    decision = choose([shared, apart, apart], profiles, router, caps, precision_deg=10.0, pace=False)  # type: ignore[arg-type]
     scores = [c.score for c in decision.candidates]
-    # Two hogs cannot interleave: a 200 ms grid is never held (each runs 300 ms with
-    # the other's Up phase), stretching it to 300 ms idles 50% each, so they run free.
-    assert scores[0] == pytest.approx(free_running_score([hog, hog], 50.0))
-    assert scores[0] < 0.5
-    assert scores[1:] == [1.0, 1.0]
+    assert scores[0] == pytest.approx(0.5) and scores[1:] == [1.0, 1.0]
     assert decision.best.index == 1
+    # Paced, the two hogs cannot keep a 200 ms grid (each runs 300 ms with the other's
+    # Up phase): it is stretched to 300 ms, 2 x 150 ms of Up at line rate, which beats
+    # running free (300 ms at best); the idle still ranks the shared placement last.
+    paced = choose([shared, apart, apart], profiles, router, caps, precision_deg=10.0)  # type: ignore[arg-type]
+    first = paced.candidates[0]
+    assert first.score == pytest.approx(1.0)
+    assert first.periods_ms["a"] == pytest.approx(300.0, rel=2e-3)
+    assert first.periods_ms["a"] >= 300.0 / (1 + HOLD_TOLERANCE)
+    assert paced.best.index == 1
 
 
 def test_total_ranking_counts_oversubscription_not_shared_links() -> None:
@@ -125,17 +131,14 @@ def test_total_ranking_counts_oversubscription_not_shared_links() -> None:
     spread = {"a": ("s1",), "b": ("s2",)}  # 50 Gbps link half oversubscribed + 3 idle ones
     compact = {"a": ("s3",), "b": ("s4",)}  # one 60 Gbps link, a third oversubscribed
     args = (profiles, router, caps)
-    by_mean = choose([spread, compact], *args, precision_deg=10.0, aggregate="mean")  # type: ignore[arg-type]
-    by_total = choose([spread, compact], *args, precision_deg=10.0)  # type: ignore[arg-type]
+    # the paper's scoring (unpaced), where the links' scores are all there is
+    unpaced = {"precision_deg": 10.0, "pace": False}
+    by_mean = choose([spread, compact], *args, aggregate="mean", **unpaced)  # type: ignore[arg-type]
+    by_total = choose([spread, compact], *args, **unpaced)  # type: ignore[arg-type]
     first, second = by_total.candidates
-    # Paced at 200 ms the hogs' Up phases meet (a third of the 60 Gbps link's period
-    # oversubscribed): no grid holds on the 50 Gbps link short of 1.5x, and on the 60
-    # Gbps one only at 1.25x (15,000 Gbit-ms at 60 Gbps), whose idling (2 x 25%) costs
-    # more than running free: both pairs run free.
-    free = free_running_score([hog, hog], 50.0)
-    assert first.link_scores["t1->a1"] == pytest.approx(free)
-    assert second.link_scores["t2->a2"] == pytest.approx(free_running_score([hog, hog], 60.0))
-    assert first.score == pytest.approx((free + 3) / 4)  # the paper's mean prefers spread
+    assert first.link_scores["t1->a1"] == pytest.approx(0.5)
+    assert second.link_scores["t2->a2"] == pytest.approx(1 - 0.5 * (100 - 60) / 60)
+    assert first.score == pytest.approx(0.875)  # the paper's mean prefers spread
     assert first.score > second.score
     assert by_mean.best.index == 0
     assert by_total.best.index == 1  # less oversubscription in total

@@ -10,6 +10,7 @@ from scheduler.holding import (
     HOLD_TOLERANCE,
     MAX_STRETCH,
     contended_iterations,
+    free_slowdown,
     grid_slip,
     holding_factor,
 )
@@ -93,3 +94,19 @@ def test_a_pair_that_interleaves_keeps_its_own_periods() -> None:
     link = plan_link([r1, r2], 50.0, 5.0, "auto", pace=True)
     assert link.solution.score == pytest.approx(1.0)
     assert link.periods_ms == {r1.name: r1.iteration_ms, r2.name: r1.iteration_ms}
+
+
+def test_a_stretched_grid_is_kept_only_when_it_beats_running_free() -> None:
+    # Two VGG11s (score 0.709 on their own 197.6 ms): held only at about 1.29x, still
+    # faster than the fluid expects them to run free (1.42x), so paced on it.
+    v1 = build_profile("vgg11", 4)
+    v2 = Profile("w2", v1.model, v1.parallelism, v1.workers, v1.iteration_ms, v1.phases)
+    link = plan_link([v1, v2], 50.0, 5.0, "auto", pace=True)
+    period = link.periods_ms[v1.name]
+    assert link.plan == "paced" and 1.25 < period / v1.iteration_ms < 1.32
+    assert period / v1.iteration_ms < free_slowdown([v1, v2], 50.0) - 0.05
+    # Hogs at 90% of the link for 95% of their iteration: held only past 1.5x (none
+    # found), so the plan is the unstretched one, and free beats it on score.
+    hog = Profile("h", "m", "data", 2, 100.0, (Phase(5.0, 0.0), Phase(95.0, 45.0)))
+    hog2 = Profile("h2", "m", "data", 2, 100.0, hog.phases)
+    assert plan_link([hog, hog2], 50.0, 5.0, "auto", pace=True).plan == "free"
