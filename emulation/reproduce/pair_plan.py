@@ -8,9 +8,11 @@ computes for the pair (`scheduler.cassini.plan_link`, 5 degrees, paced).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from scheduler.types import Phase, Profile
 
 from .workloads import PAIR_SERVERS
 
@@ -72,6 +74,11 @@ def pair_plan(
 
     specs = with_measured_profiles(load_models(None), profiles)
     planned = profiles_from_list(",".join(models), WORKERS, specs)
+    if profiles is not None:
+        long_up = _up_p95(profiles)
+        planned = [
+            _with_up(p, long_up.get((normalize_model_name(p.model), p.workers))) for p in planned
+        ]
     link = plan_link(planned, nic_gbps, PRECISION_DEG, "auto", pace=True)
     jobs = (f"{models[0]}-0", f"{models[1]}-1")
     names = [p.name for p in planned]
@@ -94,6 +101,48 @@ def pair_plan(
         up_ms={j: sum(ph.duration_ms for ph in p.phases if ph.gbps > 0) for j, p in by_job.items()},
         iteration_ms={j: p.iteration_ms for j, p in by_job.items()},
     )
+
+
+def _up_p95(path: str | Path) -> dict[tuple[str, int], float]:
+    """Each measured entry's Up phase at its 95th percentile (`cassini profile`'s
+    `measured.up_ms.p95`), by (model, workers)."""
+    from scheduler.profiles import normalize_model_name
+    from topologies.datafile import read_data_file
+
+    out = {}
+    for raw in read_data_file(path, "profiles"):
+        p95 = (raw.get("measured") or {}).get("up_ms", {}).get("p95")
+        if isinstance(p95, (int, float)):
+            out[(normalize_model_name(str(raw["model"])), int(raw["workers"]))] = float(p95)
+    return out
+
+
+def _with_up(profile: Profile, up_ms: float | None) -> Profile:
+    """`profile` with its one Up phase `up_ms` long, the Down phase before it shortened by
+    as much, so the iteration keeps its time (None, or a profile of other shape: as is).
+
+    (our choice) The pair is planned with each measured Up phase at its p95, as the
+    grid period is the iterations' p95 (`emulation.profile.phases`): a grid held only
+    by the mean Up phase is overrun whenever an Up phase runs long. Measured: two
+    VGG19s (Up 139.4 ms mean, 150.1 ms p95, on 10 ms samples) on the 285.4 ms grid
+    their means hold re-aligned 42 times a minute and ran 361 ms; on 300 ms, none,
+    303 ms.
+
+    >>> from scheduler.types import Phase
+    >>> p = Profile("v", "v", "data", 4, 260.0, (Phase(120.0, 0.0), Phase(140.0, 45.0)))
+    >>> [(ph.duration_ms, ph.gbps) for ph in _with_up(p, 150.0).phases]
+    [(110.0, 0.0), (150.0, 45.0)]
+    """
+    ups = [i for i, ph in enumerate(profile.phases) if ph.gbps > 0]
+    if up_ms is None or len(ups) != 1 or ups[0] == 0:
+        return profile
+    i = ups[0]
+    before, up = profile.phases[i - 1], profile.phases[i]
+    grow = min(max(up_ms - up.duration_ms, 0.0), before.duration_ms)
+    phases = list(profile.phases)
+    phases[i - 1] = Phase(before.duration_ms - grow, 0.0)
+    phases[i] = Phase(up.duration_ms + grow, up.gbps)
+    return replace(profile, phases=tuple(ph for ph in phases if ph.duration_ms > 1e-9))
 
 
 def link_share(plan: PairPlan, aligned_mean_ms: Mapping[str, float]) -> float:
