@@ -104,16 +104,21 @@ def pair_plan(
 
 
 def _up_p95(path: str | Path) -> dict[tuple[str, int], float]:
-    """Each measured entry's Up phase at its 95th percentile (`cassini profile`'s
-    `measured.up_ms.p95`), by (model, workers)."""
+    """Each measured entry's Up phase at its 95th percentile plus one sample interval
+    (`cassini profile`'s `measured.up_ms.p95` and `interval_ms`), by (model, workers):
+    a phase is read as whole samples above a threshold, so one read as 140 ms on 10 ms
+    samples lasted up to 150."""
     from scheduler.profiles import normalize_model_name
     from topologies.datafile import read_data_file
 
     out = {}
     for raw in read_data_file(path, "profiles"):
-        p95 = (raw.get("measured") or {}).get("up_ms", {}).get("p95")
-        if isinstance(p95, (int, float)):
-            out[(normalize_model_name(str(raw["model"])), int(raw["workers"]))] = float(p95)
+        measured = raw.get("measured") or {}
+        p95 = measured.get("up_ms", {}).get("p95")
+        interval = measured.get("interval_ms", 0.0)
+        if isinstance(p95, (int, float)) and isinstance(interval, (int, float)):
+            key = (normalize_model_name(str(raw["model"])), int(raw["workers"]))
+            out[key] = float(p95) + float(interval)
     return out
 
 
@@ -121,12 +126,13 @@ def _with_up(profile: Profile, up_ms: float | None) -> Profile:
     """`profile` with its one Up phase `up_ms` long, the Down phase before it shortened by
     as much, so the iteration keeps its time (None, or a profile of other shape: as is).
 
-    (our choice) The pair is planned with each measured Up phase at its p95, as the
-    grid period is the iterations' p95 (`emulation.profile.phases`): a grid held only
-    by the mean Up phase is overrun whenever an Up phase runs long. Measured: two
-    VGG19s (Up 139.4 ms mean, 150.1 ms p95, on 10 ms samples) on the 285.4 ms grid
-    their means hold re-aligned 42 times a minute and ran 361 ms; on 300 ms, none,
-    303 ms.
+    (our choice) The pair is planned with each measured Up phase at its p95 (plus the
+    samples' resolution, `_up_p95`), as the grid period is the iterations' p95
+    (`emulation.profile.phases`): a grid held only by the mean Up phase is overrun
+    whenever an Up phase runs long. Measured: two VGG19s (Up 139.4 ms mean, 150.1 ms
+    p95, on 10 ms samples) on the 285.4 ms grid their means hold re-aligned 42 times a
+    minute and ran 361 ms; on 300 ms, none, 303 ms. A profile whose p95 read 140.1 ms
+    gave a 280 ms grid: 55 re-alignments a minute, 381 ms.
 
     >>> from scheduler.types import Phase
     >>> p = Profile("v", "v", "data", 4, 260.0, (Phase(120.0, 0.0), Phase(140.0, 45.0)))

@@ -53,6 +53,7 @@ def test_a_pair_planned_with_measured_profiles_paces_on_their_grid(tmp_path: Pat
         "name": "vgg19", "model": "vgg19", "parallelism": "data", "workers": 4,
         "iteration_ms": 259.595, "batch_size": 64,
         "phases": [[120.19, 0.0], [139.405, 45.531086]], "period_ms": 260.5,
+        "measured": {"up_ms": {"mean": 143.071, "p95": 140.075}, "interval_ms": 10.005},
     }  # fmt: skip
     path = tmp_path / "profiles.json"
     path.write_text(json.dumps([measured]))
@@ -60,10 +61,10 @@ def test_a_pair_planned_with_measured_profiles_paces_on_their_grid(tmp_path: Pat
     plan = pair_plan(("vgg19", "vgg19"), profiles=path)
     assert plan.iteration_ms == {"vgg19-0": 259.595, "vgg19-1": 259.595}
     assert plan.up_ms == {"vgg19-0": 139.405, "vgg19-1": 139.405}
-    # Two Up phases of 139.4 ms at 91% of the link meet on a 260.5 ms grid: the grid is
-    # stretched until they do not (2 x 139.4 = 278.8 ms), half of it the shift
+    # Two Up phases at 91% of the link meet on a 260.5 ms grid: it is stretched until
+    # they do not, planned at their p95 plus one 10 ms sample (150.08 ms), twice
     period = plan.periods_ms["vgg19-0"]
     assert plan.periods_ms["vgg19-1"] == period
-    assert 2 * 139.405 * 0.999 <= period <= 2 * 139.405 * 1.003
+    assert 2 * 150.08 * 0.999 <= period <= 2 * 150.08 * 1.003
     assert plan.shift_ms == pytest.approx(period / 2, abs=1.0)
     assert period != derived.periods_ms["vgg19-0"]
