@@ -361,7 +361,8 @@ def largest_scale(
             else f"the switch is predicted at {fixed.switch_cores:.2f} of a core and "
         )
         idle = (
-            f"with no traffic at all {switch}the machine at {fixed.machine_cores:.2f} cores "
+            f"as the traffic goes to zero (the calibration's intercepts) {switch}the machine "
+            f"at {fixed.machine_cores:.2f} cores "
             f"({load.replicas} replicas x {constants.replica_base_cores:.3f})"
         )
         reason = (
