@@ -161,9 +161,12 @@ def plan_group(
     oversubscription (1 - score, summed) plus its jobs' idling fractions
     (summed), and must beat the links' free-running expectation
     (`free_running_score`) by FREE_RUNNING_MARGIN: otherwise the
-    group runs unaligned, without shifts, and loses no time idling. Without
-    `pace` the jobs keep their own iteration times, rounded onto each circle
-    (the paper), and are always shifted.
+    group runs unaligned, without shifts, and loses no time idling. The best
+    option must also be a grid its jobs can hold (`held_plan`): one stretched
+    to hold is kept only if the fluid expects the jobs faster on it than free,
+    and one that no stretch makes hold runs free. Without `pace` the jobs keep
+    their own iteration times, rounded onto each circle (the paper), and are
+    always shifted.
     """
     jobs = sorted({j for group in links.values() for j in group})
     own = {j: profiles[j].iteration_ms for j in jobs}
@@ -188,32 +191,32 @@ def plan_group(
         if best is None or value > best.value + 1e-12:
             best = GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
     assert best is not None
-    stretched = False
-    if pace and best.periods_ms:
-        held = held_plan(best, links, profiles, capacities, precision_deg, solver, cache)
-        stretched, best = held is not best, held
-    if pace:
-        free_scores = {
-            link: free_running_score([profiles[j] for j in group], capacities[link])
-            for link, group in links.items()
-        }
-        free_value = -sum(1.0 - s for s in free_scores.values())
-        if stretched:
-            # (our choice) A stretched grid is kept when the jobs run faster on it than
-            # they are expected to run free (`holding.free_slowdown`): oversubscription
-            # against idling, as the value below weighs them, prices neither in time.
-            held_slowdown = float(np.mean([best.periods_ms[j] / profiles[j].iteration_ms
-                                           for j in best.periods_ms]))  # fmt: skip
-            free = [
-                free_slowdown([profiles[j] for j in group], capacities[link])
-                for link, group in links.items()
-            ]
-            if held_slowdown < float(np.mean(free)) - FREE_RUNNING_MARGIN:
-                return best
-            return GroupPlan(free_value, free_scores, {}, {}, 0.0)
-        if best.value <= free_value + FREE_RUNNING_MARGIN:
-            return GroupPlan(free_value, free_scores, {}, {}, 0.0)
-    return best
+    if not pace:
+        return best
+    free_scores = {
+        link: free_running_score([profiles[j] for j in group], capacities[link])
+        for link, group in links.items()
+    }
+    free_plan = GroupPlan(-sum(1.0 - s for s in free_scores.values()), free_scores, {}, {}, 0.0)
+    if not best.periods_ms:
+        return best if best.value > free_plan.value + FREE_RUNNING_MARGIN else free_plan
+    held = held_plan(best, links, profiles, capacities, precision_deg, solver, cache)
+    if held is None:
+        # (our choice) No grid up to holding.MAX_STRETCH holds: paced, the jobs would
+        # overrun their slots and the agents skip one each time; they run free.
+        return free_plan
+    if held is best:  # held as planned: the value rule
+        return best if best.value > free_plan.value + FREE_RUNNING_MARGIN else free_plan
+    # (our choice) A stretched grid is kept when the jobs run faster on it than they are
+    # expected to run free (`holding.free_slowdown`): oversubscription against idling,
+    # as the value rule weighs them, prices neither in time.
+    held_slowdown = float(np.mean([held.periods_ms[j] / profiles[j].iteration_ms
+                                   for j in held.periods_ms]))  # fmt: skip
+    free = [
+        free_slowdown([profiles[j] for j in group], capacities[link])
+        for link, group in links.items()
+    ]
+    return held if held_slowdown < float(np.mean(free)) - FREE_RUNNING_MARGIN else free_plan
 
 
 def held_plan(
@@ -224,11 +227,11 @@ def held_plan(
     precision_deg: float,
     solver: str,
     cache: dict[LinkKey, LinkSolution],
-) -> GroupPlan:
+) -> GroupPlan | None:
     """`plan` with its periods stretched until every job holds its grid with its Up phases
     meeting the others' (`scheduler.holding`), its shifts solved again there and the idle
-    charged; as it was when no stretch up to `holding.MAX_STRETCH` holds (our choice: the
-    agents then re-align as before, and the benchmarks count it).
+    charged; `plan` itself when it holds as planned; None when no stretch up to
+    `holding.MAX_STRETCH` holds.
 
     (our choice) Each link of the group is simulated on its own: a job crossing two
     shared links is late by the worse of them.
@@ -271,7 +274,9 @@ def held_plan(
         return True
 
     factor = holding_factor(holds)
-    if factor is None or factor == 1.0:
+    if factor is None:
+        return None
+    if factor == 1.0:
         return plan
     return tried[factor]  # holding_factor returns a factor that held
 

@@ -105,8 +105,20 @@ def test_a_stretched_grid_is_kept_only_when_it_beats_running_free() -> None:
     period = link.periods_ms[v1.name]
     assert link.plan == "paced" and 1.25 < period / v1.iteration_ms < 1.32
     assert period / v1.iteration_ms < free_slowdown([v1, v2], 50.0) - 0.05
-    # Hogs at 90% of the link for 95% of their iteration: held only past 1.5x (none
-    # found), so the plan is the unstretched one, and free beats it on score.
+    # Hogs at 90% of the link for 95% of their iteration: two Up phases need 1.9 of
+    # their period, so no grid up to 1.5x holds, and they run free.
     hog = Profile("h", "m", "data", 2, 100.0, (Phase(5.0, 0.0), Phase(95.0, 45.0)))
     hog2 = Profile("h2", "m", "data", 2, 100.0, hog.phases)
     assert plan_link([hog, hog2], 50.0, 5.0, "auto", pace=True).plan == "free"
+
+
+def test_a_group_no_grid_holds_runs_free_even_where_the_value_rule_would_pace() -> None:
+    # Up for 80% of 100 ms at line rate: the best shift scores 0.4 and running free
+    # 0.36, so the value rule alone would pace (-0.6 against -0.64, past the 0.01
+    # margin); but two such Up phases need 160 ms of the link per period, and no grid
+    # up to 1.5 x 100 ms holds: they run free.
+    a = Profile("a", "m", "data", 2, 100.0, (Phase(20.0, 0.0), Phase(80.0, 50.0)))
+    b = Profile("b", "m", "data", 2, 100.0, a.phases)
+    link = plan_link([a, b], 50.0, 5.0, "auto", pace=True)
+    assert link.plan == "free"
+    assert link.solution.shifts_ms == {"a": 0.0, "b": 0.0}
