@@ -168,29 +168,7 @@ def plan_group(
     their own iteration times, rounded onto each circle (the paper), and are
     always shifted.
     """
-    jobs = sorted({j for group in links.values() for j in group})
-    own = {j: profiles[j].iteration_ms for j in jobs}
-    options = pacing_options(own, list(links.values())) if pace else [own]
-    best: GroupPlan | None = None
-    for periods in options:
-        paced = {j: paced_profile(profiles[j], periods[j]) for j in jobs}
-        scores: dict[DirectedLink, float] = {}
-        shifts: dict[DirectedLink, dict[str, float]] = {}
-        half_bin_ms = 0.0
-        for link, group in links.items():
-            solution, link_shift = solve_link(
-                group, paced, capacities[link], precision_deg, solver, cache
-            )
-            scores[link] = solution.score
-            shifts[link] = link_shift
-            half_bin_ms = max(
-                half_bin_ms, solution.perimeter_ms / bins_for_precision(precision_deg) / 2
-            )
-        idle = sum(periods[j] / own[j] - 1.0 for j in jobs)
-        value = -sum(1.0 - s for s in scores.values()) - idle
-        if best is None or value > best.value + 1e-12:
-            best = GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
-    assert best is not None
+    best = best_option(links, profiles, capacities, precision_deg, solver, cache, pace)
     if not pace:
         return best
     free_scores = {
@@ -217,6 +195,43 @@ def plan_group(
         for link, group in links.items()
     ]
     return held if held_slowdown < float(np.mean(free)) - FREE_RUNNING_MARGIN else free_plan
+
+
+def best_option(
+    links: Mapping[DirectedLink, tuple[str, ...]],
+    profiles: Mapping[str, Profile],
+    capacities: Mapping[DirectedLink, float],
+    precision_deg: float,
+    solver: str,
+    cache: dict[LinkKey, LinkSolution],
+    pace: bool,
+) -> GroupPlan:
+    """The best pacing option of one group by its value (oversubscription plus idle), on
+    its own grid: before `held_plan` stretches it and before the free-running test."""
+    jobs = sorted({j for group in links.values() for j in group})
+    own = {j: profiles[j].iteration_ms for j in jobs}
+    options = pacing_options(own, list(links.values())) if pace else [own]
+    best: GroupPlan | None = None
+    for periods in options:
+        paced = {j: paced_profile(profiles[j], periods[j]) for j in jobs}
+        scores: dict[DirectedLink, float] = {}
+        shifts: dict[DirectedLink, dict[str, float]] = {}
+        half_bin_ms = 0.0
+        for link, group in links.items():
+            solution, link_shift = solve_link(
+                group, paced, capacities[link], precision_deg, solver, cache
+            )
+            scores[link] = solution.score
+            shifts[link] = link_shift
+            half_bin_ms = max(
+                half_bin_ms, solution.perimeter_ms / bins_for_precision(precision_deg) / 2
+            )
+        idle = sum(periods[j] / own[j] - 1.0 for j in jobs)
+        value = -sum(1.0 - s for s in scores.values()) - idle
+        if best is None or value > best.value + 1e-12:
+            best = GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
+    assert best is not None
+    return best
 
 
 def held_plan(
