@@ -176,25 +176,25 @@ def plan_group(
         for link, group in links.items()
     }
     free_plan = GroupPlan(-sum(1.0 - s for s in free_scores.values()), free_scores, {}, {}, 0.0)
-    if not best.periods_ms:
-        return best if best.value > free_plan.value + FREE_RUNNING_MARGIN else free_plan
-    held = held_plan(best, links, profiles, capacities, precision_deg, solver, cache)
+    held: GroupPlan | None = best
+    if best.periods_ms:
+        held = held_plan(best, links, profiles, capacities, precision_deg, solver, cache)
     if held is None:
         # (our choice) No grid up to holding.MAX_STRETCH holds: paced, the jobs would
         # overrun their slots and the agents skip one each time; they run free.
         return free_plan
-    if held is best:  # held as planned: the value rule
-        return best if best.value > free_plan.value + FREE_RUNNING_MARGIN else free_plan
-    # (our choice) A stretched grid is kept when the jobs run faster on it than they are
-    # expected to run free (`holding.free_slowdown`): oversubscription against idling,
-    # as the value rule weighs them, prices neither in time.
-    held_slowdown = float(np.mean([held.periods_ms[j] / profiles[j].iteration_ms
-                                   for j in held.periods_ms]))  # fmt: skip
-    free = [
-        free_slowdown([profiles[j] for j in group], capacities[link])
-        for link, group in links.items()
-    ]
-    return held if held_slowdown < float(np.mean(free)) - FREE_RUNNING_MARGIN else free_plan
+    if held is not best:
+        # (our choice) A stretched grid is kept when the jobs run faster on it than they
+        # are expected to run free (`holding.free_slowdown`): oversubscription against
+        # idling, as the value rule weighs them, prices neither in time.
+        held_slowdown = float(np.mean([held.periods_ms[j] / profiles[j].iteration_ms
+                                       for j in held.periods_ms]))  # fmt: skip
+        free = [
+            free_slowdown([profiles[j] for j in group], capacities[link])
+            for link, group in links.items()
+        ]
+        return held if held_slowdown < float(np.mean(free)) - FREE_RUNNING_MARGIN else free_plan
+    return best if best.value > free_plan.value + FREE_RUNNING_MARGIN else free_plan
 
 
 def best_option(
@@ -211,27 +211,40 @@ def best_option(
     jobs = sorted({j for group in links.values() for j in group})
     own = {j: profiles[j].iteration_ms for j in jobs}
     options = pacing_options(own, list(links.values())) if pace else [own]
-    best: GroupPlan | None = None
-    for periods in options:
-        paced = {j: paced_profile(profiles[j], periods[j]) for j in jobs}
-        scores: dict[DirectedLink, float] = {}
-        shifts: dict[DirectedLink, dict[str, float]] = {}
-        half_bin_ms = 0.0
-        for link, group in links.items():
-            solution, link_shift = solve_link(
-                group, paced, capacities[link], precision_deg, solver, cache
-            )
-            scores[link] = solution.score
-            shifts[link] = link_shift
-            half_bin_ms = max(
-                half_bin_ms, solution.perimeter_ms / bins_for_precision(precision_deg) / 2
-            )
-        idle = sum(periods[j] / own[j] - 1.0 for j in jobs)
-        value = -sum(1.0 - s for s in scores.values()) - idle
-        if best is None or value > best.value + 1e-12:
-            best = GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
-    assert best is not None
+    plans = [plan_at(p, links, profiles, capacities, precision_deg, solver, cache) for p in options]
+    best = plans[0]
+    for plan in plans[1:]:
+        if plan.value > best.value + 1e-12:
+            best = plan
     return best
+
+
+def plan_at(
+    periods: Mapping[str, float],
+    links: Mapping[DirectedLink, tuple[str, ...]],
+    profiles: Mapping[str, Profile],
+    capacities: Mapping[DirectedLink, float],
+    precision_deg: float,
+    solver: str,
+    cache: dict[LinkKey, LinkSolution],
+) -> GroupPlan:
+    """One group paced at `periods`: every link solved, valued as its links'
+    oversubscription plus its jobs' idle against their own iteration times."""
+    paced = {j: paced_profile(profiles[j], q) for j, q in periods.items()}
+    scores: dict[DirectedLink, float] = {}
+    shifts: dict[DirectedLink, dict[str, float]] = {}
+    half_bin_ms = 0.0
+    for link, group in links.items():
+        solution, shifts[link] = solve_link(
+            group, paced, capacities[link], precision_deg, solver, cache
+        )
+        scores[link] = solution.score
+        half_bin_ms = max(
+            half_bin_ms, solution.perimeter_ms / bins_for_precision(precision_deg) / 2
+        )
+    idle = sum(q / profiles[j].iteration_ms - 1.0 for j, q in periods.items())
+    value = -sum(1.0 - s for s in scores.values()) - idle
+    return GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
 
 
 def held_plan(
@@ -251,49 +264,28 @@ def held_plan(
     (our choice) Each link of the group is simulated on its own: a job crossing two
     shared links is late by the worse of them.
     """
-    jobs = sorted(plan.periods_ms)
-    own = {j: profiles[j].iteration_ms for j in jobs}
-    tried: dict[float, GroupPlan] = {}
+    tried: dict[float, GroupPlan] = {1.0: plan}
 
     def holds(factor: float) -> bool:
-        periods = {j: plan.periods_ms[j] * factor for j in jobs}
-        paced = {j: paced_profile(profiles[j], periods[j]) for j in jobs}
-        scores: dict[DirectedLink, float] = {}
-        shifts: dict[DirectedLink, dict[str, float]] = {}
-        half_bin_ms = 0.0
-        for link, group in links.items():
-            if factor == 1.0:  # the plan's own solution
-                link_shift, half_bin_ms = plan.link_shifts[link], plan.half_bin_ms
-                scores[link], shifts[link] = plan.link_scores[link], link_shift
-            else:
-                solution, link_shift = solve_link(
-                    group, paced, capacities[link], precision_deg, solver, cache
-                )
-                scores[link], shifts[link] = solution.score, link_shift
-                half_bin_ms = max(
-                    half_bin_ms, solution.perimeter_ms / bins_for_precision(precision_deg) / 2
-                )
-            names = list(group)
-            late = grid_slip(
-                [profiles[j] for j in names],
-                [periods[j] for j in names],
-                [link_shift.get(j, 0.0) for j in names],
+        if factor not in tried:
+            stretched = {j: q * factor for j, q in plan.periods_ms.items()}
+            tried[factor] = plan_at(
+                stretched, links, profiles, capacities, precision_deg, solver, cache
+            )
+        at = tried[factor]
+        return all(
+            max(grid_slip(
+                [profiles[j] for j in group],
+                [at.periods_ms[j] for j in group],
+                [at.link_shifts[link].get(j, 0.0) for j in group],
                 capacities[link],
                 give_up=HOLD_TOLERANCE,
-            )
-            if max(late) > HOLD_TOLERANCE:
-                return False  # the other links need not be solved
-        idle = sum(periods[j] / own[j] - 1.0 for j in jobs)
-        value = -sum(1.0 - s for s in scores.values()) - idle
-        tried[factor] = GroupPlan(value, scores, shifts, periods, half_bin_ms)
-        return True
+            )) <= HOLD_TOLERANCE
+            for link, group in links.items()
+        )  # fmt: skip
 
     factor = holding_factor(holds)
-    if factor is None:
-        return None
-    if factor == 1.0:
-        return plan
-    return tried[factor]  # holding_factor returns a factor that held
+    return None if factor is None else tried[factor]
 
 
 # What each plan of one link means, for people (`LinkPlan.plan` is the first word).
