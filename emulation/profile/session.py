@@ -4,8 +4,8 @@
 `measure.profile_models` on it and tears it down (also on Ctrl-C or
 SIGTERM); `write_profiles` writes the profiles file `load_profiles_file`
 reads (with the optional `period_ms` and `measured` fields);
-`profile_trace` does both for the models of an emulation's trace
-(`cassini emulate --profile-first`).
+`profile_into` does both into one folder, and `profile_trace` for the
+models of an emulation's trace (`cassini emulate --profile-first`).
 """
 
 from __future__ import annotations
@@ -111,8 +111,22 @@ def profile_trace(
     if not groups:
         return None
     run = RunSettings(iterations=iterations, transport=settings.transport)
+    return profile_into(out_dir, settings.topology, groups, run, settings.scale, specs, progress)
+
+
+def profile_into(
+    out_dir: str | Path,
+    topology: str,
+    groups: Mapping[int, Sequence[str]],
+    settings: RunSettings,
+    scale: float,
+    specs: Mapping[str, ModelSpec] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """`profile_on_fabric` with its runs under out_dir/profiling/ and the profiles
+    written to out_dir/profiles.json (`emulate --profile-first`, `reproduce`'s cells)."""
     folder = Path(out_dir)
     measured = profile_on_fabric(
-        settings.topology, groups, run, folder / "profiling", settings.scale, specs, progress
+        topology, groups, settings, folder / "profiling", scale, specs, progress
     )
     return write_profiles(folder / "profiles.json", measured)

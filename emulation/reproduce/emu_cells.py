@@ -134,7 +134,7 @@ def _profile_pairs(workload: EmulationWorkload, out: Path) -> Path | None:
     if workload.profile_iterations <= 0:
         return None
     from emulation.jobs.run_settings import RunSettings
-    from emulation.profile.session import profile_on_fabric, write_profiles
+    from emulation.profile.session import profile_into
     from emulation.scaling import DEFAULT_SCALE
     from scheduler.profiles import load_models
 
@@ -143,10 +143,7 @@ def _profile_pairs(workload: EmulationWorkload, out: Path) -> Path | None:
 
     models = list(dict.fromkeys(m for pair in workload.pairs for m in pair))
     run = RunSettings(iterations=workload.profile_iterations, transport=workload.transport)
-    measured = profile_on_fabric(
-        PAIR_TOPOLOGY, {WORKERS: models}, run, out / "profiling", DEFAULT_SCALE, load_models()
-    )
-    return write_profiles(out / "profiles.json", measured)
+    return profile_into(out, PAIR_TOPOLOGY, {WORKERS: models}, run, DEFAULT_SCALE, load_models())
 
 
 def _pair_figures(plan: Any, cases: Mapping[str, Any]) -> dict[str, float]:
