@@ -711,6 +711,8 @@ static int tm_receive(Pipeline *p, int port, PyObject *frame, double stamp) {
     return heap_push(p, when, ARRIVE, port, frame);
 }
 
+/* Runs every event due by `now`; returns how many it ran (a frame dropped at ingress
+ * changes counters and sends nothing: the caller must still flush them), -1 on an error. */
 static int tm_advance(Pipeline *p, double now) {
     double limit = now + TIME_EPSILON_S;
     if (p->heap_len == 0 || p->heap[0].when > limit) {
@@ -719,9 +721,10 @@ static int tm_advance(Pipeline *p, double now) {
     }
     double outer_limit = p->limit;
     if (limit > outer_limit) p->limit = limit;
-    int rc = 0;
+    int rc = 0, ran = 0;
     while (p->heap_len && p->heap[0].when <= limit) {
         Event e = heap_pop(p);
+        ran++;
         if (e.when > p->now) p->now = e.when;
         if (e.kind == ARRIVE) {
             rc = ingress(p, e.port, e.frame, e.when);
@@ -740,7 +743,7 @@ static int tm_advance(Pipeline *p, double now) {
     }
     p->limit = outer_limit;
     if (now > p->now) p->now = now;
-    return rc;
+    return rc < 0 ? rc : ran;
 }
 
 /* --- the Python type ---------------------------------------------------------------- */
@@ -1449,10 +1452,12 @@ static PyObject *py_run(Pipeline *p, PyObject *args) {
             if (n == RUN_BATCH && last < horizon) horizon = last; /* more wait in this ring */
         }
         if (failed) break;
-        if (tm_advance(p, horizon) < 0) {
+        int ran = tm_advance(p, horizon);
+        if (ran < 0) {
             failed = 1;
             break;
         }
+        if (ran) active = 1; /* counters changed: Python flushes them when run() returns */
         if (PyList_GET_SIZE(p->transmitted) || PyList_GET_SIZE(p->control)) {
             double sent_at = monotonic_now();
             note_lateness(p, sent_at);

@@ -18,8 +18,8 @@ def settled_deltas(
     """Counter increments once they stop moving: unchanged over three reads 30 ms apart.
 
     rx_packets: keep waiting (up to timeout_s) until the ports have received at least
-    this many in all. On a loaded machine the switch's loop can stall for longer than
-    one read's gap between two frames (a CI run once settled on 1 of 3 frames sent).
+    this many in all: on a loaded machine the switch's loop can stall for longer than
+    one read's gap between two frames.
     """
     deadline = time.monotonic() + timeout_s
     last = snapshot(session)
