@@ -34,6 +34,7 @@ from scheduler.compatibility import (
 )
 from scheduler.holding import HOLD_TOLERANCE, free_slowdown, grid_slip, holding_factor
 from scheduler.periods import coupled_groups, paced_profile, pacing_options
+from scheduler.profiles import with_long_up
 from scheduler.types import Placement, Profile, Schedule
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import DirectedLink
@@ -166,8 +167,11 @@ def plan_group(
     to hold is kept only if the fluid expects the jobs faster on it than free,
     and one that no stretch makes hold runs free. Without `pace` the jobs keep
     their own iteration times, rounded onto each circle (the paper), and are
-    always shifted.
+    always shifted. Paced, a measured job is planned with its Up phase at its p95
+    (`with_long_up`), so that the grid has room for the Up phases that run long.
     """
+    if pace:
+        profiles = {j: with_long_up(p) for j, p in profiles.items()}
     best = best_option(links, profiles, capacities, precision_deg, solver, cache, pace)
     if not pace:
         return best

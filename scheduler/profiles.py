@@ -471,10 +471,85 @@ def _period_from_dict(raw: Mapping[str, Any], prof: Profile, ctx: str) -> float 
             f"{ctx} ('{prof.name}') field 'period_ms' is {period:g} ms, shorter than its "
             f"iteration time {prof.iteration_ms:g} ms"
         )
-    measured = raw.get("measured")
-    if measured is not None and not isinstance(measured, Mapping):
-        raise UserInputError(f"{ctx} ('{prof.name}') field 'measured' must be an object")
+    _measured_field(raw, prof, ctx)
     return float(period)
+
+
+def _measured_field(raw: Mapping[str, Any], prof: Profile, ctx: str) -> Mapping[str, Any]:
+    """The optional `measured` object of an entry ({} when absent)."""
+    measured = raw.get("measured")
+    if measured is None:
+        return {}
+    if not isinstance(measured, Mapping):
+        raise UserInputError(f"{ctx} ('{prof.name}') field 'measured' must be an object")
+    return measured
+
+
+def _up_slack_from_dict(raw: Mapping[str, Any], prof: Profile, ctx: str) -> float:
+    """`up_slack` of an entry from its `measured.up_ms.p95` and `measured.interval_ms`
+    (0 when either is absent, as in hand-written files)."""
+    measured = _measured_field(raw, prof, ctx)
+    up = measured.get("up_ms")
+    p95 = up.get("p95") if isinstance(up, Mapping) else None
+    interval = measured.get("interval_ms")
+    if p95 is None or interval is None:
+        return 0.0
+    for field_name, value in (("up_ms.p95", p95), ("interval_ms", interval)):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or not math.isfinite(value) or not 0 <= value <= FIELD_MAXIMA["compute_ms"]:
+            raise UserInputError(
+                f"{ctx} ('{prof.name}') field 'measured.{field_name}' must be a number "
+                f"in 0-1e7, got {shown(value)}"
+            )
+    return up_slack(prof, float(p95), float(interval))
+
+
+def up_slack(profile: Profile, up_p95_ms: float, interval_ms: float) -> float:
+    """How much longer than `profile`'s one Up phase that phase runs at its 95th
+    percentile, read on samples `interval_ms` apart (0 for a profile of other shape).
+
+    (our choice) A phase is read as whole samples above a threshold, so one read as
+    140 ms on 10 ms samples lasted up to 150: the resolution is added to the p95.
+
+    >>> p = Profile("v", "v", "data", 4, 260.0, (Phase(120.0, 0.0), Phase(140.0, 45.0)))
+    >>> up_slack(p, 142.0, 10.0)
+    12.0
+    """
+    ups = [ph.duration_ms for ph in profile.phases if ph.gbps > 0]
+    if len(ups) != 1:
+        return 0.0
+    return max(up_p95_ms + interval_ms - ups[0], 0.0)
+
+
+def with_long_up(profile: Profile) -> Profile:
+    """`profile` with its one Up phase `up_slack_ms` longer, at its rate, taken from
+    the Down phase before it, so the iteration keeps its time: what Cassini plans a
+    paced grid with (a profile without slack, or of other shape: as is).
+
+    (our choice) The Up phase at its p95, as the grid period is the iterations' p95
+    (`emulation.profile.phases`): a grid held only by the mean Up phase is overrun
+    whenever an Up phase runs long. Measured: two VGG19s (Up 139.4 ms mean, 150.1 ms
+    p95, on 10 ms samples) on the 285.4 ms grid their means hold re-aligned 42 times a
+    minute and ran 361 ms; on 300 ms, none, 303 ms. A profile whose p95 read 140.1 ms
+    gave a 280 ms grid: 55 re-alignments a minute, 381 ms.
+
+    >>> p = Profile("v", "v", "data", 4, 260.0, (Phase(120.0, 0.0), Phase(140.0, 45.0)),
+    ...             up_slack_ms=10.0)
+    >>> [(ph.duration_ms, ph.gbps) for ph in with_long_up(p).phases]
+    [(110.0, 0.0), (150.0, 45.0)]
+    """
+    ups = [i for i, ph in enumerate(profile.phases) if ph.gbps > 0]
+    if profile.up_slack_ms <= 0 or len(ups) != 1 or ups[0] == 0:
+        return profile
+    i = ups[0]
+    before, up = profile.phases[i - 1], profile.phases[i]
+    grow = min(profile.up_slack_ms, before.duration_ms)
+    phases = list(profile.phases)
+    phases[i - 1] = Phase(before.duration_ms - grow, 0.0)
+    phases[i] = Phase(up.duration_ms + grow, up.gbps)
+    return replace(
+        profile, phases=tuple(ph for ph in phases if ph.duration_ms > 1e-9), up_slack_ms=0.0
+    )
 
 
 def load_profiles_with_periods(path: str | Path) -> dict[str, tuple[Profile, float | None]]:
@@ -494,6 +569,7 @@ def load_profiles_with_periods(path: str | Path) -> dict[str, tuple[Profile, flo
         prof = _profile_from_dict(raw, i, str(p))
         if prof.name in out:
             raise UserInputError(f"{p}: entry {i} field 'name': duplicate name '{prof.name}'")
+        prof = replace(prof, up_slack_ms=_up_slack_from_dict(raw, prof, f"{p}: entry {i}"))
         out[prof.name] = (prof, _period_from_dict(raw, prof, f"{p}: entry {i}"))
     return out
 

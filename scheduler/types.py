@@ -33,6 +33,11 @@ class Profile:
     iteration_ms: float
     phases: tuple[Phase, ...]
     batch_size: int = 0
+    # Measured profiles: how much longer than its phase the Up phase runs at its 95th
+    # percentile (plus the samples' resolution). Cassini plans paced grids with the Up
+    # phase that long (`scheduler.profiles.with_long_up`); the simulator runs the
+    # phases as they are.
+    up_slack_ms: float = 0.0
 
     @property
     def peak_gbps(self) -> float:

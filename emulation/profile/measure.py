@@ -35,7 +35,7 @@ iteration time: phases that sum to the measured mean iteration time.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,7 @@ import numpy as np
 
 from emulation.emulate.telemetry_series import Telemetry, job_starts, sample_interval
 from emulation.jobs.records import IterationRecord
-from scheduler.profiles import profile_to_dict
+from scheduler.profiles import profile_to_dict, up_slack
 from scheduler.types import Phase, Profile
 from topologies.model import Topology
 
@@ -85,7 +85,7 @@ class MeasuredProfile:
             for p in (Phase(offset, 0.0), Phase(up, self.up_gbps), Phase(total - offset - up, 0.0))
             if p.duration_ms > 1e-6
         )
-        return Profile(
+        profile = Profile(
             name=self.model,
             model=self.model,
             parallelism="data",
@@ -94,6 +94,7 @@ class MeasuredProfile:
             phases=phases,
             batch_size=self.batch_size,
         )
+        return replace(profile, up_slack_ms=up_slack(profile, self.up_ms.p95, self.interval_ms))
 
     def to_dict(self) -> dict[str, Any]:
         """The profiles-file entry: `load_profiles_file`'s fields plus the optional

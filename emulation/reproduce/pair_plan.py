@@ -8,11 +8,9 @@ computes for the pair (`scheduler.cassini.plan_link`, 5 degrees, paced).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from scheduler.types import Phase, Profile
 
 from .workloads import PAIR_SERVERS
 
@@ -58,8 +56,9 @@ def pair_plan(
 
     `profiles`: a profiles file (`cassini profile --out`); its models' measured
     profiles replace the derived ones, each paced at its measured grid period
-    (`scheduler.profiles.with_measured_profiles`), and the plan's Up and iteration
-    times are the measured means (the grid's padding left out).
+    (`scheduler.profiles.with_measured_profiles`) and planned with its Up phase at its
+    p95 (`with_long_up`); the plan's Up and iteration times are the measured means (the
+    grid's padding left out).
 
     >>> p = pair_plan(("resnet50", "resnet50"))
     >>> p.jobs, round(p.score, 3), round(p.shift_ms, 1)
@@ -71,20 +70,17 @@ def pair_plan(
         load_profiles_with_periods,
         normalize_model_name,
         profiles_from_list,
+        with_long_up,
         with_measured_profiles,
     )
 
     specs = with_measured_profiles(load_models(None), profiles)
     planned = profiles_from_list(",".join(models), WORKERS, specs)
-    if profiles is not None:
-        long_up = _up_p95(profiles)
-        planned = [
-            _with_up(p, long_up.get((normalize_model_name(p.model), p.workers))) for p in planned
-        ]
+    # plan_link plans a measured Up phase at its p95 (`with_long_up`); the score too
     link = plan_link(planned, nic_gbps, PRECISION_DEG, "auto", pace=True)
     shared = ("link", "link")
     own_grid = best_option(
-        {shared: tuple(p.name for p in planned)}, {p.name: p for p in planned},
+        {shared: tuple(p.name for p in planned)}, {p.name: with_long_up(p) for p in planned},
         {shared: nic_gbps}, PRECISION_DEG, "auto", {}, pace=True,
     )  # fmt: skip
     own_score = own_grid.link_scores[shared]
@@ -109,54 +105,6 @@ def pair_plan(
         up_ms={j: sum(ph.duration_ms for ph in p.phases if ph.gbps > 0) for j, p in by_job.items()},
         iteration_ms={j: p.iteration_ms for j, p in by_job.items()},
     )
-
-
-def _up_p95(path: str | Path) -> dict[tuple[str, int], float]:
-    """Each measured entry's Up phase at its 95th percentile plus one sample interval
-    (`cassini profile`'s `measured.up_ms.p95` and `interval_ms`), by (model, workers):
-    a phase is read as whole samples above a threshold, so one read as 140 ms on 10 ms
-    samples lasted up to 150."""
-    from scheduler.profiles import normalize_model_name
-    from topologies.datafile import read_data_file
-
-    out = {}
-    for raw in read_data_file(path, "profiles"):
-        measured = raw.get("measured") or {}
-        p95 = measured.get("up_ms", {}).get("p95")
-        interval = measured.get("interval_ms", 0.0)
-        if isinstance(p95, (int, float)) and isinstance(interval, (int, float)):
-            key = (normalize_model_name(str(raw["model"])), int(raw["workers"]))
-            out[key] = float(p95) + float(interval)
-    return out
-
-
-def _with_up(profile: Profile, up_ms: float | None) -> Profile:
-    """`profile` with its one Up phase `up_ms` long, the Down phase before it shortened by
-    as much, so the iteration keeps its time (None, or a profile of other shape: as is).
-
-    (our choice) The pair is planned with each measured Up phase at its p95 (plus the
-    samples' resolution, `_up_p95`), as the grid period is the iterations' p95
-    (`emulation.profile.phases`): a grid held only by the mean Up phase is overrun
-    whenever an Up phase runs long. Measured: two VGG19s (Up 139.4 ms mean, 150.1 ms
-    p95, on 10 ms samples) on the 285.4 ms grid their means hold re-aligned 42 times a
-    minute and ran 361 ms; on 300 ms, none, 303 ms. A profile whose p95 read 140.1 ms
-    gave a 280 ms grid: 55 re-alignments a minute, 381 ms.
-
-    >>> from scheduler.types import Phase
-    >>> p = Profile("v", "v", "data", 4, 260.0, (Phase(120.0, 0.0), Phase(140.0, 45.0)))
-    >>> [(ph.duration_ms, ph.gbps) for ph in _with_up(p, 150.0).phases]
-    [(110.0, 0.0), (150.0, 45.0)]
-    """
-    ups = [i for i, ph in enumerate(profile.phases) if ph.gbps > 0]
-    if up_ms is None or len(ups) != 1 or ups[0] == 0:
-        return profile
-    i = ups[0]
-    before, up = profile.phases[i - 1], profile.phases[i]
-    grow = min(max(up_ms - up.duration_ms, 0.0), before.duration_ms)
-    phases = list(profile.phases)
-    phases[i - 1] = Phase(before.duration_ms - grow, 0.0)
-    phases[i] = Phase(up.duration_ms + grow, up.gbps)
-    return replace(profile, phases=tuple(ph for ph in phases if ph.duration_ms > 1e-9))
 
 
 def link_share(plan: PairPlan, aligned_mean_ms: Mapping[str, float]) -> float:

@@ -120,6 +120,8 @@ def test_measure_a_made_up_job() -> None:
         (80.0, 40.0),
         (20.0, 0.0),
     ]
+    # every Up phase 80 ms on 10 ms samples: planned up to one sample longer
+    assert prof.up_slack_ms == pytest.approx(10.0)
     entry = m.to_dict()
     assert entry["period_ms"] == 200.0 and entry["measured"]["up_ms"]["p99"] == 80.0
 

@@ -81,3 +81,38 @@ def test_unknown_model_is_named_with_the_closest(tmp_path: Path) -> None:
     path = write(tmp_path, [ENTRY | {"name": "x", "model": "vgg91"}])
     with pytest.raises(UserInputError, match="vgg91.*vgg19"):
         with_measured_profiles(load_models(), path)
+
+
+def test_up_slack_is_the_up_phases_p95_plus_one_sample_past_its_phase(tmp_path: Path) -> None:
+    # Up phase 94.0 ms in the phases; p95 101.5 read on 10 ms samples: up to 111.5
+    measured = {"up_ms": {"mean": 94.0, "p95": 101.5}, "interval_ms": 10.0}
+    path = write(tmp_path, [ENTRY | {"period_ms": 218.0, "measured": measured}])
+    prof, _ = load_profiles_with_periods(path)["vgg19"]
+    assert prof.up_slack_ms == pytest.approx(17.5)
+    # what the scheduler's book holds keeps it; the phases stay the measured ones
+    two = build_profile("vgg19", 2, models=with_measured_profiles(load_models(), path))
+    assert two.up_slack_ms == pytest.approx(17.5)
+    assert two.phases[1].duration_ms == pytest.approx(94.0)
+    # a p95 shorter than the phase plus a sample: no slack, never a negative one
+    short = {"up_ms": {"p95": 80.0}, "interval_ms": 10.0}
+    assert (
+        load_profiles_file(write(tmp_path, [ENTRY | {"measured": short}]))["vgg19"].up_slack_ms
+        == 0.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("measured", "field"),
+    [
+        ({"up_ms": {"p95": "101"}, "interval_ms": 10.0}, "measured.up_ms.p95"),
+        ({"up_ms": {"p95": 101.0}, "interval_ms": -1}, "measured.interval_ms"),
+        ({"up_ms": {"p95": float("nan")}, "interval_ms": 10.0}, "measured.up_ms.p95"),
+    ],
+)
+def test_bad_measured_spread_is_one_line_naming_the_field(
+    tmp_path: Path, measured: dict, field: str
+) -> None:
+    with pytest.raises(UserInputError, match="must be a number") as err:
+        load_profiles_file(write(tmp_path, [ENTRY | {"measured": measured}]))
+    assert field in str(err.value) and "entry 0" in str(err.value)
+    assert "\n" not in str(err.value)

@@ -122,3 +122,26 @@ def test_a_group_no_grid_holds_runs_free_even_where_the_value_rule_would_pace() 
     link = plan_link([a, b], 50.0, 5.0, "auto", pace=True)
     assert link.plan == "free"
     assert link.solution.shifts_ms == {"a": 0.0, "b": 0.0}
+
+
+def test_a_measured_up_phase_is_planned_at_its_p95() -> None:
+    """Hand case: two jobs of 100 ms, Up 40 ms at the whole link. On their means a
+    100 ms grid holds (40 + 40 in 100, shifted 50). With 15 ms of slack each they are
+    planned with Up 55 (`with_long_up`): 110 ms together, so the grid stretches to
+    110 ms, shifted half of it."""
+    from dataclasses import replace
+
+    def job(name: str, slack: float) -> Profile:
+        return Profile(name, "x", "data", 2, 100.0, (Phase(60.0, 0.0), Phase(40.0, 50.0)),
+                       up_slack_ms=slack)  # fmt: skip
+
+    calm = plan_link([job("a", 0.0), job("b", 0.0)], 50.0, 5.0, "auto", pace=True)
+    assert calm.periods_ms == {"a": 100.0, "b": 100.0}
+    loose = plan_link([job("a", 15.0), job("b", 15.0)], 50.0, 5.0, "auto", pace=True)
+    period = loose.periods_ms["a"]
+    assert loose.periods_ms["b"] == period
+    assert 110.0 <= period <= 110.0 * 1.01
+    shift = (loose.solution.shifts_ms["b"] - loose.solution.shifts_ms["a"]) % period
+    assert shift == pytest.approx(period / 2, abs=period * 5 / 360)
+    # the slack is for planning only: the profiles are unchanged
+    assert replace(job("a", 15.0), up_slack_ms=0.0) == job("a", 0.0)
