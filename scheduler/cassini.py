@@ -190,7 +190,9 @@ def plan_group(
     if held is not best:
         # (our choice) A stretched grid is kept when the jobs run faster on it than they
         # are expected to run free (`holding.free_slowdown`): oversubscription against
-        # idling, as the value rule weighs them, prices neither in time.
+        # idling, as the value rule weighs them, prices neither in time. Both sides are
+        # plain means: over the group's jobs, and over its links whatever jobs each
+        # carries (our choice).
         held_slowdown = float(np.mean([held.periods_ms[j] / profiles[j].iteration_ms
                                        for j in held.periods_ms]))  # fmt: skip
         free = [
