@@ -34,8 +34,8 @@ from scheduler.compatibility import (
 )
 from scheduler.holding import HOLD_TOLERANCE, free_slowdown, grid_slip, holding_factor
 from scheduler.periods import coupled_groups, paced_profile, pacing_options
-from scheduler.profiles import with_long_up
 from scheduler.types import Placement, Profile, Schedule
+from scheduler.up_slack import with_long_up
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import DirectedLink
 

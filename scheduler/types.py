@@ -35,7 +35,7 @@ class Profile:
     batch_size: int = 0
     # Measured profiles: how much longer than its phase the Up phase runs at its 95th
     # percentile (plus the samples' resolution). Cassini plans paced grids with the Up
-    # phase that long (`scheduler.profiles.with_long_up`); the simulator runs the
+    # phase that long (`scheduler.up_slack.with_long_up`); the simulator runs the
     # phases as they are.
     up_slack_ms: float = 0.0
 

@@ -43,8 +43,9 @@ import numpy as np
 
 from emulation.emulate.telemetry_series import Telemetry, job_starts, sample_interval
 from emulation.jobs.records import IterationRecord
-from scheduler.profiles import profile_to_dict, up_slack
+from scheduler.profiles import profile_to_dict
 from scheduler.types import Phase, Profile
+from scheduler.up_slack import up_slack
 from topologies.model import Topology
 
 from .phases import GRID_PERCENTILE, Spread, grid_period_ms, per_iteration, up_segments

@@ -70,9 +70,9 @@ def pair_plan(
         load_profiles_with_periods,
         normalize_model_name,
         profiles_from_list,
-        with_long_up,
         with_measured_profiles,
     )
+    from scheduler.up_slack import with_long_up
 
     specs = with_measured_profiles(load_models(None), profiles)
     planned = profiles_from_list(",".join(models), WORKERS, specs)
