@@ -147,6 +147,35 @@ class GroupPlan:
     half_bin_ms: float
 
 
+@dataclass(frozen=True, eq=False)
+class GroupProblem:
+    """One group of coupled jobs to plan: its shared links (each with its jobs and
+    capacity), the jobs' profiles as planned, and the solver's settings and cache."""
+
+    links: Mapping[DirectedLink, tuple[str, ...]]
+    profiles: Mapping[str, Profile]
+    capacities: Mapping[DirectedLink, float]
+    precision_deg: float
+    solver: str
+    cache: dict[LinkKey, LinkSolution]
+
+
+def group_problem(
+    links: Mapping[DirectedLink, tuple[str, ...]],
+    profiles: Mapping[str, Profile],
+    capacities: Mapping[DirectedLink, float],
+    precision_deg: float,
+    solver: str,
+    cache: dict[LinkKey, LinkSolution],
+    pace: bool,
+) -> GroupProblem:
+    """The group as Cassini plans it. Paced, a measured job is planned with its Up phase
+    at its p95 (`with_long_up`), so that the grid has room for the Up phases that run
+    long."""
+    planned = {j: with_long_up(p) for j, p in profiles.items()} if pace else dict(profiles)
+    return GroupProblem(links, planned, capacities, precision_deg, solver, cache)
+
+
 def plan_group(
     links: Mapping[DirectedLink, tuple[str, ...]],
     profiles: Mapping[str, Profile],
@@ -167,22 +196,22 @@ def plan_group(
     to hold is kept only if the fluid expects the jobs faster on it than free,
     and one that no stretch makes hold runs free. Without `pace` the jobs keep
     their own iteration times, rounded onto each circle (the paper), and are
-    always shifted. Paced, a measured job is planned with its Up phase at its p95
-    (`with_long_up`), so that the grid has room for the Up phases that run long.
+    always shifted. Paced, measured Up phases are planned at their p95
+    (`group_problem`).
     """
-    if pace:
-        profiles = {j: with_long_up(p) for j, p in profiles.items()}
-    best = best_option(links, profiles, capacities, precision_deg, solver, cache, pace)
+    problem = group_problem(links, profiles, capacities, precision_deg, solver, cache, pace)
+    best = best_option(problem, pace)
     if not pace:
         return best
+    planned = problem.profiles
     free_scores = {
-        link: free_running_score([profiles[j] for j in group], capacities[link])
+        link: free_running_score([planned[j] for j in group], capacities[link])
         for link, group in links.items()
     }
     free_plan = GroupPlan(-sum(1.0 - s for s in free_scores.values()), free_scores, {}, {}, 0.0)
     held: GroupPlan | None = best
     if best.periods_ms:
-        held = held_plan(best, links, profiles, capacities, precision_deg, solver, cache)
+        held = held_plan(problem, best)
     if held is None:
         # (our choice) No grid up to holding.MAX_STRETCH holds: paced, the jobs would
         # overrun their slots and the agents skip one each time; they run free.
@@ -193,31 +222,24 @@ def plan_group(
         # idling, as the value rule weighs them, prices neither in time. Both sides are
         # plain means: over the group's jobs, and over its links whatever jobs each
         # carries (our choice).
-        held_slowdown = float(np.mean([held.periods_ms[j] / profiles[j].iteration_ms
+        held_slowdown = float(np.mean([held.periods_ms[j] / planned[j].iteration_ms
                                        for j in held.periods_ms]))  # fmt: skip
         free = [
-            free_slowdown([profiles[j] for j in group], capacities[link])
+            free_slowdown([planned[j] for j in group], capacities[link])
             for link, group in links.items()
         ]
         return held if held_slowdown < float(np.mean(free)) - FREE_RUNNING_MARGIN else free_plan
     return best if best.value > free_plan.value + FREE_RUNNING_MARGIN else free_plan
 
 
-def best_option(
-    links: Mapping[DirectedLink, tuple[str, ...]],
-    profiles: Mapping[str, Profile],
-    capacities: Mapping[DirectedLink, float],
-    precision_deg: float,
-    solver: str,
-    cache: dict[LinkKey, LinkSolution],
-    pace: bool,
-) -> GroupPlan:
+def best_option(problem: GroupProblem, pace: bool) -> GroupPlan:
     """The best pacing option of one group by its value (oversubscription plus idle), on
     its own grid: before `held_plan` stretches it and before the free-running test."""
+    links = problem.links
     jobs = sorted({j for group in links.values() for j in group})
-    own = {j: profiles[j].iteration_ms for j in jobs}
+    own = {j: problem.profiles[j].iteration_ms for j in jobs}
     options = pacing_options(own, list(links.values())) if pace else [own]
-    plans = [plan_at(p, links, profiles, capacities, precision_deg, solver, cache) for p in options]
+    plans = [plan_at(problem, p) for p in options]
     best = plans[0]
     for plan in plans[1:]:
         if plan.value > best.value + 1e-12:
@@ -225,43 +247,29 @@ def best_option(
     return best
 
 
-def plan_at(
-    periods: Mapping[str, float],
-    links: Mapping[DirectedLink, tuple[str, ...]],
-    profiles: Mapping[str, Profile],
-    capacities: Mapping[DirectedLink, float],
-    precision_deg: float,
-    solver: str,
-    cache: dict[LinkKey, LinkSolution],
-) -> GroupPlan:
+def plan_at(problem: GroupProblem, periods: Mapping[str, float]) -> GroupPlan:
     """One group paced at `periods`: every link solved, valued as its links'
     oversubscription plus its jobs' idle against their own iteration times."""
+    profiles = problem.profiles
     paced = {j: paced_profile(profiles[j], q) for j, q in periods.items()}
     scores: dict[DirectedLink, float] = {}
     shifts: dict[DirectedLink, dict[str, float]] = {}
     half_bin_ms = 0.0
-    for link, group in links.items():
+    for link, group in problem.links.items():
         solution, shifts[link] = solve_link(
-            group, paced, capacities[link], precision_deg, solver, cache
-        )
+            group, paced, problem.capacities[link], problem.precision_deg, problem.solver,
+            problem.cache,
+        )  # fmt: skip
         scores[link] = solution.score
         half_bin_ms = max(
-            half_bin_ms, solution.perimeter_ms / bins_for_precision(precision_deg) / 2
+            half_bin_ms, solution.perimeter_ms / bins_for_precision(problem.precision_deg) / 2
         )
     idle = sum(q / profiles[j].iteration_ms - 1.0 for j, q in periods.items())
     value = -sum(1.0 - s for s in scores.values()) - idle
     return GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
 
 
-def held_plan(
-    plan: GroupPlan,
-    links: Mapping[DirectedLink, tuple[str, ...]],
-    profiles: Mapping[str, Profile],
-    capacities: Mapping[DirectedLink, float],
-    precision_deg: float,
-    solver: str,
-    cache: dict[LinkKey, LinkSolution],
-) -> GroupPlan | None:
+def held_plan(problem: GroupProblem, plan: GroupPlan) -> GroupPlan | None:
     """`plan` with its periods stretched until every job holds its grid with its Up phases
     meeting the others' (`scheduler.holding`), its shifts solved again there and the idle
     charged; `plan` itself when it holds as planned; None when no stretch up to
@@ -271,13 +279,11 @@ def held_plan(
     shared links is late by the worse of them.
     """
     tried: dict[float, GroupPlan] = {1.0: plan}
+    profiles, capacities = problem.profiles, problem.capacities
 
     def holds(factor: float) -> bool:
         if factor not in tried:
-            stretched = {j: q * factor for j, q in plan.periods_ms.items()}
-            tried[factor] = plan_at(
-                stretched, links, profiles, capacities, precision_deg, solver, cache
-            )
+            tried[factor] = plan_at(problem, {j: q * factor for j, q in plan.periods_ms.items()})
         at = tried[factor]
         return all(
             max(grid_slip(
@@ -287,7 +293,7 @@ def held_plan(
                 capacities[link],
                 give_up=HOLD_TOLERANCE,
             )) <= HOLD_TOLERANCE
-            for link, group in links.items()
+            for link, group in problem.links.items()
         )  # fmt: skip
 
     factor = holding_factor(holds)

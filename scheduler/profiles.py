@@ -472,24 +472,17 @@ def _period_from_dict(raw: Mapping[str, Any], prof: Profile, ctx: str) -> float 
             f"{ctx} ('{prof.name}') field 'period_ms' is {period:g} ms, shorter than its "
             f"iteration time {prof.iteration_ms:g} ms"
         )
-    _measured_field(raw, prof, ctx)
     return float(period)
 
 
-def _measured_field(raw: Mapping[str, Any], prof: Profile, ctx: str) -> Mapping[str, Any]:
-    """The optional `measured` object of an entry ({} when absent)."""
+def _up_slack_from_dict(raw: Mapping[str, Any], prof: Profile, ctx: str) -> float:
+    """`up_slack` of an entry from its optional `measured` spread: `measured.up_ms.p95`
+    and `measured.interval_ms` (0 when either is absent, as in hand-written files)."""
     measured = raw.get("measured")
     if measured is None:
-        return {}
+        return 0.0
     if not isinstance(measured, Mapping):
         raise UserInputError(f"{ctx} ('{prof.name}') field 'measured' must be an object")
-    return measured
-
-
-def _up_slack_from_dict(raw: Mapping[str, Any], prof: Profile, ctx: str) -> float:
-    """`up_slack` of an entry from its `measured.up_ms.p95` and `measured.interval_ms`
-    (0 when either is absent, as in hand-written files)."""
-    measured = _measured_field(raw, prof, ctx)
     up = measured.get("up_ms")
     p95 = up.get("p95") if isinstance(up, Mapping) else None
     interval = measured.get("interval_ms")
@@ -522,8 +515,9 @@ def load_profiles_with_periods(path: str | Path) -> dict[str, tuple[Profile, flo
         prof = _profile_from_dict(raw, i, str(p))
         if prof.name in out:
             raise UserInputError(f"{p}: entry {i} field 'name': duplicate name '{prof.name}'")
-        prof = replace(prof, up_slack_ms=_up_slack_from_dict(raw, prof, f"{p}: entry {i}"))
-        out[prof.name] = (prof, _period_from_dict(raw, prof, f"{p}: entry {i}"))
+        period = _period_from_dict(raw, prof, f"{p}: entry {i}")
+        slack = _up_slack_from_dict(raw, prof, f"{p}: entry {i}")
+        out[prof.name] = (replace(prof, up_slack_ms=slack), period)
     return out
 
 

@@ -57,14 +57,14 @@ def pair_plan(
     `profiles`: a profiles file (`cassini profile --out`); its models' measured
     profiles replace the derived ones, each paced at its measured grid period
     (`scheduler.profiles.with_measured_profiles`) and planned with its Up phase at its
-    p95 (`with_long_up`); the plan's Up and iteration times are the measured means (the
-    grid's padding left out).
+    p95 (`scheduler.cassini.group_problem`); the plan's Up and iteration times are the
+    measured means (the grid's padding left out).
 
     >>> p = pair_plan(("resnet50", "resnet50"))
     >>> p.jobs, round(p.score, 3), round(p.shift_ms, 1)
     (('resnet50-0', 'resnet50-1'), 1.0, 49.8)
     """
-    from scheduler.cassini import best_option, plan_link
+    from scheduler.cassini import best_option, group_problem, plan_link
     from scheduler.profiles import (
         load_models,
         load_profiles_with_periods,
@@ -72,16 +72,17 @@ def pair_plan(
         profiles_from_list,
         with_measured_profiles,
     )
-    from scheduler.up_slack import with_long_up
 
     specs = with_measured_profiles(load_models(None), profiles)
     planned = profiles_from_list(",".join(models), WORKERS, specs)
-    # plan_link plans a measured Up phase at its p95 (`with_long_up`); the score too
     link = plan_link(planned, nic_gbps, PRECISION_DEG, "auto", pace=True)
     shared = ("link", "link")
     own_grid = best_option(
-        {shared: tuple(p.name for p in planned)}, {p.name: with_long_up(p) for p in planned},
-        {shared: nic_gbps}, PRECISION_DEG, "auto", {}, pace=True,
+        group_problem(
+            {shared: tuple(p.name for p in planned)}, {p.name: p for p in planned},
+            {shared: nic_gbps}, PRECISION_DEG, "auto", {}, pace=True,
+        ),
+        pace=True,
     )  # fmt: skip
     own_score = own_grid.link_scores[shared]
     jobs = (f"{models[0]}-0", f"{models[1]}-1")
