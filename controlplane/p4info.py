@@ -213,10 +213,52 @@ def index_p4info(p4info: Any) -> P4InfoIndex:
     return P4InfoIndex(p4info, tables, actions, counters, by_name, by_id)
 
 
+# P4Runtime spec section 6.3 ("P4Ids"): an object's id carries its kind in its most
+# significant byte, so a target can tell a register id from a counter id. The
+# P4Info's repeated fields, each with the prefix its ids must carry.
+ID_PREFIXES = {
+    "tables": p4info_pb2.P4Ids.TABLE,
+    "actions": p4info_pb2.P4Ids.ACTION,
+    "action_profiles": p4info_pb2.P4Ids.ACTION_PROFILE,
+    "counters": p4info_pb2.P4Ids.COUNTER,
+    "direct_counters": p4info_pb2.P4Ids.DIRECT_COUNTER,
+    "meters": p4info_pb2.P4Ids.METER,
+    "direct_meters": p4info_pb2.P4Ids.DIRECT_METER,
+    "controller_packet_metadata": p4info_pb2.P4Ids.CONTROLLER_HEADER,
+    "value_sets": p4info_pb2.P4Ids.VALUE_SET,
+    "registers": p4info_pb2.P4Ids.REGISTER,
+    "digests": p4info_pb2.P4Ids.DIGEST,
+}
+
+
+def id_prefix_errors(p4info: Any) -> list[str]:
+    """Every object whose id does not carry its kind's prefix (spec section 6.3).
+
+    A controller that pushes such a P4Info hands the target, say, a register
+    under an id no target reads as a register (p4c gives 0x16...).
+
+    >>> bad = p4info_pb2.P4Info()
+    >>> _ = bad.registers.add(preamble=p4info_pb2.Preamble(id=0x10000001, name="r"))
+    >>> id_prefix_errors(bad)
+    ['registers r: id 0x10000001 has prefix 0x10, not REGISTER (0x16)']
+    """
+    errors = []
+    for kind, prefix in ID_PREFIXES.items():
+        for obj in getattr(p4info, kind):
+            if obj.preamble.id >> 24 != prefix:
+                errors.append(
+                    f"{kind} {obj.preamble.name}: id {obj.preamble.id:#010x} has prefix "
+                    f"{obj.preamble.id >> 24:#04x}, not {p4info_pb2.P4Ids.Prefix.Name(prefix)} "
+                    f"({prefix:#04x})"
+                )
+    return errors
+
+
 def load_p4info(path: str | Path | None = None) -> P4InfoIndex:
     """Read a P4Info (text format, or binary when the name ends in .bin/.pb).
 
-    Without a path, the one shipped with the package (DEFAULT_P4INFO).
+    Without a path, the one shipped with the package (DEFAULT_P4INFO). An id
+    without its kind's prefix is refused: the controller would push it as is.
     """
     p4info_path: Traversable = Path(path) if path is not None else DEFAULT_P4INFO
     try:
@@ -233,6 +275,9 @@ def load_p4info(path: str | Path | None = None) -> P4InfoIndex:
         raise UserInputError(f"{p4info_path}: not a valid P4Info: {err}") from err
     except Exception as err:  # protobuf's DecodeError lives in an internal module
         raise UserInputError(f"{p4info_path}: not a valid P4Info: {err}") from err
+    errors = id_prefix_errors(message)
+    if errors:
+        raise UserInputError(f"{p4info_path}: {errors[0]} (P4Runtime spec section 6.3)")
     return index_p4info(message)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.p4info import P4InfoIndex, load_p4info
+from controlplane.p4info import ID_PREFIXES, P4InfoIndex, load_p4info
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,29 @@ def _summary(index: P4InfoIndex) -> dict:
             a.name: (a.id, [(p.id, p.name, p.bitwidth) for p in a.params]) for a in index.actions
         },
         "counters": {c.name: (c.id, c.unit, c.size) for c in index.counters},
+        **_every_other_kind(index),
     }
+
+
+def _every_other_kind(index: P4InfoIndex) -> dict:
+    """Every other object kind the P4Info can hold (registers, digests, value sets,
+    meters, ...), by name: its id and its spec without documentation. Comparing
+    only tables, actions and counters once let a register id of the wrong kind by."""
+    from google.protobuf import text_format
+
+    summary: dict = {}
+    for kind in ID_PREFIXES:
+        if kind in ("tables", "actions", "counters"):
+            continue
+        objects = {}
+        for obj in getattr(index.p4info, kind):
+            copy = type(obj)()
+            copy.CopyFrom(obj)
+            copy.preamble.ClearField("doc")
+            copy.preamble.ClearField("annotations")
+            objects[obj.preamble.name] = text_format.MessageToString(copy, as_one_line=True)
+        summary[kind] = objects
+    return summary
 
 
 def _build(target: str, out: Path) -> None:

@@ -140,3 +140,24 @@ def test_p4_name_check_answers_a_rename(index):
             table.preamble.name, table.preamble.alias = "CassiniIngress.logical_fwd", "logical_fwd"
     with pytest.raises(UserInputError, match="Did you mean 'CassiniIngress.logical_fwd'"):
         p4names.check_p4_names(p4info.index_p4info(raw))
+
+
+def test_every_committed_id_carries_its_kinds_prefix():
+    """p4c gives a register 0x16...; the committed file once said 0x10... (not a register)."""
+    from controlplane.p4info import id_prefix_errors
+
+    index = load_p4info()
+    assert id_prefix_errors(index.p4info) == []
+    assert [r.preamble.id >> 24 for r in index.p4info.registers] == [0x16]
+
+
+def test_a_p4info_file_with_a_misprefixed_id_is_refused_naming_it(tmp_path):
+    from controlplane.p4info import DEFAULT_P4INFO
+
+    text = DEFAULT_P4INFO.read_text().replace("id: 369098753", "id: 268435457")
+    bad = tmp_path / "bad.p4info.txtpb"
+    bad.write_text(text)
+    with pytest.raises(UserInputError) as err:
+        load_p4info(bad)
+    assert "registers CassiniEgress.max_qdepth: id 0x10000001" in str(err.value)
+    assert "REGISTER (0x16)" in str(err.value)

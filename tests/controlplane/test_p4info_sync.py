@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from controlplane.p4info import P4_DIR, P4InfoIndex
+from controlplane.p4info import ID_PREFIXES, P4_DIR, P4InfoIndex
 
 P4SRC = P4_DIR  # the P4 sources shipped with the package, next to their P4Info
 PROGRAMS = ("cassini.p4", "cassini_tna.p4")
-# P4Runtime id prefixes (P4Runtime spec 6.3): id = prefix << 24 | @id.
-ID_PREFIX = {"table": 0x02, "action": 0x01, "counter": 0x12, "register": 0x10}
+# P4Runtime id prefixes (P4Runtime spec 6.3): id = prefix << 24 | @id, from the
+# module that checks them (one source of truth; this once said 0x10 for registers).
+ID_PREFIX = {kind: ID_PREFIXES[kind + "s"] for kind in ("table", "action", "counter", "register")}
 
 # Intrinsic metadata widths from the architectures' includes (v1model.p4, tna.p4).
 ARCH_FIELD_WIDTHS = {
