@@ -311,27 +311,42 @@ LINK_PLANS = {
 @dataclass(frozen=True)
 class LinkPlan:
     """How jobs sharing one link run: `plan` (a key of LINK_PLANS), the periods
-    the agents keep, and the link's solution at those periods.
+    the agents keep, the link's solution at those periods (`best`: the best
+    shifts and their score) and what the plan applies (`solution`).
 
-    A free plan applies no shift: `solution.score` stays what the best shift
-    would reach, its shifts and rotations are the zeros that run.
+    A free plan applies no shift: its `solution` holds the zeros that run, and
+    what it can expect is `free_running_score` (the jobs are not aligned, so
+    zero shifts are not held either); `best` keeps the shifts it declined.
     """
 
     plan: str
     solution: LinkSolution
     free_running_score: float
     periods_ms: dict[str, float]
+    best: LinkSolution
+
+    @property
+    def plan_score(self) -> float:
+        """The score of what the plan does: running unaligned for a free plan, else
+        the applied shifts' score."""
+        return self.free_running_score if self.plan == "free" else self.solution.score
 
     def to_json(self) -> dict[str, Any]:
-        """The `cassini compat --json` record."""
-        sol = self.solution
+        """The `cassini compat --json` record: each score beside what it belongs to
+        (`plan_score` and the applied `shifts_ms`; `best_score` and `best_shifts_ms`,
+        the unconstrained optimum a free plan declines). There is no bare `score`:
+        a reader took it for the score of the shifts printed next to it."""
+        sol, best = self.solution, self.best
         return {
-            "score": round(sol.score, 6),
-            "free_running_score": round(self.free_running_score, 6),
             "plan": self.plan,
+            "plan_score": round(self.plan_score, 6),
+            "best_score": round(best.score, 6),
+            "free_running_score": round(self.free_running_score, 6),
             "perimeter_ms": round(sol.perimeter_ms, 6),
             "rotations_deg": {k: round(v, 6) for k, v in sol.rotations_deg.items()},
             "shifts_ms": {k: round(v, 3) for k, v in sol.shifts_ms.items()},
+            "best_rotations_deg": {k: round(v, 6) for k, v in best.rotations_deg.items()},
+            "best_shifts_ms": {k: round(v, 3) for k, v in best.shifts_ms.items()},
             "periods_ms": {k: round(v, 3) for k, v in self.periods_ms.items()},
             "solver": sol.solver,
             "approximated": sol.approximated,
@@ -376,14 +391,15 @@ def plan_link(
     elif pace:
         plan = "paced"
     paced = [paced_profile(p, periods[p.name]) for p in profiles]
-    sol = compatibility(paced, capacity_gbps, precision_deg, solver)
+    best = compatibility(paced, capacity_gbps, precision_deg, solver)
+    sol = best
     if plan == "free":
         sol = replace(
-            sol,
-            rotations_deg=dict.fromkeys(sol.rotations_deg, 0.0),
-            shifts_ms=dict.fromkeys(sol.shifts_ms, 0.0),
+            best,
+            rotations_deg=dict.fromkeys(best.rotations_deg, 0.0),
+            shifts_ms=dict.fromkeys(best.shifts_ms, 0.0),
         )
-    return LinkPlan(plan, sol, free, periods)
+    return LinkPlan(plan, sol, free, periods, best)
 
 
 def evaluate_candidate(
