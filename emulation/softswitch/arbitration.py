@@ -60,7 +60,6 @@ class Session:
     peer: str = ""
     outbox_limit: int = OUTBOX_MESSAGES
     on_overflow: Callable[[], None] | None = None
-    spare: bool = False  # holds the spare stream slot: kept only if it becomes primary
     closed: bool = False  # its stream has ended: it can no longer arbitrate
     dropped: bool = False  # its outbox overflowed: nothing more is queued for it
 
@@ -118,9 +117,17 @@ def fmt_election(election_id: int | None) -> str:
 class Arbitration:
     """The sessions of one device and the election state of each role."""
 
-    def __init__(self, device_id: int, log_limit: LogLimiter | None = None) -> None:
+    def __init__(
+        self,
+        device_id: int,
+        log_limit: LogLimiter | None = None,
+        max_sessions: int | None = None,
+    ) -> None:
         self.device_id = device_id
         self.log_limit = log_limit if log_limit is not None else LogLimiter()
+        # Arbitrated streams past this many are kept only if they become primary (the
+        # spare slot); None: no cap. Silent streams never count (the service's slots).
+        self.max_sessions = max_sessions
         self.sessions: list[Session] = []  # live (arbitrated) sessions
         # Highest election id seen per role with a live client; (our choice) a role
         # is forgotten when its last client leaves, so names cannot pile up.
@@ -165,13 +172,18 @@ class Arbitration:
                     )
         before = self.primary(role)
         before_id = before.election_id if before else None
-        if first and session.spare and not _beats(election_id, before_id):
+        if (
+            first
+            and self.max_sessions is not None
+            and len(self.sessions) >= self.max_sessions
+            and not _beats(election_id, before_id)
+        ):
             raise EntryError(
                 code_pb2.RESOURCE_EXHAUSTED,
-                "every StreamChannel of this target is taken; this stream holds the spare one, "
-                "kept only for a client that becomes the primary of its role (election id "
-                f"{fmt_election(election_id)} does not beat the primary's "
-                f"{fmt_election(before_id)})",
+                f"{len(self.sessions)} clients have arbitrated, the most this target serves; "
+                "the spare StreamChannel is kept only for a client that becomes the primary "
+                f"of its role (election id {fmt_election(election_id)} does not beat the "
+                f"primary's {fmt_election(before_id)})",
             )
         session.role, session.role_message = role, update.role
         session.election_id = election_id

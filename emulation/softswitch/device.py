@@ -71,14 +71,18 @@ class Device:
     """One P4Runtime device: arbitration, pipeline, table entries, counters."""
 
     def __init__(
-        self, device_id: int, dataplane: Dataplane, reference: P4InfoIndex | None
+        self,
+        device_id: int,
+        dataplane: Dataplane,
+        reference: P4InfoIndex | None,
+        max_sessions: int | None = None,
     ) -> None:
         self.device_id = device_id
         self.dataplane = dataplane
         self._lock = threading.RLock()
         # Lines clients cause (connects, refused requests) are rate-limited.
         self.log_limit = LogLimiter()
-        self.arbitration = Arbitration(device_id, self.log_limit)
+        self.arbitration = Arbitration(device_id, self.log_limit, max_sessions)
         self.pipelines = PipelineConfigs(device_id, dataplane, reference)
         self.packet_outs_dropped = 0
 

@@ -72,29 +72,54 @@ def _api_version() -> str:
 
 
 class StreamSlots:
-    """How many StreamChannels are open: `cap` of them, then one spare.
+    """Who holds the `cap` + 1 StreamChannel slots (the last one is the spare).
+
+    A stream that has not sent a MasterArbitrationUpdate yet is silent, and a
+    silent stream never keeps a slot another stream needs: when every slot is
+    taken, a new stream takes the oldest silent one's (which is closed), and
+    is refused only when every holder has arbitrated. Who may hold the spare
+    (a client that becomes primary) is then decided at arbitration
+    (`Arbitration.max_sessions`). Seventeen threads reopening silent streams
+    held every slot and locked every controller out, 20 tries in 20, before.
 
     >>> slots = StreamSlots(1)
-    >>> slots.take(), slots.take(), slots.take()
-    (False, True, None)
+    >>> a, b, c = Session(), Session(), Session()
+    >>> slots.take(a), slots.take(b), slots.take(c) == (True, a), slots.hear(a)
+    ((True, None), (True, None), True, False)
+    >>> slots.hear(b), slots.hear(c), slots.take(Session())
+    (True, True, (False, None))
     """
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
-        self.open = 0
+        self._open: dict[Session, bool] = {}  # oldest first: has it arbitrated (or begun to)?
         self._lock = threading.Lock()
 
-    def take(self) -> bool | None:
-        """Open one: False for a slot of the cap, True for the spare, None when none is free."""
+    def take(self, session: Session) -> tuple[bool, Session | None]:
+        """(taken, the silent stream closed to make room); (False, None) when every
+        slot is held by a stream that has arbitrated."""
         with self._lock:
-            if self.open > self.cap:
-                return None
-            self.open += 1
-            return self.open > self.cap
+            evicted = None
+            if len(self._open) > self.cap:
+                evicted = next((s for s, heard in self._open.items() if not heard), None)
+                if evicted is None:
+                    return False, None
+                del self._open[evicted]
+            self._open[session] = False
+            return True, evicted
 
-    def give(self) -> None:
+    def hear(self, session: Session) -> bool:
+        """Its first MasterArbitrationUpdate arrived: it keeps its slot from now on;
+        False when its slot has already gone to a newer stream."""
         with self._lock:
-            self.open -= 1
+            if session not in self._open:
+                return False
+            self._open[session] = True
+            return True
+
+    def give(self, session: Session) -> None:
+        with self._lock:
+            self._open.pop(session, None)
 
 
 class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
@@ -169,23 +194,33 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._reads.release()
 
     def StreamChannel(self, request_iterator: Any, context: Any) -> Iterator[Any]:  # noqa: N802
-        spare = self._slots.take()
-        if spare is None:
+        session = Session(peer=context.peer(), outbox_limit=self.limits.outbox_messages)
+        taken, evicted = self._slots.take(session)
+        if not taken:
             context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"this target serves at most {self.limits.max_streams} StreamChannels at once "
-                "(and one more for a client that becomes primary): all are taken",
+                "(and one more for a client that becomes primary): all are taken by clients "
+                "that have arbitrated",
             )
             return  # abort raised
+        if evicted is not None:
+            self._log(
+                logging.INFO,
+                "device %d: stream from %s closed: silent while a new stream needed its slot",
+                evicted.peer,
+            )
+            evicted.end(
+                code_pb2.RESOURCE_EXHAUSTED,
+                "every StreamChannel of this target was taken and this stream had sent no "
+                "MasterArbitrationUpdate: its slot went to a newer stream",
+            )
         try:
-            yield from self._stream(request_iterator, context, spare)
+            yield from self._stream(request_iterator, context, session)
         finally:
-            self._slots.give()
+            self._slots.give(session)
 
-    def _stream(self, request_iterator: Any, context: Any, spare: bool) -> Iterator[Any]:
-        session = Session(
-            peer=context.peer(), outbox_limit=self.limits.outbox_messages, spare=spare
-        )
+    def _stream(self, request_iterator: Any, context: Any, session: Session) -> Iterator[Any]:
         session.on_overflow = functools.partial(self._drop, session, context)
         # Fires when the RPC ends for any reason (client gone, server stopping).
         context.add_callback(session.end)
@@ -204,11 +239,15 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                     item = session.outbox.get(timeout=wait)
                 except queue.Empty:
                     if self.device.expire(session):
-                        code, why = self._silent(spare)
+                        why = (
+                            f"no MasterArbitrationUpdate within "
+                            f"{self.limits.first_arbitration_s:g} s of opening the stream; a "
+                            "silent stream holds a slot others need"
+                        )
                         self._log(
                             logging.INFO, "device %d: stream from %s closed: %s", session.peer, why
                         )
-                        context.abort(code, why)
+                        context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, why)
                     continue
                 if isinstance(item, StreamEnd):
                     if item.code is not None and item.code != code_pb2.OK:
@@ -217,22 +256,6 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 yield item
         finally:
             self.device.remove_session(session)
-
-    def _silent(self, spare: bool) -> tuple[grpc.StatusCode, str]:
-        """The status closing a stream that did not arbitrate in time, and why."""
-        late = (
-            f"no MasterArbitrationUpdate within {self.limits.first_arbitration_s:g} s "
-            "of opening the stream"
-        )
-        if spare:
-            return grpc.StatusCode.RESOURCE_EXHAUSTED, (
-                f"every StreamChannel of this target is taken, and the spare one is kept only "
-                f"for a client that becomes primary: {late}"
-            )
-        return (
-            grpc.StatusCode.DEADLINE_EXCEEDED,
-            f"{late}; a silent stream holds a slot others need",
-        )
 
     def _drop(self, session: Session, context: Any) -> None:
         """A client lets its stream's messages pile up: it does not read; end its RPC."""
@@ -250,6 +273,8 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             for message in request_iterator:
                 kind = message.WhichOneof("update")
                 if kind == "arbitration":
+                    if session.role is None and not self._slots.hear(session):
+                        return  # too late: its slot went to a newer stream
                     try:
                         self.device.arbitrate(session, message.arbitration)
                     except EntryError as err:
@@ -350,7 +375,7 @@ def serve(
         local = LocalDataplane(state)
         dataplane, state = local, local.state
     reference = load_p4info() if p4info_check else None
-    device = Device(device_id, dataplane, reference)
+    device = Device(device_id, dataplane, reference, max_sessions=limits.max_streams)
     pool = DaemonPool(limits.workers, f"p4rt-{device_id}")
     stopping = threading.Event()
     server = grpc.server(

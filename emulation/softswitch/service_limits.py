@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from controlplane.p4info import P4InfoIndex
 
-# StreamChannels open at once (spec 5.4 lets a target refuse more); one more,
-# the spare, is kept only for a client that becomes the primary of its role.
+# Arbitrated StreamChannels at once (spec 5.4 lets a target refuse more); one more,
+# the spare, is kept only for a client that becomes the primary of its role. A
+# stream that has not arbitrated gives its slot to a new stream that needs it.
 MAX_STREAMS = 16
 # A stream that has not sent its first MasterArbitrationUpdate this long after
 # opening is closed, so silent streams cannot hold every slot.

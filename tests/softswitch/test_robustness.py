@@ -301,8 +301,8 @@ def test_large_metadata_is_refused_and_wildcard_reads_are_chunked_by_bytes(
 def test_idle_streams_cannot_starve_unary_rpcs(server: RunningServer) -> None:
     """32 idle StreamChannels used to take every worker: Capabilities then hung.
 
-    MAX_STREAMS of them are served, and one more holds the spare slot until it
-    has to arbitrate; the other 15 are refused at once."""
+    MAX_STREAMS + 1 slots are served; each silent stream past them takes the
+    oldest silent one's slot, which is closed at once (15 of them)."""
     channel = grpc.insecure_channel(server.address)
     stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
     outboxes: list[queue.Queue[Any]] = []

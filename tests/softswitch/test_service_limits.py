@@ -10,6 +10,7 @@ it guards (the figures are the issue's probe).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -158,47 +159,101 @@ def test_idle_gnmi_subscriptions_leave_room_for_p4runtime() -> None:
 
 
 def test_silent_streams_are_closed_and_a_primary_always_gets_in() -> None:
-    """16 streams that never sent anything locked every controller out, for good."""
+    """16 streams that never sent anything locked every controller out, for good; then a
+    silent stream holding the spare slot locked a would-be primary out for its 5 s.
+    Silent streams give their slot to a newcomer; the spare goes to a primary only."""
     limits = ServiceLimits(max_streams=4, first_arbitration_s=2.0)
     with serve(DEVICE_ID, limits=limits) as running:
         channel = grpc.insecure_channel(running.address)
         stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
-        primary, late, backup = (Client(running.address) for _ in range(3))
+        arbitrated = [Client(running.address) for _ in range(4)]
+        late, backup = Client(running.address), Client(running.address)
         silent: list[Stream] = []
         try:
-            assert primary.arbitrate(10).status.code == code_pb2.OK
-            silent = [Stream(stub.StreamChannel) for _ in range(3)]  # every slot is taken
-            time.sleep(0.3)
-            # The spare slot: a client that would be a backup is refused, saying why...
+            assert arbitrated[0].arbitrate(10).status.code == code_pb2.OK
+            silent = [Stream(stub.StreamChannel) for _ in range(5)]  # every slot is taken
+            assert wait_for(lambda: len(_ended(silent)) == 1)  # the oldest gave its slot
+            # Backups take slots from the silent ones, which are closed, saying why.
+            for i, client in enumerate(arbitrated[1:], start=1):
+                assert client.arbitrate(i).status.code == code_pb2.ALREADY_EXISTS
+            assert wait_for(lambda: len(_ended(silent)) == 4)
+            assert {s.call.code() for s in _ended(silent)} == {Codes.RESOURCE_EXHAUSTED}
+            assert "went to a newer stream" in (silent[0].call.details() or "")
+            # The fifth slot, held by a silent stream, is the spare: a client that would be
+            # a backup is refused, saying why...
             with pytest.raises(grpc.RpcError) as refused:
                 backup.arbitrate(5)
             assert refused.value.code() == Codes.RESOURCE_EXHAUSTED
             assert "spare" in (refused.value.details() or "")
+            assert len(_ended(silent)) == 5
             # ... and one that becomes primary is kept.
-            assert wait_for(lambda: len(running.device.arbitration.sessions) == 1)
+            assert wait_for(lambda: len(running.device.arbitration.sessions) == 4)
             assert late.arbitrate(20).status.code == code_pb2.OK
-            assert primary.next_arbitration().status.code == code_pb2.ALREADY_EXISTS
+            assert arbitrated[0].next_arbitration().status.code == code_pb2.ALREADY_EXISTS
+            # Every slot is held by a client that arbitrated: a new stream is refused.
             one_more = Stream(stub.StreamChannel)
             silent.append(one_more)
             assert wait_for(lambda: one_more.call.done(), timeout=2)
             assert one_more.call.code() == Codes.RESOURCE_EXHAUSTED
-            # The silent ones are closed once their time to arbitrate is up.
-            assert wait_for(
-                lambda: len(_ended(silent)) == 4, timeout=limits.first_arbitration_s + 3
-            )
-            assert [s.call.code() for s in silent[:3]] == [Codes.DEADLINE_EXCEEDED] * 3
-            assert "MasterArbitrationUpdate" in (silent[0].call.details() or "")
-            fresh = Client(running.address)
-            try:
-                assert fresh.arbitrate(7).status.code == code_pb2.ALREADY_EXISTS  # a backup now
-            finally:
-                fresh.close()
+            assert "arbitrated" in (one_more.call.details() or "")
         finally:
-            for client in (primary, late, backup):
+            for client in (*arbitrated, late, backup):
                 client.close()
             for stream in silent:
                 stream.close()
             channel.close()
+    # A silent stream that keeps its slot is closed once its time to arbitrate is up.
+    with serve(DEVICE_ID, limits=limits) as running:
+        channel = grpc.insecure_channel(running.address)
+        stream = Stream(p4runtime_pb2_grpc.P4RuntimeStub(channel).StreamChannel)
+        try:
+            assert wait_for(lambda: stream.call.done(), timeout=limits.first_arbitration_s + 3)
+            assert stream.call.code() == Codes.DEADLINE_EXCEEDED
+            assert "MasterArbitrationUpdate" in (stream.call.details() or "")
+        finally:
+            stream.close()
+            channel.close()
+
+
+def test_threads_reopening_silent_streams_never_lock_a_controller_out() -> None:
+    """17 threads that kept reopening silent StreamChannels refused `cassini program` in
+    20 tries of 20 (RESOURCE_EXHAUSTED): a silent stream held the spare slot for its
+    5 s. Every try of a controller gets through now."""
+    limits = ServiceLimits()
+    with serve(DEVICE_ID, limits=limits) as running:
+        channel = grpc.insecure_channel(running.address)
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        stop = threading.Event()
+        opened = [0]
+
+        def reopen() -> None:
+            while not stop.is_set():
+                stream = Stream(stub.StreamChannel)
+                opened[0] += 1
+                stop.wait(0.001)
+                with contextlib.suppress(grpc.RpcError):
+                    for _ in stream.call:
+                        pass
+                stream.close()
+
+        threads = [threading.Thread(target=reopen, daemon=True) for _ in range(17)]
+        for thread in threads:
+            thread.start()
+        try:
+            assert wait_for(lambda: opened[0] >= 17)
+            time.sleep(0.3)
+            for attempt in range(10):
+                controller = Client(running.address)
+                try:
+                    reply = controller.arbitrate(10 + attempt)
+                    assert reply.status.code == code_pb2.OK, attempt
+                finally:
+                    controller.close()
+        finally:
+            stop.set()
+            channel.close()
+            for thread in threads:
+                thread.join(timeout=5)
 
 
 # --- 3. a client that does not read is dropped; logs are rate-limited ------------------
