@@ -24,22 +24,43 @@ One rule for every command that writes files (`topo export`, `trace generate`,
   sibling, flushed to disk, then renamed over NAME. A full disk or any other
   failure leaves the old file as it was (it left a CSV cut mid-line before)
   and is one line naming the file and the cause.
+- Nothing is opened through a link another user could have planted: a file a
+  command creates is opened with O_CREAT | O_EXCL | O_NOFOLLOW (`create_file`:
+  it must not exist, and a link in its place is refused), temporaries come from
+  `mkstemp`/`mkdtemp`, and a results folder is staged (mode 0700 while it is
+  written) and renamed into place (`new_stage`, `publish`), so no file of
+  another user's is ever written through. A folder that must exist while a
+  long command writes into it (`fabric up --log-dir`) is staged, filled by its
+  first writers, and published once they have their files open.
+- A write that fails for want of room (a full disk, a quota, a read-only
+  file system) inside a staged folder is one line naming the file and the
+  cause, the old folder kept (`staged_folder`); results that took a run to
+  make are written again into a fresh folder in the system's temporary
+  folder (`write_or_rescue`) and the line says where they are.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal, TypeVar
 
 from .errors import UserInputError
 from .names import shown
 
 PARTIAL_MARK = ".partial-"
+# The errors that say the disk (not the command) is at fault: no room, no quota, a file
+# too big, a read-only or failing file system.
+DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+# Where results that could not be written to their folder go instead (in tempfile's folder).
+RESCUE_PREFIX = "cassini-rescued-"
+
+T = TypeVar("T")
 
 
 def check_output(
@@ -133,24 +154,45 @@ def staged_folder(
     """Yield a hidden sibling of `path` to write into; it becomes `path` on success.
 
     On any exception (KeyboardInterrupt included) the sibling is removed and
-    `path` is left as it was.
+    `path` is left as it was; a write that failed for want of room is one line
+    naming the file and the cause (`UserInputError`).
     """
     out = check_output(path, "folder", force, flag)
+    stage = new_stage(out, flag)
     try:
-        stage = Path(
+        yield stage
+        publish(stage, out)
+    except OSError as err:
+        why = disk_error(err, stage, out) if is_disk_error(err, stage) else None
+        shutil.rmtree(stage, ignore_errors=True)
+        if why is None:
+            raise
+        raise UserInputError(
+            f"{flag} {out}: not written ({why}); the old folder, if any, is kept"
+        ) from None
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def new_stage(out: Path, flag: str = "--out") -> Path:
+    """A fresh hidden sibling of `out` (`mkdtemp`: made by us, mode 0700, so nobody else
+    can plant a link in it) for `publish` to rename into place."""
+    try:
+        return Path(
             tempfile.mkdtemp(prefix=f".{out.name}{PARTIAL_MARK}{os.getpid()}-", dir=out.parent)
         )
     except OSError as err:
         raise UserInputError(
             f"{flag} {out}: cannot write in {out.parent}: {err.strerror}"
         ) from None
-    try:
-        stage.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would stick to the results
-        yield stage
-        _replace(stage, out)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
+
+
+def publish(stage: Path, out: Path) -> None:
+    """Give `stage` the mode a new folder would have and put it where `out` is (an old
+    `out`, a folder or a link, is replaced at this moment)."""
+    stage.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would stick to the results
+    _replace(stage, out)
 
 
 def _umask() -> int:
@@ -160,9 +202,10 @@ def _umask() -> int:
 
 
 def _replace(stage: Path, out: Path) -> None:
-    """Put `stage` where `out` is; an old `out` is moved aside first and removed after."""
+    """Put `stage` where `out` is; an old `out` is moved aside first and removed after
+    (a link is removed, never followed: its target is not ours)."""
     old = None
-    if out.exists():
+    if os.path.lexists(out):
         old = out.with_name(f".{out.name}.old-{os.getpid()}")
         out.rename(old)
     try:
@@ -171,8 +214,100 @@ def _replace(stage: Path, out: Path) -> None:
         if old is not None:
             old.rename(out)
         raise
-    if old is not None:
+    if old is None:
+        return
+    if old.is_symlink() or not old.is_dir():
+        old.unlink(missing_ok=True)
+    else:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def create_file(path: str | Path, binary: bool = False) -> IO[str] | IO[bytes]:
+    """Open a new file for writing: O_CREAT | O_EXCL | O_NOFOLLOW, so an existing file or
+    a link planted in its place is refused (FileExistsError), never written through.
+
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> with create_file(folder / "a.log") as handle:
+    ...     _ = handle.write("one")
+    >>> create_file(folder / "a.log")
+    Traceback (most recent call last):
+    ...
+    FileExistsError: [Errno 17] File exists: ...
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as err:
+        err.filename = str(path)
+        raise
+    return os.fdopen(fd, "wb" if binary else "w")
+
+
+def is_disk_error(err: OSError, stage: Path | None = None) -> bool:
+    """Did `err` come from the disk (no room, read-only, ...) or from writing into `stage`?"""
+    if err.errno in DISK_ERRORS:
+        return True
+    return stage is not None and err.filename is not None and _inside(err.filename, stage)
+
+
+def _inside(name: str | bytes | int, folder: Path) -> bool:
+    return isinstance(name, str) and Path(name).is_relative_to(folder)
+
+
+def disk_error(err: OSError, stage: Path, out: Path) -> str:
+    """'No space left on device writing OUT/telemetry.csv': the cause and the file, named
+    where it would have been (a write names no file: the newest one in `stage` is it)."""
+    name = err.filename if isinstance(err.filename, str) else _newest(stage)
+    cause = err.strerror or str(err)
+    if name is None:
+        return cause
+    where = Path(name)
+    if where.is_relative_to(stage):
+        where = out / where.relative_to(stage)
+    return f"{cause} writing {where}"
+
+
+def _newest(folder: Path) -> str | None:
+    """The file most recently written under `folder` (the one a failed write was in)."""
+    newest: tuple[int, str] | None = None
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                mtime = os.lstat(path).st_mtime_ns
+            except OSError:
+                continue
+            if newest is None or mtime >= newest[0]:
+                newest = (mtime, path)
+    return None if newest is None else newest[1]
+
+
+def write_or_rescue(write: Callable[[Path], T], stage: Path, out: Path, flag: str = "--out") -> T:
+    """`write(stage)`; when that fails for want of room, what the stage holds and
+    `write`'s files go to a fresh folder in the temporary folder instead, and the one
+    line (`UserInputError`) says why and where they are: results a run took minutes to
+    make are not thrown away with the stage.
+    """
+    try:
+        return write(stage)
+    except OSError as err:
+        if not is_disk_error(err, stage):
+            raise
+        why = disk_error(err, stage, out)
+    try:
+        spare = Path(tempfile.mkdtemp(prefix=f"{RESCUE_PREFIX}{out.name}-"))
+    except OSError:
+        spare = None
+    if spare is not None:
+        try:
+            shutil.copytree(stage, spare, symlinks=True, dirs_exist_ok=True)
+            write(spare)
+        except OSError:
+            shutil.rmtree(spare, ignore_errors=True)
+            spare = None
+    kept = f"; the results are in {spare} instead" if spare else "; nothing could be kept"
+    raise UserInputError(f"{flag} {out}: not written ({why}){kept}") from None
 
 
 def write_file(path: str | Path, data: str | bytes, flag: str = "--out") -> Path:
@@ -186,9 +321,13 @@ def write_file(path: str | Path, data: str | bytes, flag: str = "--out") -> Path
     out = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{out.name}{PARTIAL_MARK}{os.getpid()}-", dir=out.parent)
+        fd, name = tempfile.mkstemp(
+            prefix=f".{out.name}{PARTIAL_MARK}{os.getpid()}-", dir=out.parent
+        )
     except OSError as err:
-        raise UserInputError(f"{flag} {out}: cannot write in {out.parent}: {err.strerror}") from None
+        raise UserInputError(
+            f"{flag} {out}: cannot write in {out.parent}: {err.strerror}"
+        ) from None
     stage = Path(name)
     try:
         with os.fdopen(fd, "wb") as handle:
