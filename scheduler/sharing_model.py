@@ -22,6 +22,11 @@ Choices the measurement leaves open (our choice):
   deterministic and symmetric between jobs.
 - A link's queue (ECN marks, the simulator's oversubscription) builds above
   the shared capacity, which is what the link delivers.
+- The file is read as every input file is (`topologies.datafile`: at most
+  64 MiB, UTF-8, nesting bounded), and the values that size the model are
+  bounded: `active` at most `MAX_ACTIVE_JOBS` (the table holds one factor per
+  n up to it), `samples` at most `MAX_SAMPLES` and `utilisation` at most
+  `MAX_UTILISATION`, so sums stay finite.
 
 >>> m = SharingModel(factors=(0.9, 0.8))
 >>> [m.factor(n) for n in (0, 1, 2, 3, 7)]
@@ -32,8 +37,6 @@ Choices the measurement leaves open (our choice):
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +45,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from topologies.datafile import parse_data, read_text_file
 from topologies.errors import UserInputError
+from topologies.names import shown
+
+# (our choice) Bounds of a sharing file's rows, far above anything measured: a
+# link shared by 1024 jobs (the runs measure 2-4), 1e9 samples (10 ms samples
+# for 115 days), a link read at 100x its capacity (a stretched sample reads
+# a little above 1). `active` sizes the model's table, so it bounds memory.
+MAX_ACTIVE_JOBS = 1024
+MAX_SAMPLES = 1e9
+MAX_UTILISATION = 100.0
 
 
 @dataclass(frozen=True)
@@ -92,9 +105,12 @@ class SharingModel:
 IDENTITY = SharingModel()
 
 
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise UserInputError(f"{where} must be a number, got {json.dumps(value)[:40]}")
+def _number(value: Any, where: str, limit: float) -> float:
+    """`value` as a float if it is a number in [-limit, limit] (compared before any
+    conversion, so 400 digits are refused, not overflowed); else one line naming it."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not -limit <= value <= limit:  # NaN and inf fail here too
+        raise UserInputError(f"{where} must be a number of at most {limit:g}, got {shown(value)}")
     return float(value)
 
 
@@ -119,12 +135,15 @@ def model_from_dict(doc: Any, where: str) -> SharingModel:
             for key in ("active", "samples", "utilisation", "fairness"):
                 if key not in row:
                     raise UserInputError(f"{ctx}.{key}' is missing")
-            n = _number(row["active"], f"{ctx}.active'")
-            count = _number(row["samples"], f"{ctx}.samples'")
-            util = _number(row["utilisation"], f"{ctx}.utilisation'")
-            jain = _number(row["fairness"], f"{ctx}.fairness'")
+            n = _number(row["active"], f"{ctx}.active'", MAX_ACTIVE_JOBS)
+            count = _number(row["samples"], f"{ctx}.samples'", MAX_SAMPLES)
+            util = _number(row["utilisation"], f"{ctx}.utilisation'", MAX_UTILISATION)
+            jain = _number(row["fairness"], f"{ctx}.fairness'", 1.0)
             if n != int(n) or n < 1 or count < 0 or util < 0 or not 0 < jain <= 1:
-                raise UserInputError(f"{ctx}' out of range: {json.dumps(row)[:80]}")
+                raise UserInputError(
+                    f"{ctx}' out of range: active {n:g} (a whole number >= 1), samples "
+                    f"{count:g} (>= 0), utilisation {util:g} (>= 0), fairness {jain:g} (in (0, 1])"
+                )
             if n < 2 or count == 0:
                 continue
             k = int(n)
@@ -153,14 +172,6 @@ def load_sharing_model(path: str | Path | None) -> SharingModel:
     """The sharing model in a `cassini profile --sharing-out` file; None: the identity."""
     if path is None:
         return IDENTITY
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise UserInputError(f"sharing model {path}: {err.strerror or err}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserInputError(
-            f"sharing model {path}: not JSON ({err.msg}, line {err.lineno})"
-        ) from None
-    return model_from_dict(doc, f"sharing model {path}")
+    where = f"sharing model {path}"
+    doc = parse_data(read_text_file(path, "sharing model"), "json", where)
+    return model_from_dict(doc, where)

@@ -24,6 +24,7 @@ from emulation.cli import main
 from emulation.jobs.launch import parse_schedule, read_schedule
 from emulation.softswitch.tm_config import load_tm_config
 from scheduler.profiles import load_models, load_profiles_file
+from scheduler.sharing_model import load_sharing_model
 from scheduler.sweep.config import load_sweep_config
 from scheduler.traces import load_trace
 from topologies.errors import UserInputError
@@ -46,6 +47,7 @@ READERS: list[tuple[Callable[[Path], object], str]] = [
     (load_tm_config, "tm.yaml"),
     (_schedule, "schedule.json"),
     (load_sweep_config, "sweep.yaml"),
+    (load_sharing_model, "sharing.json"),
 ]
 IDS = [f"{reader.__name__}-{name}" for reader, name in READERS]
 
@@ -68,7 +70,8 @@ DOCUMENTS = st.recursive(
                 ["name", "servers", "switches", "links", "models", "jobs", "placement",
                  "shifts_ms", "models", "seeds", "ports", "pfc", "wred", "phases", "a", "b",
                  "gbps", "arrival_s", "model", "workers", "iterations", "loopback_cables",
-                 "structures", "parallelism", "compute_ms", "params_m", "batch_size"]
+                 "structures", "parallelism", "compute_ms", "params_m", "batch_size",
+                 "runs", "by_active", "active", "samples", "utilisation", "fairness"]
             ),  # fmt: skip
             inner,
             max_size=5,

@@ -3,7 +3,7 @@
 Topologies, profiles, traces, TM configs and control-plane settings are all
 files a user edits by hand, so they share one reader whose errors point at
 the file, line and column instead of a parser traceback. The reader is also
-the first guard against hostile files: a folder, a binary or non-UTF-8 file,
+the first guard against hostile files: a folder, a binary, UTF-16 or other non-UTF-8 file,
 an unreadable one, one past MAX_FILE_BYTES, nesting past Python's recursion
 limit and YAML alias bombs (more than MAX_YAML_VALUES values once expanded)
 are each one line naming the file. A UTF-8 byte-order mark is accepted (spreadsheets
@@ -50,6 +50,8 @@ def read_text_file(path: str | Path, what: str = "data") -> str:
         raise UserInputError(f"{p}: cannot read the {what} file: {err.strerror}") from None
     if len(data) > MAX_FILE_BYTES:
         raise UserInputError(f"{p}: larger than {MAX_FILE_BYTES >> 20} MiB; not a {what} file")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UserInputError(f"{p}: UTF-16 text, not UTF-8; save the {what} file as UTF-8")
     if b"\0" in data:
         raise UserInputError(f"{p}: a binary file (it holds NUL bytes), not a {what} file")
     try:

@@ -52,7 +52,6 @@ its sharing factor slower than the simulator's.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -62,6 +61,7 @@ from typing import Any
 from scheduler.profiles import ModelSpec, build_profile, normalize_model_name
 from scheduler.timeshare import share
 from scheduler.types import Profile, Schedule
+from topologies.datafile import parse_data, read_text_file
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
 from topologies.names import check_name, path_under, shown
@@ -96,19 +96,16 @@ class JobPlan:
 
 
 def read_schedule(path: str | Path) -> dict[str, Any]:
-    """The JSON object of a schedule file; a missing or malformed file is named."""
+    """The JSON object of a schedule file, read as every input file is
+    (`topologies.datafile`: at most 64 MiB, UTF-8, nesting bounded); a missing or
+    malformed file is one line naming it."""
     p = Path(path)
     try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UserInputError(f"schedule file {p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserInputError(f"schedule file {p}: cannot read it: {err}") from None
-    except json.JSONDecodeError as err:
-        raise UserInputError(
-            f"schedule file {p}: not JSON (line {err.lineno}, column {err.colno}: {err.msg}); "
-            "write it with `cassini schedule --json`"
-        ) from None
+        doc = parse_data(read_text_file(p, "schedule"), "json", str(p))
+    except UserInputError as err:
+        if "invalid JSON" not in str(err):
+            raise
+        raise UserInputError(f"{err}; write it with `cassini schedule --json`") from None
     if not isinstance(doc, dict):
         raise UserInputError(f"schedule file {p}: expected a JSON object with 'placement'")
     return doc

@@ -213,7 +213,7 @@ def test_cli_schedule_flag_is_checked_before_anything_is_built(
     assert main(["emulate", "--schedulers", "given", "--out", str(out)]) == 2
     assert "'given' needs a schedule" in capsys.readouterr().err
     assert main(["emulate", "--schedule", str(tmp_path / "none.json"), "--out", str(out)]) == 2
-    assert "none.json: no such file" in capsys.readouterr().err
+    assert "none.json: no such schedule file" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
     bad.write_text('{"placement": {"a": ["s01"]}}')
     args = ["emulate", "--schedulers", "given,themis", "--schedule", str(bad), "--out", str(out)]

@@ -157,15 +157,37 @@ def test_an_unknown_server_gets_the_closest_names() -> None:
 
 
 def test_unreadable_files_are_named(tmp_path: Path) -> None:
-    with pytest.raises(UserInputError, match=r"schedule file .*nope.json: no such file"):
+    with pytest.raises(UserInputError, match=r"nope.json: no such schedule file"):
         read_schedule(tmp_path / "nope.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{placement: 1")
-    with pytest.raises(UserInputError, match=r"bad.json: not JSON \(line 1, column 2"):
+    with pytest.raises(UserInputError, match=r"bad.json:1:2: invalid JSON: .*cassini schedule"):
         read_schedule(bad)
     bad.write_text("[1, 2]")
     with pytest.raises(UserInputError, match="expected a JSON object"):
         read_schedule(bad)
+
+
+def test_a_schedule_file_goes_through_the_capped_reader(tmp_path: Path) -> None:
+    """`fabric run --schedule /dev/zero` read without end (23.5 GB in 8 s); a deeply
+    nested file was a RecursionError; a UTF-16 one a UnicodeDecodeError."""
+    from topologies.datafile import MAX_FILE_BYTES
+
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as fh:  # sparse: no disk used
+        fh.truncate(MAX_FILE_BYTES + 1)
+    cases = {
+        huge: "larger than 64 MiB",
+        tmp_path / "deep.json": "nested too deeply",
+        tmp_path / "utf16.json": "UTF-16 text",
+    }
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "utf16.json").write_bytes('{"placement": {}}'.encode("utf-16"))
+    for path, says in cases.items():
+        with pytest.raises(UserInputError) as err:
+            read_schedule(path)
+        message = str(err.value)
+        assert str(path) in message and says in message and "\n" not in message
 
 
 def test_specs_give_every_worker_its_own_port_and_the_job_one_ring() -> None:

@@ -74,7 +74,7 @@ def test_loads_the_file_profile_writes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "field"),
     [
-        ("{", "not JSON"),
+        ("{", "invalid JSON"),
         ("[]", "'runs'"),
         ('{"runs": []}', "'runs'"),
         ('{"runs": [{"by_active": 3}]}', "'runs[0].by_active'"),
@@ -185,3 +185,71 @@ def test_identity_model_is_byte_identical_to_no_model() -> None:
     for a, b in zip(plain.jobs, ident.jobs, strict=True):
         assert np.array_equal(a.iteration_end_ms, b.iteration_end_ms)
         assert a.marked_mbit == b.marked_mbit
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("é".encode("latin-1") + b'{"runs": []}', "not UTF-8 text"),
+        ('{"runs": []}'.encode("utf-16"), "UTF-16"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ],
+    ids=["latin-1", "utf-16", "nested"],
+)
+def test_an_unreadable_sharing_file_is_one_line_naming_it(
+    tmp_path: Path, content: bytes, says: str
+) -> None:
+    path = tmp_path / "sharing.json"
+    path.write_bytes(content)
+    with pytest.raises(UserInputError) as err:
+        load_sharing_model(path)
+    message = str(err.value)
+    assert "\n" not in message and str(path) in message and says in message
+
+
+def test_a_sharing_file_past_the_input_limit_is_refused_unread(tmp_path: Path) -> None:
+    from topologies.datafile import MAX_FILE_BYTES
+
+    path = tmp_path / "huge.json"
+    with path.open("wb") as fh:  # sparse: no disk used
+        fh.truncate(MAX_FILE_BYTES + 1)
+    with pytest.raises(UserInputError, match=r"huge.json: larger than 64 MiB"):
+        load_sharing_model(path)
+
+
+def _one_row(**over: object) -> dict[str, object]:
+    row: dict[str, object] = dict(_row(2, 10, 0.9)) | over
+    return {"runs": [{"by_active": [row]}]}
+
+
+@pytest.mark.parametrize(
+    ("row", "field", "bound"),
+    [
+        ({"active": 3e6}, "active", "1024"),
+        ({"active": 10**400}, "active", "1024"),
+        ({"samples": 10**400}, "samples", "1e+09"),
+        ({"samples": 1e308}, "samples", "1e+09"),
+        ({"utilisation": 1e308}, "utilisation", "100"),
+    ],
+    ids=["active-3e6", "active-400-digits", "samples-400-digits", "samples-1e308",
+         "utilisation-1e308"],
+)  # fmt: skip
+def test_values_that_size_the_model_are_bounded(
+    row: dict[str, object], field: str, bound: str
+) -> None:
+    """An `active` of 3e6 built a 3-million-entry table (2.2 GB, a 113 MB summary); two
+    `samples: 1e308` summed to inf and gave a NaN factor; 400 digits overflowed a float."""
+    with pytest.raises(UserInputError) as err:
+        model_from_dict(_one_row(**row), "sharing model s.json")
+    message = str(err.value)
+    assert message.startswith("sharing model s.json: field 'runs[0].by_active[0]")
+    assert f".{field}'" in message and bound in message and "\n" not in message
+    assert len(message) < 300
+
+
+def test_two_huge_sample_counts_are_refused_not_a_nan_factor() -> None:
+    doc = {"runs": [{"by_active": [_row(2, 1e308, 0.9), _row(2, 1e308, 0.7)]}]}  # type: ignore[arg-type]
+    with pytest.raises(UserInputError, match=r"by_active\[0\]\.samples' must be .* 1e\+09"):
+        model_from_dict(doc, "s")
+    at_bound = {"runs": [{"by_active": [_row(2, 10**9, 0.9), _row(2, 10**9, 0.7)]}]}
+    assert model_from_dict(at_bound, "s").factors == (0.8,)
