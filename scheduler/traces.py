@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from topologies.datafile import read_text_file
+from topologies.datafile import parse_data, read_text_file
 from topologies.errors import UserInputError, did_you_mean
 from topologies.names import check_name, shown
 from topologies.outputs import write_file
@@ -338,10 +338,7 @@ def _csv_rows(reader: Any, where: str) -> Iterator[tuple[int, list[str]]]:
 
 
 def _parse_json(text: str, where: str, known: Sequence[str]) -> tuple[TraceJob, ...]:
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserInputError(f"{where}:{err.lineno}: invalid JSON: {err.msg}") from None
+    raw = parse_data(text, "json", where)
     entries = raw.get("jobs") if isinstance(raw, dict) else raw
     if not isinstance(entries, list):
         raise UserInputError(f'{where}: expected a list of jobs or {{"jobs": [...]}}')

@@ -5,7 +5,7 @@ files a user edits by hand, so they share one reader whose errors point at
 the file, line and column instead of a parser traceback. The reader is also
 the first guard against hostile files: a folder, a binary, UTF-16 or other non-UTF-8 file,
 an unreadable one, one past MAX_FILE_BYTES, nesting past Python's recursion
-limit and YAML alias bombs (more than MAX_YAML_VALUES values once expanded)
+limit, a number of more digits than Python converts and YAML alias bombs (more than MAX_YAML_VALUES values once expanded)
 are each one line naming the file. A UTF-8 byte-order mark is accepted (spreadsheets
 write one).
 """
@@ -13,6 +13,7 @@ write one).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -83,11 +84,15 @@ def parse_data(text: str, fmt: str, label: str) -> Any:
             ) from None
         except RecursionError:
             raise UserInputError(f"{label}: nested too deeply to be a {fmt} data file") from None
+        except ValueError as err:  # Python converts at most 4300 digits
+            raise UserInputError(f"{label}: {_bad_value(err)}") from None
     try:
         doc = yaml.safe_load(text)
         size = _expanded_size(doc, {})
     except RecursionError:
         raise UserInputError(f"{label}: nested too deeply to be a {fmt} data file") from None
+    except ValueError as err:  # too many digits, a date like 2024-13-45
+        raise UserInputError(f"{label}: {_bad_value(err)}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark is not None else label
@@ -99,6 +104,16 @@ def parse_data(text: str, fmt: str, label: str) -> Any:
             "not a data file (a YAML alias bomb?)"
         )
     return doc
+
+
+def _bad_value(err: ValueError) -> str:
+    """One line for a value the parser could not convert."""
+    if "digits" in str(err):
+        return (
+            f"a number of more than {sys.get_int_max_str_digits()} digits; "
+            "not a value any field holds"
+        )
+    return f"a value that is not one: {' '.join(str(err).split())[:120]}"
 
 
 def _expanded_size(value: Any, memo: dict[int, int]) -> int:

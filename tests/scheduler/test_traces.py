@@ -183,3 +183,16 @@ def test_line_ends_of_any_kind_are_read_and_a_cr_inside_a_field_is_one_line(tmp_
     bad.write_bytes(b"arrival_s,model,workers,iterations\n0,\"" + b"v" * 200_000 + b"\",2,10\n")
     with pytest.raises(UserInputError, match=r"bad\.csv:2: not CSV: field larger"):
         load_trace(bad, model_names())
+
+
+def test_a_deeply_nested_json_trace_is_one_line(tmp_path) -> None:
+    """It was a RecursionError traceback."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(UserInputError, match=r"deep.json: nested too deeply") as err:
+        load_trace(deep)
+    assert "\n" not in str(err.value)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"jobs": [}')
+    with pytest.raises(UserInputError, match=r"^bad.json:1:11: invalid JSON"):
+        load_trace(bad)
