@@ -175,6 +175,29 @@ def staged_folder(
         raise
 
 
+@contextmanager
+def scratch_folder(flag: str) -> Iterator[Path]:
+    """A private folder in the temporary folder for what a command reads back and drops
+    (`flag` names what the user could have given instead); removed after, and a disk
+    error in it is one line, as in a staged folder."""
+    try:
+        stage = Path(tempfile.mkdtemp(prefix="cassini-"))
+    except OSError as err:
+        raise UserInputError(
+            f"{flag} not given: cannot make a folder in {tempfile.gettempdir()}: {err.strerror}"
+        ) from None
+    try:
+        yield stage
+    except OSError as err:
+        if not is_disk_error(err, stage):
+            raise
+        raise UserInputError(
+            f"{flag} not given: the temporary folder is full ({disk_error(err, stage, stage)})"
+        ) from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
 def new_stage(out: Path, flag: str = "--out") -> Path:
     """A fresh hidden sibling of `out` (`mkdtemp`: made by us, mode 0700, so nobody else
     can plant a link in it) for `publish` to rename into place."""
@@ -310,8 +333,12 @@ def write_or_rescue(write: Callable[[Path], T], stage: Path, out: Path, flag: st
     raise UserInputError(f"{flag} {out}: not written ({why}){kept}") from None
 
 
-def write_file(path: str | Path, data: str | bytes, flag: str = "--out") -> Path:
-    """Write `data` to `path` whole or not at all (see the module docstring).
+def write_file(
+    path: str | Path, data: str | bytes, flag: str = "--out", rescue: bool = False
+) -> Path:
+    """Write `data` to `path` whole or not at all (see the module docstring); with
+    `rescue` (data a run took long to make), data that cannot be written there goes to
+    a fresh file in the temporary folder, which the one-line error names.
 
     >>> import tempfile, pathlib
     >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -321,13 +348,17 @@ def write_file(path: str | Path, data: str | bytes, flag: str = "--out") -> Path
     out = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        fd, name = tempfile.mkstemp(
-            prefix=f".{out.name}{PARTIAL_MARK}{os.getpid()}-", dir=out.parent
-        )
+        _write_whole(out, raw)
     except OSError as err:
-        raise UserInputError(
-            f"{flag} {out}: cannot write in {out.parent}: {err.strerror}"
-        ) from None
+        spare = _rescue_file(out, raw) if rescue else None
+        kept = f"; it is in {spare} instead" if spare else "; the old file, if any, is kept"
+        raise UserInputError(f"{flag} {out}: not written ({err.strerror or err}){kept}") from None
+    return out
+
+
+def _write_whole(out: Path, raw: bytes) -> None:
+    """A hidden sibling of `out` (`mkstemp`), written, flushed, renamed over `out`."""
+    fd, name = tempfile.mkstemp(prefix=f".{out.name}{PARTIAL_MARK}{os.getpid()}-", dir=out.parent)
     stage = Path(name)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -336,12 +367,21 @@ def write_file(path: str | Path, data: str | bytes, flag: str = "--out") -> Path
             os.fsync(handle.fileno())
         stage.chmod(0o666 & ~_umask())  # mkstemp's 0600 would stick to the output
         os.replace(stage, out)
-    except OSError as err:
-        stage.unlink(missing_ok=True)
-        raise UserInputError(
-            f"{flag} {out}: not written ({err.strerror or err}); the old file, if any, is kept"
-        ) from None
     except BaseException:
         stage.unlink(missing_ok=True)
         raise
-    return out
+
+
+def _rescue_file(out: Path, raw: bytes) -> Path | None:
+    """`raw` in a fresh file of the temporary folder, or None when that fails too."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"{RESCUE_PREFIX}{out.stem}-", suffix=out.suffix)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+    except OSError:
+        Path(name).unlink(missing_ok=True)
+        return None
+    return Path(name)

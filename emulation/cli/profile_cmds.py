@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -104,15 +103,17 @@ def parse_models(text: str, specs: Mapping[str, ModelSpec], workers: int) -> lis
 
 def _profile(args: argparse.Namespace) -> int:
     from emulation.jobs.run_settings import RunSettings
+    from emulation.profile.request import check_request
     from emulation.profile.session import profile_on_fabric, write_profiles
     from emulation.profile.sharing import measure_sharing, write_sharing_model
     from emulation.signals import SignalExit, signals_raise
     from scheduler.profiles import load_models
-    from topologies.outputs import check_output
+    from topologies.library import load_topology
+    from topologies.outputs import check_output, scratch_folder, staged_folder
 
     specs = load_models(args.models_file)
     models = parse_models(args.models, specs, args.workers)
-    out = check_output(args.out, "file", args.force)
+    out = json_output(args.out, args.force, "--out")
     settings = RunSettings(iterations=args.iterations, transport=args.transport)
 
     def say(line: str) -> None:
@@ -120,6 +121,10 @@ def _profile(args: argparse.Namespace) -> int:
             print(f"profiling {line}", file=sys.stderr, flush=True)
 
     counts, sharing_out = _sharing_flags(args, models)
+    # what cannot be measured is refused before a fabric is built (it was found after)
+    check_request(load_topology(args.topology), args.workers, args.iterations, counts)
+    if args.runs is not None:
+        check_output(args.runs, "folder", args.force, "--runs")
     found: list[SharingRun] = []
 
     def sharing(fabric: EmulatedFabric, measured: list[MeasuredProfile]) -> None:
@@ -129,18 +134,29 @@ def _profile(args: argparse.Namespace) -> int:
                             measured[0].up_ms.mean)
         )  # fmt: skip
 
+    kept = "" if args.runs is None else f"; {args.runs} not written"
     try:
-        with signals_raise(), tempfile.TemporaryDirectory() as scratch:
-            runs = Path(args.runs) if args.runs else Path(scratch)
+        # the run folders are staged like any results folder: nothing is written
+        # through a link planted in --runs, and a full disk is one line
+        with (
+            signals_raise(),
+            (
+                staged_folder(args.runs, args.force, "--runs")
+                if args.runs is not None
+                else scratch_folder("--runs")
+            ) as runs,
+        ):
             measured = profile_on_fabric(
                 args.topology, {args.workers: models}, settings, runs, args.scale, specs, say,
                 then=sharing if counts else None,
             )  # fmt: skip
-            write_profiles(out, measured)
-            if sharing_out is not None:
-                write_sharing_model(sharing_out, models[0], found)
     except SignalExit as stopped:
-        raise Interrupted(stopped.signum, f"{stopped.signal_name}: {out} not written") from None
+        raise Interrupted(
+            stopped.signum, f"{stopped.signal_name}: {out} not written{kept}"
+        ) from None
+    write_profiles(out, measured)
+    if sharing_out is not None:
+        write_sharing_model(sharing_out, models[0], found)
     if args.json:
         print(out.read_text(), end="")
         return 0
@@ -165,7 +181,6 @@ def _profile(args: argparse.Namespace) -> int:
 def _sharing_flags(args: argparse.Namespace, models: list[str]) -> tuple[list[int], Path | None]:
     """--sharing's job counts and --sharing-out, checked before any fabric."""
     from topologies.errors import UserInputError
-    from topologies.outputs import check_output
 
     if args.sharing is None:
         if args.sharing_out is not None:
@@ -181,4 +196,15 @@ def _sharing_flags(args: argparse.Namespace, models: list[str]) -> tuple[list[in
         raise UserInputError("--sharing: one model (--models M) and --workers 2")
     if args.sharing_out is None:
         raise UserInputError("--sharing: give --sharing-out FILE for the sharing model")
-    return counts, check_output(args.sharing_out, "file", args.force, "--sharing-out")
+    return counts, json_output(args.sharing_out, args.force, "--sharing-out")
+
+
+def json_output(path: str, force: bool, flag: str) -> Path:
+    """A JSON file to write, by the output rule; another suffix is refused (`--out p.txt`
+    was written as JSON under a name that says otherwise)."""
+    from topologies.errors import UserInputError
+    from topologies.outputs import check_output
+
+    if Path(path).suffix.lower() != ".json":
+        raise UserInputError(f"{flag} {path}: the file is JSON; name it .json (e.g. profiles.json)")
+    return check_output(path, "file", force, flag)

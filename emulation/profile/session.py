@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from topologies.outputs import write_file
+
 from .measure import MeasuredProfile, profile_models
 
 if TYPE_CHECKING:
@@ -62,9 +64,8 @@ def write_profiles(path: str | Path, measured: Sequence[MeasuredProfile]) -> Pat
             entry["name"] = f"{m.model}-w{m.workers}"
         seen.add(entry["name"])
         entries.append(entry)
-    target = Path(path)
-    target.write_text(json.dumps(entries, indent=1) + "\n")
-    return target
+    # a run's worth of measurement: kept in the temporary folder if `path` has no room
+    return write_file(path, json.dumps(entries, indent=1) + "\n", rescue=True)
 
 
 def trace_groups(

@@ -31,6 +31,7 @@ import numpy as np
 from emulation.emulate.telemetry_series import Telemetry, job_starts, sample_interval
 from emulation.jobs.records import IterationRecord
 from emulation.jobs.telemetry_rows import OVERLAP_SHARE
+from topologies.outputs import write_file
 
 from .phases import per_iteration, up_segments
 
@@ -195,6 +196,4 @@ def write_sharing_model(path: str | Path, model: str, runs: Sequence[SharingRun]
         "up_rule": "a job is Up in a sample with more than 1 / (2 k) of the link, k jobs",
         "runs": [asdict(r) for r in runs],
     }
-    target = Path(path)
-    target.write_text(json.dumps(doc, indent=1) + "\n")
-    return target
+    return write_file(path, json.dumps(doc, indent=1) + "\n", "--sharing-out", rescue=True)
