@@ -64,7 +64,9 @@ from .gnmi_tree import (
     qos_tree,
     select,
 )
+from .log_limit import LogLimiter
 from .port_stats import PortCounters, QueueCounters
+from .raw_requests import MalformedRequest, raw_service_handler
 from .sample_ring import SampleReader
 from .service_limits import ServiceLimits
 
@@ -338,10 +340,10 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
             self._subscriptions.release()
 
     def _subscribe(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
-        first = next(request_iterator, None)
-        if first is None:
-            return
         try:
+            first = next(request_iterator, None)
+            if first is None:
+                return
             if not first.HasField("subscribe"):
                 raise PathError(
                     grpc.StatusCode.INVALID_ARGUMENT,
@@ -389,6 +391,8 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
                 yield gnmi_pb2.SubscribeResponse(sync_response=True)
         except PathError as err:
             context.abort(err.code, err.message)
+        except MalformedRequest as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed request: {err.message}")
 
     def _update(self, notice: Any) -> Any:
         """A SubscribeResponse of one notification, within the response cap."""
@@ -498,8 +502,8 @@ def _client_gone(request_iterator: Iterator[Any], context: Any) -> threading.Eve
         try:
             for _ in request_iterator:
                 pass
-        except grpc.RpcError:
-            pass  # cancelled: the callback above fires too
+        except (grpc.RpcError, MalformedRequest):
+            pass  # cancelled (the callback above fires too), or bytes that are no request
         finally:
             ended.set()
 
@@ -515,6 +519,7 @@ def add_gnmi_service(
     telemetry: TelemetrySource | None = None,
     set_enabled: Callable[[str, bool], None] | None = None,
     queues: Callable[[], Sequence[QueueCounters]] | None = None,
+    log_limit: LogLimiter | None = None,
 ) -> None:
     """Register the gNMI servicer for `source()`'s interface counters (and, given, the
     packet loop's lateness histograms, its 10 ms sample ring and `queues()`' egress
@@ -527,24 +532,13 @@ def add_gnmi_service(
         set_enabled=set_enabled,
         queues=queues,
     )
-    # The Get first, its bytes passed through: gRPC asks the generic handlers in the
-    # order they were added, so the generated Get below is never reached (it would
-    # fail on bytes); every other method is served as the generated code registers it.
+    # Requests are parsed by the service, not by grpcio (`raw_requests` says why); the
+    # Get's response is bytes already (`get_response_bytes`).
+    service = gnmi_pb2.DESCRIPTOR.services_by_name["gNMI"]
+    log_limit = log_limit if log_limit is not None else LogLimiter()
     server.add_generic_rpc_handlers(
-        (
-            grpc.method_handlers_generic_handler(
-                gnmi_pb2.DESCRIPTOR.services_by_name["gNMI"].full_name,
-                {
-                    "Get": grpc.unary_unary_rpc_method_handler(
-                        servicer.Get,
-                        request_deserializer=gnmi_pb2.GetRequest.FromString,
-                        response_serializer=_as_sent,
-                    )
-                },
-            ),
-        )
+        (raw_service_handler(service, servicer, log_limit, {"Get": _as_sent}),)
     )
-    gnmi_pb2_grpc.add_gNMIServicer_to_server(servicer, server)
 
 
 def _as_sent(response: bytes) -> bytes:

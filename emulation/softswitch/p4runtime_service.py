@@ -36,6 +36,7 @@ from emulation.softswitch.daemon_pool import DaemonPool
 from emulation.softswitch.device import Device, Session, StreamEnd
 from emulation.softswitch.errors import EntryError
 from emulation.softswitch.port_stats import PortCounters, QueueCounters
+from emulation.softswitch.raw_requests import MalformedRequest, raw_service_handler
 from emulation.softswitch.read_snapshot import BuildGate, Stopping, read_responses
 from emulation.softswitch.service_limits import ServiceLimits
 from emulation.softswitch.state import Dataplane, DataplaneState, LocalDataplane
@@ -289,6 +290,11 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 elif kind == "packet":
                     self.device.packet_out(session, message.packet)
                 # digest_ack and other: nothing to acknowledge on this target.
+        except MalformedRequest as err:
+            self._log(
+                logging.INFO, "device %d: stream from %s ended: %s", session.peer, err.message
+            )
+            session.end(code_pb2.INVALID_ARGUMENT, f"malformed request: {err.message}")
         except grpc.RpcError:
             pass  # the RPC was cancelled: the client went away
         except Exception:  # a bug must not leave the stream hanging
@@ -386,14 +392,22 @@ def serve(
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ],
     )
-    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(
-        P4RuntimeServicer(device, limits, stopping), server
-    )
+    # Requests are parsed by the service, not by grpcio (`raw_requests` says why).
+    service = p4runtime_pb2.DESCRIPTOR.services_by_name["P4Runtime"]
+    servicer = P4RuntimeServicer(device, limits, stopping)
+    server.add_generic_rpc_handlers((raw_service_handler(service, servicer, device.log_limit),))
     if port_counters is not None:
         from emulation.softswitch.gnmi_service import add_gnmi_service
 
         add_gnmi_service(
-            server, port_counters, fidelity, limits, telemetry, set_enabled, queue_counters
+            server,
+            port_counters,
+            fidelity,
+            limits,
+            telemetry,
+            set_enabled,
+            queue_counters,
+            log_limit=device.log_limit,
         )
     try:
         if tls is None:
