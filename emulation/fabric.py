@@ -13,7 +13,9 @@ what differs between targets (the software switch, whose cabled ports exist
 only inside it, or bmv2, whose cables are veth pairs, queues set over
 simple_switch_CLI, thresholds in packets) is the switch's class
 (`emulation.mininet_switches`). On request every switch-side interface is
-captured (`pcap_dir`) and the switch's log kept (`log_dir`).
+captured (`pcap_dir`) and the switch's log kept (`log_dir`), both written
+into stages of the fabric's own and published once bring-up has opened their
+files (`emulation.fabric_folders`).
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 from controlplane.settings import ControlPlaneSettings
 from topologies.chip_mapping import map_to_chip
+from topologies.errors import UserInputError
 from topologies.model import Topology
 
 from .capture import Capture, start_captures, stop_captures
 from .cpu_split import split_cpus
+from .fabric_folders import FabricFolders
 from .fabric_options import FabricOptions
 from .mininet_switches import ChipSwitch, SwitchPlan
 from .netns import NetnsLab
@@ -144,6 +148,8 @@ class EmulatedFabric:
         check_fabric_fit(topo, self.chip, self.options.target)  # refused before anything is built
         self.device_config = self.options.device_config_bytes()
         self.pcap_dir, self.log_dir = self.options.results_folders()
+        named = ((self.pcap_dir, "--pcap"), (self.log_dir, "--log-dir"))
+        self.folders = FabricFolders({f: flag for f, flag in reversed(named) if f is not None})
         settings = self.options.settings
         self.profile = emulation_profile(
             topo, self.chip, self.options.scale, settings.cell_bytes, self.options.pfc, settings
@@ -165,6 +171,7 @@ class EmulatedFabric:
         self.timings: dict[str, float] = {}
         self.captures: list[Capture] = []
         self.capture_problems: list[str] = []  # captures that did not record whole
+        self.output_problems: list[str] = []  # a log cut short, a folder not published
         self.net: Mininet | None = None  # Mininet's network: net["s01"].cmd(...)
         self._switch: ChipSwitch | None = None  # the network's one switch, once built
         self._log = SwitchLog()  # what the switch's process prints
@@ -228,6 +235,7 @@ class EmulatedFabric:
         try:
             began = time.monotonic()
             self.lab.claim()  # a prefix in use is refused before anything is built
+            self.folders.open()  # the results folders' stages: nobody else writes there
             self._build_hosts()
             self.timings["hosts_s"] = time.monotonic() - began
             mark = time.monotonic()
@@ -237,7 +245,8 @@ class EmulatedFabric:
             self._program()
             self.timings["program_s"] = time.monotonic() - mark
             if self.pcap_dir is not None:
-                self._start_captures(self.pcap_dir)
+                self._start_captures(self.folders.stage_of(self.pcap_dir) or self.pcap_dir)
+            self._publish_folders()  # their files are open: the folders appear
             self.timings["total_s"] = time.monotonic() - began
         except BaseException:
             self.stop()
@@ -287,7 +296,7 @@ class EmulatedFabric:
             cables=tuple(self.chip.loopback_pairs),
             queue_commands=self.queue_commands(),
             thrift_port=options.thrift_port,
-            log_dir=self.log_dir,
+            log_dir=self.folders.stage_of(self.log_dir),
             topology=self.topo,
         )
         self.net = CassiniNet(
@@ -336,13 +345,29 @@ class EmulatedFabric:
         switch = self._switch
         stream = switch.log_stream()
         if stream is not None:  # a process: what it prints is read, kept and copied
-            copy = None if self.log_dir is None else self.log_dir / switch.CONSOLE_LOG
-            self._log.follow(stream, copy, switch.READY)
+            folder = self.folders.stage_of(self.log_dir)
+            copy = None if folder is None else folder / switch.CONSOLE_LOG
+            try:
+                self._log.follow(stream, copy, switch.READY)
+            except OSError as err:
+                raise UserInputError(
+                    f"--log-dir {self.log_dir}: cannot write {switch.CONSOLE_LOG} "
+                    f"({err.strerror or err})"
+                ) from None
         self.grpc_address = switch.wait_ready(self._log, self.timeout)
         switch.p4runtime_address = self.grpc_address  # for its `dpctl dump-flows`
 
     def _start_captures(self, folder: Path) -> None:
         self.captures = start_captures(self.interfaces(), folder, self.lab_popen)
+
+    def _publish_folders(self) -> None:
+        """The staged results folders renamed into place (idempotent); the captures' files
+        named where they now are."""
+        self.output_problems += self.folders.publish()
+        if self.pcap_dir is not None:
+            self.captures = [
+                dataclasses.replace(c, file=self.pcap_dir / c.file.name) for c in self.captures
+            ]
 
     def _program(self) -> None:
         from controlplane.program import program_topology
@@ -488,6 +513,10 @@ class EmulatedFabric:
         self.lab.close()  # also stops the switch process
         self._switch = None
         self._log.close()
+        if self._log.problem is not None and self.log_dir is not None:
+            self.output_problems.append(f"--log-dir {self.log_dir}: {self._log.problem}")
+            self._log.problem = None
+        self._publish_folders()  # what a failed bring-up wrote says why it failed
         self.grpc_address = None
 
     def __enter__(self) -> EmulatedFabric:

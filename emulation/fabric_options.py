@@ -19,7 +19,6 @@ topologies.errors.UserInputError: --target: no target named 'p4'. (known: bmv2, 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +78,8 @@ class FabricOptions:
     missing, when it is not installed) and pushes `device_config`, the
     compiled JSON (default: where `make p4` writes it). `pcap_dir` receives a
     pcap per switch-side interface, `log_dir` the switch's log; both are
-    results folders (refused when they hold files, unless `force`).
+    results folders (refused when they hold files, unless `force`, then
+    replaced by a folder of the fabric's own, never written into).
     """
 
     scale: float = DEFAULT_SCALE  # S: port rate = link Gbps x S, thresholds to match
@@ -118,8 +118,10 @@ class FabricOptions:
         return self.switch_class.device_config(self.device_config)
 
     def results_folders(self) -> tuple[Path | None, Path | None]:
-        """(pcap_dir, log_dir), checked by the output rule and made (one folder may
-        serve both); a pcap folder needs tcpdump, refused before anything is built."""
+        """(pcap_dir, log_dir), checked by the output rule (one folder may serve both); a
+        pcap folder needs tcpdump, refused before anything is built. Nothing is made
+        here: the fabric writes them as stages of its own and publishes them once
+        bring-up has opened their files (`EmulatedFabric`)."""
         checked: dict[Path, Path] = {}
         found: list[Path | None] = []
         if self.pcap_dir is not None:
@@ -131,11 +133,5 @@ class FabricOptions:
             path = Path(folder)
             if path not in checked:
                 checked[path] = check_output(path, "folder", self.force, flag)
-                try:
-                    checked[path].mkdir(exist_ok=True)
-                    if not os.access(checked[path], os.W_OK | os.X_OK):
-                        raise PermissionError(13, "Permission denied")
-                except OSError as err:
-                    raise UserInputError(f"{flag} {path}: cannot write there: {err.strerror}") from None
             found.append(checked[path])
         return found[0], found[1]

@@ -4,18 +4,24 @@ A switch process nobody listens to dies unnoticed, and one that dies says
 why only in its last lines. `SwitchLog` reads a process's output on a
 thread of its own until the process ends: it keeps the last lines (a
 failure report quotes them), copies every line to a file when asked (the
-fabric's `log_dir`) and hands over the address a readiness line names.
+fabric's `log_dir`: a new file, never one a link points to) and hands over
+the address a readiness line names. A copy that fails (a full disk) stops
+copying, not reading: the switch is still heard, and `problem` says why the
+file is cut short.
 `describe_exit` turns a return code and those lines into one sentence.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
+
+from topologies.outputs import create_file
 
 from .signals import exit_cause
 
@@ -59,6 +65,7 @@ class SwitchLog:
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self._copy: IO[str] | None = None
+        self.problem: str | None = None  # why the copy is cut short, if it is
 
     def follow(
         self, stream: IO[str], copy_to: Path | None = None, ready: re.Pattern[str] | None = None
@@ -66,15 +73,20 @@ class SwitchLog:
         """Read `stream` on a thread: keep its tail, copy it to `copy_to`, and note the
         address the first line matching `ready` names (its group 1)."""
         if copy_to is not None:
-            self._copy = open(copy_to, "w")  # noqa: SIM115 (closed in close)
-        copy = self._copy
+            self._copy = create_file(copy_to)
 
         def drain() -> None:
+            copy = self._copy
             for line in stream:
                 self.tail.append(line.rstrip())
                 if copy is not None:
-                    copy.write(line)
-                    copy.flush()
+                    try:
+                        copy.write(line)
+                        copy.flush()
+                    except OSError as err:
+                        name = copy_to.name if copy_to is not None else "the copy"
+                        self.problem = f"{name} cut short ({err.strerror or err})"
+                        copy = None
                 match = ready.search(line) if ready is not None else None
                 if match and not self._ready.is_set():
                     self._found.append(match.group(1))
@@ -107,5 +119,6 @@ class SwitchLog:
             self._thread.join(timeout=2.0)
             self._thread = None
         if self._copy is not None:
-            self._copy.close()
+            with contextlib.suppress(OSError):  # a full disk: `problem` says so already
+                self._copy.close()
             self._copy = None

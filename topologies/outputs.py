@@ -48,7 +48,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Literal, TypeVar
+from typing import IO, Literal, TypeVar, overload
 
 from .errors import UserInputError
 from .names import shown
@@ -245,6 +245,10 @@ def _replace(stage: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+@overload
+def create_file(path: str | Path, binary: Literal[False] = False) -> IO[str]: ...
+@overload
+def create_file(path: str | Path, binary: Literal[True]) -> IO[bytes]: ...
 def create_file(path: str | Path, binary: bool = False) -> IO[str] | IO[bytes]:
     """Open a new file for writing: O_CREAT | O_EXCL | O_NOFOLLOW, so an existing file or
     a link planted in its place is refused (FileExistsError), never written through.

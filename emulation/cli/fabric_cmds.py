@@ -151,6 +151,9 @@ def _up(args: argparse.Namespace) -> int:
     for problem in fabric.capture_problems:
         print(f"cassini: error: --pcap {args.pcap}: {problem}", file=sys.stderr)
         status = 1
+    for problem in fabric.output_problems:  # a log cut short by a full disk, ...
+        print(f"cassini: error: {problem}", file=sys.stderr)
+        status = 1
     return status
 
 
