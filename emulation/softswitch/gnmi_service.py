@@ -40,6 +40,14 @@ from controlplane.gnmi import CASSINI_MODULE
 
 from .gnmi_config import serve_set
 from .gnmi_get_encoding import PathCache, get_response_bytes, proto_notification_bytes
+from .gnmi_subscriptions import (
+    BuildBudget,
+    PollRequests,
+    SendWatch,
+    SubscribeSlots,
+    client_gone,
+    presented_key,
+)
 from .gnmi_telemetry import (
     TelemetrySource,
     check_interval,
@@ -212,6 +220,9 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         telemetry: TelemetrySource | None = None,
         set_enabled: Callable[[str, bool], None] | None = None,
         queues: Callable[[], Sequence[QueueCounters]] | None = None,
+        harness_key: str | None = None,
+        log_limit: LogLimiter | None = None,
+        build_cpu: Callable[[], float] = time.thread_time,
     ) -> None:
         self.source = source
         self.queues = queues  # the egress queues under /qos; None: /qos is not served
@@ -220,7 +231,11 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         self.fidelity = fidelity
         self.telemetry = telemetry
         self.limits = limits if limits is not None else ServiceLimits()
-        self._subscriptions = threading.BoundedSemaphore(self.limits.max_subscriptions)
+        self.log_limit = log_limit if log_limit is not None else LogLimiter()
+        self.build_cpu = build_cpu  # a STREAM's CPU time, for its `BuildBudget`
+        self._slots = SubscribeSlots(
+            self.limits.max_subscriptions, self.limits.harness_subscriptions, harness_key
+        )
         self._get_paths = PathCache()  # a Get's PROTO leaf paths, serialised once
 
     def _bounded(self, notice: Any, so_far: int = 0) -> int:
@@ -327,17 +342,20 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         return serve_set(request, context, self.set_enabled)
 
     def Subscribe(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:  # noqa: N802
-        """At most `max_subscriptions` at once: each holds a thread while it is open."""
-        if not self._subscriptions.acquire(blocking=False):
+        """At most `max_subscriptions` at once (and the harness's kept ones): each holds
+        a thread while it is open (`gnmi_subscriptions`)."""
+        kind = self._slots.take(presented_key(context))
+        if kind is None:
             context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"this target serves at most {self.limits.max_subscriptions} Subscribe RPCs "
                 "at once: all are taken",
             )
+            return  # abort raised
         try:
             yield from self._subscribe(request_iterator, context)
         finally:
-            self._subscriptions.release()
+            self._slots.give(kind)
 
     def _subscribe(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
         try:
@@ -358,15 +376,22 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
             for sub in sub_list.subscription:
                 check_enum(gnmi_pb2.SubscriptionMode, sub.mode, "subscription mode")
             wanted = [full_path(sub_list.prefix, s.path) for s in sub_list.subscription]
+            watch = SendWatch(
+                context, self.limits.stream_stall_s, self.log_limit, time.monotonic
+            )
             if any(is_telemetry(elems) for _, elems in wanted):
-                yield from self._telemetry(sub_list, wanted, encoding, request_iterator, context)
+                yield from watch.responses(
+                    self._telemetry(sub_list, wanted, encoding, request_iterator, context)
+                )
                 return
             checked: dict[str, Any] = {}
             for origin, elems in wanted:
                 self._matches(origin, elems, checked)  # a bad path fails the RPC before any data
             if sub_list.mode == gnmi_pb2.SubscriptionList.STREAM:
                 plan = stream_plan(sub_list)
-                yield from self._stream(plan, sub_list, encoding, request_iterator, context)
+                yield from watch.responses(
+                    self._stream(plan, sub_list, encoding, request_iterator, context)
+                )
                 return
             if not sub_list.updates_only:
                 trees: dict[str, Any] = {}
@@ -377,7 +402,8 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
             yield gnmi_pb2.SubscribeResponse(sync_response=True)
             if sub_list.mode == gnmi_pb2.SubscriptionList.ONCE:
                 return
-            for request in request_iterator:  # POLL: one full sample per Poll message
+            polls = PollRequests(request_iterator, self.limits.poll_idle_s)
+            for request in polls:  # POLL: one full sample per Poll message
                 if not request.HasField("poll"):
                     raise PathError(
                         grpc.StatusCode.INVALID_ARGUMENT,
@@ -393,6 +419,8 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
             context.abort(err.code, err.message)
         except MalformedRequest as err:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed request: {err.message}")
+        except TimeoutError as err:  # a POLL subscription nobody polls
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(err))
 
     def _update(self, notice: Any) -> Any:
         """A SubscribeResponse of one notification, within the response cap."""
@@ -412,7 +440,7 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         A client that closes its side of the stream is done too (our choice:
         pygnmi's `close()` does that), so the RPC ends with OK then.
         """
-        ended = _client_gone(request_iterator, context)
+        ended = client_gone(request_iterator, context)
         sent: list[dict[str, bytes]] = [{} for _ in plan]
         trees: dict[str, Any] = {}
         for i, sub in enumerate(plan):
@@ -424,23 +452,30 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         yield gnmi_pb2.SubscribeResponse(sync_response=True)
         start = time.monotonic_ns()
         due = [start + sub.interval_ns for sub in plan]
+        budget = BuildBudget(cpu=self.build_cpu)
         while not ended.is_set() and context.is_active():
             delay = max(0, min(due) - time.monotonic_ns()) / 1e9
             if ended.wait(min(delay, threading.TIMEOUT_MAX)):
                 return
             now = time.monotonic_ns()
+            budget.start()
             trees = {}  # one read of the switch for every subscription due now
+            built = []
             for i, sub in enumerate(plan):
                 if due[i] > now:
                     continue
-                # A late wake-up skips missed samples rather than bursting them.
-                due[i] = max(due[i] + sub.interval_ns, now + 1)
+                built.append(i)
                 notice = self._notice(sub.origin, sub.elems, encoding, sub_list.prefix, trees)
                 if sub.changes_only:
                     notice = changed(sent[i], notice)
                     if not notice.update:
                         continue
                 yield self._update(notice)
+            # A late wake-up skips missed samples rather than bursting them, and a round
+            # that cost more than the budget allows delays the next one.
+            rest = time.monotonic_ns() + round(budget.rest_s() * 1e9)
+            for i in built:
+                due[i] = max(due[i] + plan[i].interval_ns, now + 1, rest)
 
     def _telemetry(
         self,
@@ -484,31 +519,12 @@ class GnmiServicer(gnmi_pb2_grpc.gNMIServicer):
         interval = min(check_interval(s.sample_interval) for s in sub_list.subscription)
         reader = SampleReader(ring)  # from the next sample: the client is told it is in place
         yield gnmi_pb2.SubscribeResponse(sync_response=True)
-        ended = _client_gone(request_iterator, context)
+        ended = client_gone(request_iterator, context)
         for notice in stream_samples(
             reader, self.telemetry.names, paths, interval, encoding, sub_list.prefix,
             ended, context.is_active,
         ):  # fmt: skip
             yield self._update(notice)
-
-
-def _client_gone(request_iterator: Iterator[Any], context: Any) -> threading.Event:
-    """An event set once the client cancels or closes its side of a STREAM (a thread
-    drains its requests: nothing else is asked of a STREAM subscription)."""
-    ended = threading.Event()
-    context.add_callback(ended.set)
-
-    def drain() -> None:
-        try:
-            for _ in request_iterator:
-                pass
-        except (grpc.RpcError, MalformedRequest):
-            pass  # cancelled (the callback above fires too), or bytes that are no request
-        finally:
-            ended.set()
-
-    threading.Thread(target=drain, name="gnmi-stream-requests", daemon=True).start()
-    return ended
 
 
 def add_gnmi_service(
@@ -520,6 +536,7 @@ def add_gnmi_service(
     set_enabled: Callable[[str, bool], None] | None = None,
     queues: Callable[[], Sequence[QueueCounters]] | None = None,
     log_limit: LogLimiter | None = None,
+    harness_key: str | None = None,
 ) -> None:
     """Register the gNMI servicer for `source()`'s interface counters (and, given, the
     packet loop's lateness histograms, its 10 ms sample ring and `queues()`' egress
@@ -531,13 +548,14 @@ def add_gnmi_service(
         telemetry=telemetry,
         set_enabled=set_enabled,
         queues=queues,
+        harness_key=harness_key,
+        log_limit=log_limit,
     )
     # Requests are parsed by the service, not by grpcio (`raw_requests` says why); the
     # Get's response is bytes already (`get_response_bytes`).
     service = gnmi_pb2.DESCRIPTOR.services_by_name["gNMI"]
-    log_limit = log_limit if log_limit is not None else LogLimiter()
     server.add_generic_rpc_handlers(
-        (raw_service_handler(service, servicer, log_limit, {"Get": _as_sent}),)
+        (raw_service_handler(service, servicer, servicer.log_limit, {"Get": _as_sent}),)
     )
 
 

@@ -359,6 +359,7 @@ def serve(
     telemetry: TelemetrySource | None = None,
     set_enabled: Callable[[str, bool], None] | None = None,
     queue_counters: Callable[[], Sequence[QueueCounters]] | None = None,
+    harness_key: str | None = None,
 ) -> RunningServer:
     """Start a P4Runtime server for one device on `address` (port 0: any free port).
 
@@ -374,7 +375,8 @@ def serve(
     queue_counters the egress queues under /qos. With tls, the
     port (P4Runtime and gNMI alike) speaks only TLS; without it, a server
     reachable beyond loopback logs a warning, since anyone who reaches it
-    can take the primary role. `limits` caps what clients may hold at once.
+    can take the primary role. `limits` caps what clients may hold at once; a
+    gNMI client that sends `harness_key` gets a Subscribe slot kept for it.
     """
     limits = limits if limits is not None else ServiceLimits()
     if dataplane is None:
@@ -408,6 +410,7 @@ def serve(
             set_enabled,
             queue_counters,
             log_limit=device.log_limit,
+            harness_key=harness_key,
         )
     try:
         if tls is None:

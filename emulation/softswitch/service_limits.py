@@ -11,7 +11,7 @@ Every default is our choice; `ServiceLimits()` is what `cassini switch serve`
 runs with, and tests pass smaller ones.
 
 >>> ServiceLimits().workers
-49
+50
 """
 
 from __future__ import annotations
@@ -30,8 +30,14 @@ FIRST_ARBITRATION_S = 5.0
 # Messages waiting to be sent on one stream; a client that lets more pile up
 # does not read its stream and is dropped (its RPC cancelled).
 OUTBOX_MESSAGES = 256
-# gNMI Subscribe RPCs open at once (each holds a thread, POLL ones while idle).
+# gNMI Subscribe RPCs open at once (each holds a thread, POLL ones while idle), and
+# how many more are kept for the harness's own client (`gnmi_subscriptions`).
 MAX_SUBSCRIPTIONS = 8
+HARNESS_SUBSCRIPTIONS = 1
+# A POLL subscription with no Poll this long is ended; a STREAM whose response has
+# waited this long to be sent (its client does not read) is cancelled.
+POLL_IDLE_S = 60.0
+STREAM_STALL_S = 10.0
 # Read RPCs in progress at once, and how many of them build messages at once:
 # building is pure Python, so one builder leaves the interpreter to Writes.
 MAX_READS = 8
@@ -55,6 +61,9 @@ class ServiceLimits:
     first_arbitration_s: float = FIRST_ARBITRATION_S
     outbox_messages: int = OUTBOX_MESSAGES
     max_subscriptions: int = MAX_SUBSCRIPTIONS
+    harness_subscriptions: int = HARNESS_SUBSCRIPTIONS
+    poll_idle_s: float = POLL_IDLE_S
+    stream_stall_s: float = STREAM_STALL_S
     max_reads: int = MAX_READS
     read_builders: int = READ_BUILDERS
     max_read_entities: int | None = None  # None: the pipeline's read_capacity
@@ -71,7 +80,8 @@ class ServiceLimits:
     def workers(self) -> int:
         """Threads of the gRPC pool: every long RPC at its cap (streams with the spare)
         and `unary_workers` more."""
-        return self.max_streams + 1 + self.max_subscriptions + self.max_reads + self.unary_workers
+        subscriptions = self.max_subscriptions + self.harness_subscriptions
+        return self.max_streams + 1 + subscriptions + self.max_reads + self.unary_workers
 
 
 def read_capacity(p4info: P4InfoIndex) -> int:

@@ -104,6 +104,7 @@ class SoftwareSwitch:
             self._ports = sorted(set(self.port_names) | set(self.tm.cable_peers()))
             if self.requested_grpc_address is not None:
                 from .gnmi_telemetry import TelemetrySource
+                from .harness_key import harness_key
                 from .p4runtime_service import serve
 
                 self.server = serve(
@@ -116,6 +117,7 @@ class SoftwareSwitch:
                     telemetry=TelemetrySource(self.datapath.sample_ring, self.interface_names),
                     set_enabled=self.set_enabled,
                     queue_counters=self.queue_counters,
+                    harness_key=harness_key(),
                 )
                 log.info("device %d: P4Runtime service on %s", self.device_id, self.grpc_address)
         except BaseException:

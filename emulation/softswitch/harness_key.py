@@ -1,0 +1,36 @@
+"""Which secret tells the switch that a gNMI client is the harness's own?
+
+(our choice) A random key in a file of the run folder (`run_files.run_dir`,
+owner-only), made on first use and readable only by its user: the switch
+reads it when it starts, and the harness's clients send it as the
+`cassini-harness-key` metadata (`gnmi_subscriptions.HARNESS_KEY_METADATA`),
+which gets them the Subscribe slot kept for the harness. A client of another
+user cannot read it; loopback alone would not tell the two apart.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+from pathlib import Path
+
+from ..run_files import run_dir
+
+KEY_FILE = "harness.key"
+
+
+def harness_key(folder: Path | None = None) -> str:
+    """The key in `folder` (the run folder by default), made there if there is none."""
+    path = (folder if folder is not None else run_dir()) / KEY_FILE
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+    fd = os.open(path, flags, 0o600)
+    with os.fdopen(fd, "r+") as handle:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # two switches starting at once make one key
+        if os.fstat(fd).st_uid != os.geteuid() or os.fstat(fd).st_mode & 0o077:
+            raise PermissionError(f"{path} must be readable by its owner alone")
+        key = handle.read().strip()
+        if not key:
+            key = secrets.token_hex(16)
+            handle.write(key + "\n")
+    return key

@@ -1,0 +1,188 @@
+"""A gNMI Subscribe cannot hold the switch (issue 37): an idle POLL subscription ends, a
+STREAM whose client does not read is cancelled, a STREAM's building has a CPU budget,
+and the harness's own client always finds a slot.
+
+Real gRPC clients against a real server; every test here failed before the change."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+import pytest
+from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
+
+from emulation.softswitch.gnmi_service import GnmiServicer, _as_sent
+from emulation.softswitch.gnmi_subscriptions import HARNESS_KEY_METADATA
+from emulation.softswitch.harness_key import harness_key
+from emulation.softswitch.log_limit import LogLimiter
+from emulation.softswitch.p4runtime_service import serve
+from emulation.softswitch.port_stats import PortCounters, port_counters
+from emulation.softswitch.raw_requests import raw_service_handler
+from emulation.softswitch.service_limits import MAX_SUBSCRIPTIONS, ServiceLimits
+from tests.helpers.p4runtime import DEVICE_ID
+from tests.helpers.waiting import wait_for
+
+Codes = grpc.StatusCode
+NAMES = {p: f"veth{p}" for p in range(1, 33)}
+INTERFACES = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name="interfaces")])
+
+
+def _ports() -> list[PortCounters]:
+    return port_counters({"rx_packets": {1: 5}}, NAMES, list(NAMES))
+
+
+def _held(first: Any, more: Iterator[Any] | None = None) -> Iterator[Any]:
+    """The first request, then whatever `more` gives, the client's side kept open."""
+    yield first
+    if more is not None:
+        yield from more
+    threading.Event().wait()
+
+
+def _subscription(mode: int, paths: int = 1, **sub: Any) -> Any:
+    return gnmi_pb2.SubscribeRequest(
+        subscribe=gnmi_pb2.SubscriptionList(
+            mode=mode,
+            encoding=gnmi_pb2.PROTO,
+            subscription=[gnmi_pb2.Subscription(path=INTERFACES, **sub)] * paths,
+        )
+    )
+
+
+def _read_all(call: Any) -> None:
+    with contextlib.suppress(grpc.RpcError):
+        for _ in call:
+            pass
+
+
+POLL = gnmi_pb2.SubscriptionList.POLL
+STREAM = gnmi_pb2.SubscriptionList.STREAM
+ONCE = gnmi_pb2.SubscriptionList.ONCE
+
+
+def test_the_harness_key_is_made_once_and_readable_by_its_owner_alone(tmp_path: Any) -> None:
+    key = harness_key(tmp_path)
+    assert len(key) == 32 and harness_key(tmp_path) == key
+    assert (tmp_path / "harness.key").stat().st_mode & 0o077 == 0
+
+
+def test_idle_poll_subscriptions_cannot_keep_the_harness_out() -> None:
+    """8 idle POLL subscriptions refused the harness's own telemetry stream
+    (RESOURCE_EXHAUSTED) for as long as they were held: a slot is kept for the client
+    that sends the harness key, and a POLL nobody polls is ended."""
+    limits = ServiceLimits(poll_idle_s=2.0)
+    with serve(DEVICE_ID, port_counters=_ports, limits=limits, harness_key="k" * 32) as running:
+        channel = grpc.insecure_channel(running.address)
+        gnmi = gnmi_pb2_grpc.gNMIStub(channel)
+        idle = [gnmi.Subscribe(_held(_subscription(POLL))) for _ in range(MAX_SUBSCRIPTIONS)]
+        polled = threading.Event()
+
+        def polls() -> Iterator[Any]:
+            while not polled.wait(0.5):
+                yield gnmi_pb2.SubscribeRequest(poll=gnmi_pb2.Poll())
+
+        began = time.monotonic()
+        try:
+            for call in idle:
+                assert next(call).HasField("update")  # each is served
+            with pytest.raises(grpc.RpcError) as refused:
+                list(gnmi.Subscribe(iter([_subscription(ONCE)]), timeout=5))
+            assert refused.value.code() == Codes.RESOURCE_EXHAUSTED
+            wrong = ((HARNESS_KEY_METADATA, "x" * 32),)
+            with pytest.raises(grpc.RpcError) as refused:
+                list(gnmi.Subscribe(iter([_subscription(ONCE)]), timeout=5, metadata=wrong))
+            assert refused.value.code() == Codes.RESOURCE_EXHAUSTED
+            # The harness gets in while all eight are held...
+            harness = ((HARNESS_KEY_METADATA, "k" * 32),)
+            kept = gnmi.Subscribe(_held(_subscription(POLL), polls()), metadata=harness)
+            assert next(kept).HasField("update")
+            # ... and the idle ones end once their time without a Poll is up.
+            for call in idle:
+                with pytest.raises(grpc.RpcError) as ended:
+                    for _ in call:  # the sync_response, then the end
+                        pass
+                assert ended.value.code() == Codes.DEADLINE_EXCEEDED
+                assert "no Poll" in (ended.value.details() or "")
+            assert time.monotonic() - began < limits.poll_idle_s + 3
+            assert not kept.done()  # one that polls stays
+            assert list(gnmi.Subscribe(iter([_subscription(ONCE)]), timeout=5))
+        finally:
+            polled.set()
+            channel.close()
+
+
+def test_a_stream_subscriber_that_does_not_read_is_cancelled() -> None:
+    """8 STREAM subscriptions of 901 paths, never read, held the service for good."""
+    limits = ServiceLimits(stream_stall_s=1.0, max_subscriptions=1)
+    reads = [0]
+
+    def counted() -> list[PortCounters]:
+        reads[0] += 1
+        return _ports()
+
+    with serve(DEVICE_ID, port_counters=counted, limits=limits) as running:
+        # A window that does not grow: the responses the client leaves unread back up.
+        channel = grpc.insecure_channel(running.address, options=[("grpc.http2.bdp_probe", 0)])
+        gnmi = gnmi_pb2_grpc.gNMIStub(channel)
+        request = _subscription(STREAM, paths=900, sample_interval=100_000_000)
+        call = gnmi.Subscribe(_held(request))
+        def slot_free() -> bool:
+            try:
+                return bool(list(gnmi.Subscribe(iter([_subscription(ONCE)]), timeout=5)))
+            except grpc.RpcError as err:
+                assert err.code() == Codes.RESOURCE_EXHAUSTED
+                return False
+
+        try:
+            assert next(call).HasField("update")
+            assert not slot_free()  # it holds the one slot
+            assert wait_for(slot_free, timeout=30)
+            after = reads[0]
+            time.sleep(0.5)
+            assert reads[0] == after  # nothing is built for it any more
+            with pytest.raises(grpc.RpcError) as ended:
+                for _ in call:  # what it left unread, then the end
+                    pass
+            assert ended.value.code() == Codes.CANCELLED
+        finally:
+            call.cancel()
+            channel.close()
+
+
+def test_a_stream_spends_at_most_its_share_of_a_core_building_samples() -> None:
+    """Each round of a STREAM's samples costs 50 ms of its thread's CPU here (a fake
+    clock): at a 5% share it is sampled about once a second, not every 100 ms."""
+    rounds = [0]
+    spent = itertools.count(0.0, 0.05).__next__  # each look at the clock: 50 ms more
+
+    def counted() -> list[PortCounters]:
+        rounds[0] += 1
+        return _ports()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    servicer = GnmiServicer(counted, build_cpu=spent)
+    service = gnmi_pb2.DESCRIPTOR.services_by_name["gNMI"]
+    server.add_generic_rpc_handlers(
+        (raw_service_handler(service, servicer, LogLimiter(), {"Get": _as_sent}),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    call = gnmi_pb2_grpc.gNMIStub(channel).Subscribe(
+        _held(_subscription(STREAM, sample_interval=100_000_000))
+    )
+    try:
+        threading.Thread(target=_read_all, args=(call,), daemon=True).start()
+        time.sleep(2.0)
+        assert 2 <= rounds[0] <= 5  # the first sample, then one a second (was 20)
+    finally:
+        call.cancel()
+        channel.close()
+        server.stop(0)
