@@ -261,9 +261,13 @@ class TelemetryStream:
         tls: TlsSettings | None = None,
         packed: bool = True,
         look_s: float | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.address = address
         self.ports = dict(ports)
+        # Sent with the subscription: the harness's key gets it the slot the software
+        # switch keeps for the harness (emulation/softswitch/harness_key.py).
+        self.metadata = tuple(metadata)
         self.on_sample = on_sample
         self.interval_s = interval_s
         self.timeout = timeout
@@ -308,7 +312,9 @@ class TelemetryStream:
             request_serializer=gnmi_pb2.SubscribeRequest.SerializeToString,
             response_deserializer=None,
         )
-        self._call = subscribe(self._requests(), wait_for_ready=True)
+        self._call = subscribe(
+            self._requests(), wait_for_ready=True, metadata=self.metadata or None
+        )
         self._thread = threading.Thread(target=self._read, name="telemetry-stream", daemon=True)
         self._thread.start()
         try:
@@ -471,9 +477,11 @@ class SampleCollector:
         interval_s: float = TELEMETRY_MIN_SAMPLE_NS / 1e9,
         timeout_s: float = 5.0,
         tls: TlsSettings | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.address = address
         self.device_id = device_id
+        self.metadata = tuple(metadata)  # sent with the stream (`TelemetryStream`)
         self.ports = tuple(ports)
         self.gnmi = gnmi
         self.interval_s = interval_s
@@ -497,6 +505,7 @@ class SampleCollector:
                     self.timeout_s,
                     self.tls,
                     look_s=STREAM_LOOK_S,
+                    metadata=self.metadata,
                 ).start()  # decoded in `stop`, after the run
                 self.collected.source = "gnmi-stream"
                 return self

@@ -31,6 +31,7 @@ from controlplane.job_classes import (
 )
 from controlplane.job_samples import SampleCollector
 from controlplane.p4names import JOB_BY_DST_TABLE, JOB_BY_SRC_TABLE
+from emulation.softswitch.harness_key import harness_metadata
 
 from .launch import Placed
 from .telemetry_rows import QueueRow, TelemetryRow, link_names, series_rows
@@ -93,6 +94,7 @@ class RunTelemetry:
                 self.fabric.chip.ports(),
                 gnmi=self.gnmi,
                 timeout_s=self.fabric.timeout,
+                metadata=harness_metadata(),
             ).start()
         except Exception as err:  # the run goes on without telemetry
             self.error = f"per-job telemetry: {err}"

@@ -16,6 +16,7 @@ import secrets
 from pathlib import Path
 
 from ..run_files import run_dir
+from .gnmi_subscriptions import HARNESS_KEY_METADATA
 
 KEY_FILE = "harness.key"
 
@@ -34,3 +35,12 @@ def harness_key(folder: Path | None = None) -> str:
             key = secrets.token_hex(16)
             handle.write(key + "\n")
     return key
+
+
+def harness_metadata() -> tuple[tuple[str, str], ...]:
+    """The gRPC metadata a harness client sends to be known as the harness (none when
+    the key cannot be read: the client then competes for the shared slots)."""
+    try:
+        return ((HARNESS_KEY_METADATA, harness_key()),)
+    except OSError:
+        return ()

@@ -18,8 +18,11 @@ import grpc
 import pytest
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
-from emulation.softswitch.gnmi_service import GnmiServicer, _as_sent
+from controlplane.gnmi import GnmiError
+from controlplane.job_samples import TelemetryStream
+from emulation.softswitch.gnmi_service import GnmiServicer, _as_sent, add_gnmi_service
 from emulation.softswitch.gnmi_subscriptions import HARNESS_KEY_METADATA
+from emulation.softswitch.gnmi_telemetry import TelemetrySource
 from emulation.softswitch.harness_key import harness_key
 from emulation.softswitch.log_limit import LogLimiter
 from emulation.softswitch.p4runtime_service import serve
@@ -28,6 +31,7 @@ from emulation.softswitch.raw_requests import raw_service_handler
 from emulation.softswitch.service_limits import MAX_SUBSCRIPTIONS, ServiceLimits
 from tests.helpers.p4runtime import DEVICE_ID
 from tests.helpers.waiting import wait_for
+from tests.softswitch.test_gnmi_telemetry import Writer
 
 Codes = grpc.StatusCode
 NAMES = {p: f"veth{p}" for p in range(1, 33)}
@@ -186,3 +190,31 @@ def test_a_stream_spends_at_most_its_share_of_a_core_building_samples() -> None:
         call.cancel()
         channel.close()
         server.stop(0)
+
+
+def test_the_harness_telemetry_stream_gets_the_kept_slot() -> None:
+    """The collector's telemetry STREAM sends the harness key: it gets in while every
+    shared slot is held by an idle POLL; without the key it is refused."""
+    writer = Writer(slots=8)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    telemetry = TelemetrySource(lambda: writer.ring, {1: "tor1-eth1", 2: "tor1-eth2"})
+    add_gnmi_service(server, _ports, telemetry=telemetry, harness_key="k" * 32)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    address = f"127.0.0.1:{port}"
+    channel = grpc.insecure_channel(address)
+    gnmi = gnmi_pb2_grpc.gNMIStub(channel)
+    idle = [gnmi.Subscribe(_held(_subscription(POLL))) for _ in range(MAX_SUBSCRIPTIONS)]
+    try:
+        for call in idle:
+            assert next(call).HasField("update")
+        with pytest.raises(GnmiError, match="RESOURCE_EXHAUSTED"):
+            TelemetryStream(address, {}, timeout=5).start()
+        harness = ((HARNESS_KEY_METADATA, "k" * 32),)
+        stream = TelemetryStream(address, {}, timeout=5, metadata=harness).start()
+        stream.stop()
+    finally:
+        for call in idle:
+            call.cancel()
+        channel.close()
+        server.stop(0).wait()
