@@ -31,7 +31,12 @@ from .common import (
     positive_float,
     positive_int_up_to,
 )
-from .fabric_run_cmds import add_policy_argument, add_transport_argument, fabric_policy
+from .fabric_run_cmds import (
+    add_policy_argument,
+    add_transport_argument,
+    check_recalibrate,
+    fabric_policy,
+)
 from .poll_flags import (
     Deferred,
     StoreWithDeferredHelp,
@@ -141,6 +146,7 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
     from emulation.scaling import DEFAULT_SCALE
     from topologies.errors import UserInputError
 
+    check_recalibrate(args.scale, args.recalibrate)
     try:
         drift = parse_drift_threshold(args.drift)
     except ValueError as err:

@@ -29,6 +29,24 @@ from .common import (
     positive_int_up_to,
 )
 from .poll_flags import add_poll_interval_argument, poll_interval_or_default
+from .run_flags import (
+    HOST_RATE_POLICIES,
+    add_policy_argument,
+    add_transport_argument,
+    check_recalibrate,
+    fabric_policy,
+    transport_name,
+)
+
+__all__ = [
+    "HOST_RATE_POLICIES",
+    "add_policy_argument",
+    "add_transport_argument",
+    "check_recalibrate",
+    "fabric_policy",
+    "register",
+    "transport_name",
+]
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -73,78 +91,20 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
     run.set_defaults(handler=_run)
 
 
-def add_transport_argument(parser: argparse.ArgumentParser) -> None:
-    """--transport, as `fabric run` and `emulate` take it."""
-    parser.add_argument(
-        "--transport",
-        type=transport_name,
-        default="tcp",
-        help="tcp: kernel TCP with ECN (default); roce: RoCEv2 with DCQCN, hosts honour PFC",
-    )
-
-
-def transport_name(text: str) -> str:
-    """A --transport value, or argparse's one-line error naming it."""
-    from emulation.jobs.run_settings import TRANSPORTS
-
-    if text not in TRANSPORTS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(TRANSPORTS)}")
-    return text
-
-
-def add_policy_argument(parser: argparse.ArgumentParser) -> None:
-    """--policy, as `fabric run` and `emulate` take it (checked with --transport by
-    `fabric_policy`)."""
-    from scheduler.policies import POLICIES
-
-    parser.add_argument(
-        "--policy",
-        default="none",
-        help=f"network policy: {', '.join(POLICIES)} (default none); the fabric runs none, "
-        "mltcp (with --transport roce: the hosts' DCQCN grows more aggressive with the "
-        "iteration's bytes sent, no shifts), crux and echelon (TCP: each flow's class in the "
-        "switch's strict-priority queues, from the policy's plan at each decision)",
-    )
-
-
-def fabric_policy(policy: str, transport: str) -> str:
-    """A --policy the fabric can run with `transport`, else a one-line UserInputError."""
-    from emulation.jobs.run_settings import CLASS_POLICIES, FABRIC_POLICIES
-    from scheduler.policies import parse_policy
-    from topologies.errors import UserInputError
-
-    name = parse_policy(policy)
-    if name == "mltcp" and transport != "roce":
-        raise UserInputError(
-            f"--policy mltcp runs in RoCE's DCQCN: add --transport roce, not {transport}"
-        )
-    if name in CLASS_POLICIES and transport != "tcp":
-        raise UserInputError(
-            f"--policy {name} sets a queue class per flow, which would move RoCE data out of "
-            f"its PFC class: use --transport tcp, not {transport}"
-        )
-    if name not in FABRIC_POLICIES:
-        raise UserInputError(
-            f"--policy {name}: the fabric does not install its classes or rates; "
-            f"`cassini simulate --policy {name}` runs it (fabric: {', '.join(FABRIC_POLICIES)})"
-        )
-    return name
-
-
 def _run(args: argparse.Namespace) -> int:
     from emulation.fabric import EmulatedFabric
     from emulation.fabric_options import FabricOptions
     from emulation.jobs.agent import parse_drift_threshold
     from emulation.jobs.launch import parse_schedule, plan_jobs, read_schedule
-    from emulation.jobs.run_folder import write_run
     from emulation.jobs.run_settings import RunSettings
     from emulation.jobs.supervisor import run_schedule
     from emulation.signals import SignalExit, signals_raise
     from scheduler.profiles import load_models, load_profiles_file
     from topologies.errors import UserInputError
     from topologies.library import load_topology
-    from topologies.outputs import check_output, staged_folder
+    from topologies.outputs import check_output, staged_folder, write_or_rescue
 
+    check_recalibrate(args.scale, args.recalibrate)
     topo = load_topology(args.topology)
     models = load_models(args.models)
     profiles = load_profiles_file(args.jobs_file) if args.jobs_file else None
@@ -173,9 +133,9 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"fabric {fabric.prefix} up: {len(jobs)} jobs, "
                       f"{sum(j.workers for j in jobs)} replicas", file=sys.stderr, flush=True)  # fmt: skip
                 result = run_schedule(fabric, jobs, settings, stage, progress=_print_progress)
-            write_run(result, stage)
-            if scale_choice is not None:
-                _add_to_summary(stage / "summary.json", {"scale_choice": scale_choice})
+            extra = {} if scale_choice is None else {"scale_choice": scale_choice}
+            # a full disk keeps the run's results in the temporary folder, said in one line
+            write_or_rescue(lambda folder: _write(result, folder, extra), stage, Path(args.out))
     except SignalExit as stopped:
         raise Interrupted(
             stopped.signum, f"{stopped.signal_name}: {args.out} not written"
@@ -214,8 +174,14 @@ def _auto_scale(
     return choice.scale, record
 
 
-def _add_to_summary(path: Path, extra: dict[str, Any]) -> None:
-    path.write_text(json.dumps(json.loads(path.read_text()) | extra, indent=1) + "\n")
+def _write(result: RunResult, folder: Path, extra: dict[str, Any]) -> None:
+    """The run's folder (`write_run`), with `extra` added to summary.json."""
+    from emulation.jobs.run_folder import write_run
+
+    write_run(result, folder)
+    if extra:
+        path = folder / "summary.json"
+        path.write_text(json.dumps(json.loads(path.read_text()) | extra, indent=1) + "\n")
 
 
 def _print_progress(p: Progress) -> None:

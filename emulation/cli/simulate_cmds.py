@@ -73,9 +73,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     sim.add_argument("--exact", action="store_true", help="no steady-state fast-forward (slower)")
     sim.add_argument(
         "--drift",
-        type=nonnegative_float,
+        type=jitter_sigma,
         default=0.0,
-        help="compute-time jitter sigma, enables the 5%% agent rule",
+        help=f"compute-time jitter sigma in [0, {MAX_DRIFT_SIGMA:g}] (a fraction of each "
+        "compute phase), enables the 5%% agent rule",
     )
     sim.add_argument(
         "--out",
@@ -88,6 +89,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--json", action="store_true", help="print summary.json to stdout, no progress bar"
     )
     sim.set_defaults(handler=_simulate)
+
+
+# (our choice) A jitter as large as the compute phase itself: past it most draws are
+# clipped to nothing or double the phase, and 1e300 ran the simulator into its horizon
+# ("simulation passed 864000.0 s without finishing") after the run had started.
+MAX_DRIFT_SIGMA = 1.0
+
+
+def jitter_sigma(text: str) -> float:
+    """--drift: a sigma in [0, MAX_DRIFT_SIGMA], or argparse's one line naming it."""
+    value = nonnegative_float(text)
+    if value > MAX_DRIFT_SIGMA:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_DRIFT_SIGMA:g}, got {text}")
+    return value
 
 
 def _trace_options(p: argparse.ArgumentParser) -> None:
@@ -144,7 +159,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from scheduler.simulator import SimSettings
     from scheduler.traces import TRACE_KINDS, check_fits, resolve_trace
     from topologies.library import load_topology
-    from topologies.outputs import check_output, staged_folder
+    from topologies.outputs import check_output, staged_folder, write_or_rescue
 
     names = parse_scheduler_names(args.schedulers)
     policy = parse_policy(args.policy)
@@ -188,7 +203,8 @@ def _simulate(args: argparse.Namespace) -> int:
                     bar.update(tasks[n], completed=len(jobs))
         else:
             exp = run()
-        staged = write_outputs(exp, stage)
+        # a full disk keeps the results in the temporary folder, said in one line
+        staged = write_or_rescue(lambda folder: write_outputs(exp, folder), stage, out)
     paths = {name: out / path.relative_to(stage) for name, path in staged.items()}
     if args.json:
         print(paths["summary"].read_text(), end="")

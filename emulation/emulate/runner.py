@@ -18,7 +18,9 @@
 
 A Ctrl-C or SIGTERM stops the running replicas, tears the fabric down and
 still writes the report of what completed, marked partial; a failed job is
-reported (the run is partial) and the next scheduler runs.
+reported (the run is partial) and the next scheduler runs. A full disk ends
+the runs; the report of what completed, with their folders, is written to a
+fresh folder in the temporary folder instead, and the one-line error says where.
 
 Jobs that arrive and leave over time (the dynamic trace, or such a file):
 every decision of the scheduler that changes something for the jobs in the
@@ -46,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from controlplane.counter_watch import DEFAULT_POLL_INTERVAL_S
 from emulation.scaling import DEFAULT_SCALE
 from topologies.errors import UserInputError
+from topologies.outputs import disk_error, is_disk_error, write_or_rescue
 
 from .fidelity import switch_lateness
 from .plan import GIVEN, TracePlan, iterations_in, plan_trace, shared_links
@@ -441,6 +444,10 @@ def emulate(
         stopped = signal_exit.signal_name
     except KeyboardInterrupt:
         stopped = "SIGINT"
+    except OSError as err:  # a full disk: the runs so far are reported, kept elsewhere
+        if not is_disk_error(err, out):
+            raise
+        failed = f"results not written: {disk_error(err, out, Path(final_dir or out))}"
     record = run_settings_record(settings, plan, fabric_ref[0])
     if final_dir is not None:
         for key in ("profiles", "sharing"):
@@ -453,7 +460,9 @@ def emulate(
     record["failed"] = failed
     if scale_choice is not None:
         record["scale_choice"] = scale_choice
-    return write_report(runs, record, out), stopped
+    # a full disk keeps the report and the runs in the temporary folder, said in one line
+    final = Path(final_dir) if final_dir is not None else out
+    return write_or_rescue(lambda folder: write_report(runs, record, folder), out, final), stopped
 
 
 def moved_path(path: str | None, stage: Path, final: Path) -> str | None:

@@ -123,5 +123,5 @@ def test_class_policies_run_over_tcp_only(policy: str) -> None:
 
 
 def test_a_host_rate_policy_is_one_line() -> None:
-    with pytest.raises(UserInputError, match="echelon-rate: the fabric does not install"):
+    with pytest.raises(UserInputError, match="echelon-rate sets host rates, which neither the fabric nor `cassini simulate`"):
         fabric_policy("echelon-rate", "tcp")

@@ -62,7 +62,7 @@ def test_run_settings_refuse_mltcp_without_roce_and_unknown_policies() -> None:
     [
         (["--policy", "mltcp"], "--policy mltcp runs in RoCE's DCQCN: add --transport roce"),
         (["--policy", "crux", "--transport", "roce"], "--policy crux sets a queue class per"),
-        (["--policy", "echelon-rate"], "--policy echelon-rate: the fabric does not"),
+        (["--policy", "echelon-rate"], "--policy echelon-rate sets host rates, which neither"),
         (["--policy", "mltpc"], "--policy: no policy named 'mltpc'. Did you mean 'mltcp'?"),
     ],
 )
