@@ -9,7 +9,8 @@ their command line: the caller says which programs a run may leave behind
 (a `ProcessMatch`, e.g. `emulation.softswitch.processes.is_switch_process`),
 and such a process is a run's when it names one of the run's interfaces as
 `PORT@IFACE`. A switch killed outright leaves its interface lock files
-(`run_files.InterfaceLocks`) behind: `clean` removes those no process holds.
+(`run_files.InterfaceLocks`) behind: `clean` removes every one a switch
+wrote that no process holds, whatever the interface's name.
 Items are described as 'netns NAME', 'link NAME', 'process PID', 'folder
 PATH' and 'lock PATH'. `NetnsLab` removes what it built with the same
 functions.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import time
@@ -219,17 +221,31 @@ def _unheld(path: Path) -> bool:
         return True
 
 
-def stale_locks(prefixes: Iterable[str], remove: bool = False) -> list[str]:
-    """'lock PATH' of every interface lock file under the prefixes that no process holds
-    (removed when `remove`; a dry run only tests the lock and leaves the file)."""
-    prefix_tuple = tuple(prefixes)
+def switch_lock(path: Path, processes: ProcessMatch | None) -> bool:
+    """Whether a lock file is one a switch of ours wrote: `InterfaceLocks` records
+    'pid N (COMMAND)', and COMMAND is one `processes` matches (any, without it)."""
+    try:
+        with open(path, errors="replace") as handle:
+            text = handle.read(4096)
+    except OSError:
+        return False
+    found = re.fullmatch(r"pid \d+ \((.*)\)\s*", text, re.DOTALL)
+    if found is None:
+        return False
+    return processes is None or processes(found.group(1).split())
+
+
+def stale_locks(processes: ProcessMatch | None = None, remove: bool = False) -> list[str]:
+    """'lock PATH' of every interface lock file in the run folder that a switch of ours
+    wrote (`switch_lock`) and no process holds, whatever its interface is called: a
+    switch on the user's own veths leaves them too (removed when `remove`; a dry run
+    only tests the lock and leaves the file)."""
     folder = run_dir()
     found = []
     for name in sorted(os.listdir(folder)):
-        ifname = lock_interface(name)
-        if ifname is None or not ifname.startswith(prefix_tuple):
-            continue
         path = folder / name
+        if lock_interface(name) is None or not switch_lock(path, processes):
+            continue
         if remove:
             if _unheld(path):
                 found.append(f"lock {path}")
@@ -281,7 +297,7 @@ def survey(
         for item in leftovers(prefix_tuple, processes)
         if item not in claimed and not _item_name(item).startswith(own_prefixes or ("\0",))
     )
-    return Survey(tuple(states), unrecorded, tuple(stale_locks(prefix_tuple)))
+    return Survey(tuple(states), unrecorded, tuple(stale_locks(processes)))
 
 
 def clean(
@@ -299,7 +315,7 @@ def clean(
             removed += _remove_run(run, processes)
     if include_live:
         removed += cleanup_all(prefix_tuple, processes)
-    return removed + stale_locks(prefix_tuple, remove=True)
+    return removed + stale_locks(processes, remove=True)
 
 
 def _item_name(item: str) -> str:

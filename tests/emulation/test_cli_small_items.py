@@ -144,21 +144,27 @@ def test_cassini_clean_removes_interface_locks_no_process_holds(
 ) -> None:
     from emulation.clean import clean
     from emulation.run_files import InterfaceLocks
+    from emulation.softswitch.processes import is_switch_process
 
     monkeypatch.setenv("CASSINI_RUN_DIR", str(tmp_path))
     netns = os.stat("/proc/self/ns/net").st_ino
     stale = tmp_path / f"iface-{netns}-cas9f9fp1.lock"  # a switch killed outright left it
-    stale.write_text("pid 1 (gone)\n")
-    other = tmp_path / f"iface-{netns}-veth7.lock"  # not under the prefix asked for
-    other.write_text("")
+    stale.write_text("pid 1 (python -m emulation switch serve -i 1@cas9f9fp1)\n")
+    # A switch on the user's own veths, killed during a run, left this: gone too.
+    other = tmp_path / f"iface-{netns}-veth7.lock"
+    other.write_text("pid 2 (cassini switch serve -i 1@veth7 -i 2@veth8)\n")
+    foreign = tmp_path / f"iface-{netns}-veth9.lock"  # no switch of ours wrote it
+    foreign.write_text("someone else's\n")
     with InterfaceLocks(["cas9f9fp2"]):  # a live switch's lock
         held = tmp_path / f"iface-{netns}-cas9f9fp2.lock"
         assert held.exists()
         assert main(["clean", "--prefix", "cas9f9f", "--dry-run"]) == 0
         shown = capsys.readouterr().out
         assert f"would remove lock {stale} (no process holds it)" in shown, shown
-        assert str(held) not in shown
+        assert f"would remove lock {other} (no process holds it)" in shown, shown
+        assert str(held) not in shown and str(foreign) not in shown
         assert stale.exists()  # a dry run removes nothing
-        removed = clean(("cas9f9f",))
-        assert removed == [f"lock {stale}"]
-        assert not stale.exists() and held.exists() and other.exists()
+        removed = clean(("cas9f9f",), processes=is_switch_process)
+        assert sorted(removed) == sorted([f"lock {stale}", f"lock {other}"])
+        assert not stale.exists() and not other.exists()
+        assert held.exists() and foreign.exists()
