@@ -70,6 +70,12 @@ def counter_entity_fields(
             yield {"counter_entry": {"counter_id": counter_id, "index": {"index": i}, "data": data}}
 
 
+# (our choice) The most a counter write may set: refused above, not saturated, so a
+# value read back is always one that was counted. 2**62 leaves 2**62 to count on
+# (a year of bytes at 1 Tbit/s) before an int64 cell overflows.
+MAX_COUNTER_SET = 2**62
+
+
 def counter_change(index: P4InfoIndex, entry: Any, update_type: int) -> CounterChange | None:
     """What a counter write sets: one cell (or every cell when index is unset); MODIFY only."""
     counter = _counter_of(index, entry.counter_id)
@@ -83,6 +89,13 @@ def counter_change(index: P4InfoIndex, entry: Any, update_type: int) -> CounterC
         # would disagree, and ecn_marked <= port_tx would no longer hold.
         raise invalid(
             f"counter {counter.name}: packet_count and byte_count must be >= 0, got "
+            f"{entry.data.packet_count} and {entry.data.byte_count}"
+        )
+    if max(entry.data.packet_count, entry.data.byte_count) > MAX_COUNTER_SET:
+        # The packet loop adds to int64 cells: 2**63 - 1 read back negative after 3 frames.
+        raise invalid(
+            f"counter {counter.name}: packet_count and byte_count may be set to at most "
+            f"{MAX_COUNTER_SET} (2**62), so that counting on cannot overflow int64; got "
             f"{entry.data.packet_count} and {entry.data.byte_count}"
         )
     return CounterChange(

@@ -51,7 +51,7 @@ def enabled_value(value: Any) -> bool:
     if kind in ("json_val", "json_ietf_val"):
         try:
             parsed = json.loads(getattr(value, kind))
-        except ValueError:
+        except (ValueError, RecursionError):  # deeply nested JSON is no boolean either
             parsed = None
         if isinstance(parsed, bool):
             return parsed

@@ -49,6 +49,7 @@ from .gnmi_subscriptions import (
     presented_key,
 )
 from .gnmi_telemetry import (
+    MAX_SAMPLE_NS,
     TelemetrySource,
     check_interval,
     check_packed,
@@ -82,8 +83,6 @@ GNMI_VERSION = "0.8.0"  # the gnmi.proto of the stubs we serve (pygnmi.spec.v080
 SUPPORTED_ENCODINGS = (gnmi_pb2.JSON, gnmi_pb2.JSON_IETF, gnmi_pb2.PROTO)
 MIN_SAMPLE_NS = 100_000_000  # 100 ms: the fastest STREAM sampling (our choice)
 DEFAULT_SAMPLE_NS = 1_000_000_000  # TARGET_DEFINED subscriptions sample every second
-# The slowest STREAM sampling: 2**63 - 1 ns (292 years), gNMI's largest timestamp.
-MAX_SAMPLE_NS = 2**63 - 1
 
 
 # Which encoding a Subscribe answers with (gNMI specification 0.10.0, openconfig/reference

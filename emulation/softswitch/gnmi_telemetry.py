@@ -60,6 +60,9 @@ from .gnmi_tree import (
 from .sample_ring import Sample, SampleReader, SampleRing
 from .state import JOB_CLASSES
 
+# The slowest sampling of any path: 2**63 - 1 ns (292 years), gNMI's largest timestamp.
+MAX_SAMPLE_NS = 2**63 - 1
+
 
 def is_telemetry(elems: Sequence[Any]) -> bool:
     """Does a path start at /cassini (the telemetry tree)?"""
@@ -126,9 +129,15 @@ def telemetry_schema(ports: Sequence[int], names: Mapping[int, str]) -> dict[str
 
 def check_interval(interval_ns: int) -> int:
     """A telemetry subscription's sample interval: 0 means the finest (10 ms); below it is
-    INVALID_ARGUMENT (the ring has nothing finer)."""
+    INVALID_ARGUMENT (the ring has nothing finer), and so is above `MAX_SAMPLE_NS`."""
     if interval_ns == 0:
         return TELEMETRY_MIN_SAMPLE_NS
+    if interval_ns > MAX_SAMPLE_NS:  # as every other path: 2**64 - 1 failed later, UNKNOWN
+        raise PathError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"sample_interval {interval_ns} ns is above this target's maximum "
+            f"{MAX_SAMPLE_NS} ns (2**63 - 1)",
+        )
     if interval_ns < TELEMETRY_MIN_SAMPLE_NS:
         raise PathError(
             grpc.StatusCode.INVALID_ARGUMENT,

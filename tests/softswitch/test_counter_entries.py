@@ -34,3 +34,14 @@ def test_a_negative_count_is_refused(packets: int, octets: int) -> None:
         counter_change(load_p4info(), _entry(packets, octets), p4runtime_pb2.Update.MODIFY)
     assert err.value.code == code_pb2.INVALID_ARGUMENT
     assert "must be >= 0" in err.value.message
+
+
+@pytest.mark.parametrize(("packets", "octets"), [(2**63 - 1, 0), (0, 2**62 + 1)])
+def test_a_count_that_would_overflow_is_refused(packets: int, octets: int) -> None:
+    """A MODIFY to 2**63 - 1 was accepted and read back negative after 3 frames."""
+    with pytest.raises(EntryError) as err:
+        counter_change(load_p4info(), _entry(packets, octets), p4runtime_pb2.Update.MODIFY)
+    assert err.value.code == code_pb2.INVALID_ARGUMENT
+    assert "at most 4611686018427387904 (2**62)" in err.value.message
+    change = counter_change(load_p4info(), _entry(2**62, 2**62), p4runtime_pb2.Update.MODIFY)
+    assert change is not None and change.packets == 2**62

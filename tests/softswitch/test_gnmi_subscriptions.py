@@ -20,6 +20,7 @@ from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 from controlplane.gnmi import GnmiError
 from controlplane.job_samples import TelemetryStream
+from emulation.softswitch.gnmi_config import enabled_request
 from emulation.softswitch.gnmi_service import GnmiServicer, _as_sent, add_gnmi_service
 from emulation.softswitch.gnmi_subscriptions import HARNESS_KEY_METADATA
 from emulation.softswitch.gnmi_telemetry import TelemetrySource
@@ -218,3 +219,43 @@ def test_the_harness_telemetry_stream_gets_the_kept_slot() -> None:
             call.cancel()
         channel.close()
         server.stop(0).wait()
+
+
+def test_nested_json_and_telemetry_intervals_past_the_maximum_are_invalid_argument(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A Set of config/enabled with deeply nested json_val answered UNKNOWN (RecursionError),
+    and a /cassini/telemetry STREAM at sample_interval 2**64 - 1 was accepted, then failed
+    with UNKNOWN and two tracebacks in the log."""
+    writer = Writer(slots=8)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    telemetry = TelemetrySource(lambda: writer.ring, {1: "tor1-eth1", 2: "tor1-eth2"})
+    add_gnmi_service(server, _ports, telemetry=telemetry, set_enabled=lambda name, on: None)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    gnmi = gnmi_pb2_grpc.gNMIStub(channel)
+    try:
+        request = enabled_request("veth1", True)
+        request.update[0].val.CopyFrom(gnmi_pb2.TypedValue(json_val=b"[" * 100_000))
+        with pytest.raises(grpc.RpcError) as refused:
+            gnmi.Set(request, timeout=5)
+        assert refused.value.code() == Codes.INVALID_ARGUMENT
+        assert "boolean" in (refused.value.details() or "")
+        path = gnmi_pb2.Path(
+            elem=[gnmi_pb2.PathElem(name="cassini"), gnmi_pb2.PathElem(name="telemetry")]
+        )
+        sub = gnmi_pb2.Subscription(path=path, mode=gnmi_pb2.SAMPLE, sample_interval=2**64 - 1)
+        subscribe = gnmi_pb2.SubscribeRequest(
+            subscribe=gnmi_pb2.SubscriptionList(
+                mode=STREAM, encoding=gnmi_pb2.PROTO, subscription=[sub]
+            )
+        )
+        with pytest.raises(grpc.RpcError) as refused:
+            list(gnmi.Subscribe(iter([subscribe]), timeout=5))
+        assert refused.value.code() == Codes.INVALID_ARGUMENT
+        assert "maximum" in (refused.value.details() or "")
+    finally:
+        channel.close()
+        server.stop(0).wait()
+    assert not [r for r in caplog.records if r.exc_info]
