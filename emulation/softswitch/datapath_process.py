@@ -376,8 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--memory-fd", type=int, required=True)
     parser.add_argument("-i", action="append", default=[], help="PORT@IFACE (for `cassini clean`)")
     args = parser.parse_args(argv)
-    # Ctrl-C reaches the whole process group: the parent decides when the loop stops.
+    # Ctrl-C and a closed terminal's SIGHUP reach the whole process group: the parent
+    # decides when the loop stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     control = Connection(args.control_fd)

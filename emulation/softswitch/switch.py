@@ -238,7 +238,7 @@ def serve_until_stopped(
     interface_names: Mapping[int, str] | None = None,
     on_ready: Callable[[str], None] | None = None,
 ) -> int:
-    """Run a switch until SIGINT/SIGTERM (0) or until its packet loop dies (1);
+    """Run a switch until SIGINT/SIGTERM/SIGHUP (0) or until its packet loop dies (1);
     `on_ready` gets the P4Runtime address once it answers (port 0: the bound one).
 
     Signals only set a flag; teardown happens here, so it is the same for
@@ -249,7 +249,9 @@ def serve_until_stopped(
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP too: a closed terminal stops the switch the same way, locks released.
+    stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, on_signal) for s in stopping}
     switch = SoftwareSwitch(
         device_id,
         ports,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from emulation.netns import NetnsLab
+from emulation.run_files import InterfaceLocks
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from tests.helpers.leftovers import leftovers
@@ -31,10 +33,16 @@ def ports() -> Iterator[tuple[NetnsLab, list[str]]]:
         assert leftovers(lab.prefix) == []
 
 
-def start_switch(lab: NetnsLab, argv: list[str]) -> tuple[subprocess.Popen[str], list[str]]:
+def start_switch(
+    lab: NetnsLab, argv: list[str], new_session: bool = False
+) -> tuple[subprocess.Popen[str], list[str]]:
     """`cassini switch serve ARGV` until its ready line; returns it and its log so far."""
     process = lab.popen(
-        None, [CASSINI, "switch", "serve", *argv], stderr=subprocess.PIPE, text=True
+        None,
+        [CASSINI, "switch", "serve", *argv],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=new_session,
     )
     assert process.stderr is not None
     lines: list[str] = []
@@ -114,3 +122,22 @@ def test_the_shipped_tm_example_loads_and_the_readme_documents_it() -> None:
     for line in example.read_text().splitlines():
         if line and not line.startswith("#"):
             assert f"    {line}" in readme, line  # the README shows the file as shipped
+
+
+@pytest.mark.root
+def test_sighup_stops_the_switch_as_sigterm_does_and_leaves_no_lock_files(
+    ports: tuple[NetnsLab, list[str]],
+) -> None:
+    """`switch serve` had no SIGHUP handler: a closed terminal killed it, leaving its
+    interface lock files."""
+    lab, (a, b) = ports
+    locks = [InterfaceLocks._path(name) for name in (a, b)]
+    process, _ = start_switch(
+        lab, ["-i", f"1@{a}", "-i", f"2@{b}", "--grpc-server-addr", "127.0.0.1:0"], True
+    )
+    assert all(lock.exists() for lock in locks)
+    os.killpg(process.pid, signal.SIGHUP)  # as a closed terminal: the group
+    assert process.wait(10) == 0
+    assert process.stderr is not None
+    assert "stopped in" in process.stderr.read()
+    assert not any(lock.exists() for lock in locks)
