@@ -38,7 +38,9 @@ def describe_exit(
     log_tail: Sequence[str] = (),
     lines: int = FAILURE_LOG_LINES,
 ) -> str:
-    """Why a process ended, in one sentence plus its last log lines.
+    """Why a process ended, in one sentence, then its last log lines, then the sentence
+    again: the first line is the cause for a caller that keeps one line, and the last
+    line on a screen is the cause too, not the tenth log line (our choice).
 
     A negative return code is a signal (subprocess's convention), named so the
     reader need not look it up:
@@ -46,6 +48,7 @@ def describe_exit(
     >>> print(describe_exit("the switch", 4242, -9, ["ready: device 1"]))
     the switch (pid 4242) was killed by SIGKILL (signal 9); last log lines:
       ready: device 1
+    so: the switch (pid 4242) was killed by SIGKILL (signal 9)
     >>> describe_exit("the switch", 4242, 3)
     'the switch (pid 4242) exited with code 3 (no log output)'
     """
@@ -53,7 +56,8 @@ def describe_exit(
     tail = [line for line in log_tail if line.strip()][-lines:] if lines > 0 else []
     if not tail:
         return f"{what} (pid {pid}) {cause} (no log output)"
-    return f"{what} (pid {pid}) {cause}; last log lines:\n" + "\n".join(f"  {t}" for t in tail)
+    quoted = "\n".join(f"  {t}" for t in tail)
+    return f"{what} (pid {pid}) {cause}; last log lines:\n{quoted}\nso: {what} (pid {pid}) {cause}"
 
 
 class SwitchLog:

@@ -36,13 +36,17 @@ def test_a_signal_is_named_and_numbered() -> None:
         "the software switch process (pid 4242) was killed by SIGKILL (signal 9); last log lines:",
         "  a",
         "  b",
-    ]
+        "so: the software switch process (pid 4242) was killed by SIGKILL (signal 9)",
+    ]  # the cause is the last line on screen too, not the switch's tenth log line
 
 
 def test_an_exit_code_is_quoted_with_the_last_log_lines_only() -> None:
     log = [f"line {i}" for i in range(30)]
     text = describe_exit("the switch", 7, 3, log, lines=2)
-    assert text == "the switch (pid 7) exited with code 3; last log lines:\n  line 28\n  line 29"
+    assert text == (
+        "the switch (pid 7) exited with code 3; last log lines:\n  line 28\n  line 29\n"
+        "so: the switch (pid 7) exited with code 3"
+    )
     assert (
         describe_exit("the switch", 7, 0) == "the switch (pid 7) exited with code 0 (no log output)"
     )
