@@ -79,6 +79,7 @@ def raw_service_handler(
         serialize = serializers.get(method.name, response_type.SerializeToString)
         behaviour = getattr(servicer, method.name)
         name = f"{service.name}.{method.name}"
+        handler: Callable[[Any, Any], Any]
         if method.client_streaming:
             make = (
                 grpc.stream_stream_rpc_method_handler
