@@ -72,7 +72,9 @@ from scheduler.profiles import ModelSpec, build_profile
 from scheduler.traces import FOUR_JOBS
 from scheduler.traffic import JobRouter, nic_shares
 from scheduler.types import Profile
+from topologies.errors import UserInputError
 from topologies.model import Topology
+from topologies.names import shown
 
 # (our choice) Predicted CPU stays under 80% of each fidelity limit: the
 # calibration's own spread on a shared machine was of that order, and a
@@ -110,6 +112,7 @@ class CostConstants:
     cores: int  # the machine's
     machine: Mapping[str, str] = field(default_factory=dict)  # whose constants these are
     points: tuple[Mapping[str, Any], ...] = ()  # the calibration's measurements
+    taken_at: str = ""  # when it was measured (UTC, ISO 8601); "" if not recorded
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -118,17 +121,75 @@ class CostConstants:
         return out
 
     @staticmethod
-    def from_dict(raw: Mapping[str, Any]) -> CostConstants:
+    def from_dict(raw: Any, where: str = "calibration") -> CostConstants:
+        """The constants of a cache file's object; a missing, non-finite, negative or
+        absurd value is one line naming `where` and the field (a NaN constant chose
+        S = 1 with "predicted switch nan")."""
+        if not isinstance(raw, Mapping):
+            raise UserInputError(f"{where}: expected a JSON object of cost constants")
+        cores = _cache_number(raw, "cores", f"{where}: field 'cores'", 1, MAX_CORES)
+        if cores != int(cores):
+            raise UserInputError(f"{where}: field 'cores' must be a whole number, got {cores:g}")
+        machine, points = raw.get("machine", {}), raw.get("points", [])
+        if not isinstance(machine, Mapping) or not all(
+            isinstance(v, str) for v in machine.values()
+        ):
+            raise UserInputError(f"{where}: field 'machine' must be an object of strings")
+        if not isinstance(points, list) or len(points) > MAX_POINTS:
+            raise UserInputError(
+                f"{where}: field 'points' must be a list of at most {MAX_POINTS} points"
+            )
+        for i, point in enumerate(points):
+            _check_point(point, where, i)
+        taken_at = raw.get("taken_at", "")
         return CostConstants(
-            switch_base_cores=float(raw["switch_base_cores"]),
-            switch_cores_per_kpps=float(raw["switch_cores_per_kpps"]),
-            replica_base_cores=float(raw["replica_base_cores"]),
-            replica_cores_per_gbps=float(raw["replica_cores_per_gbps"]),
-            harness_cores=float(raw["harness_cores"]),
-            cores=int(raw["cores"]),
-            machine=dict(raw.get("machine", {})),
-            points=tuple(dict(p) for p in raw.get("points", ())),
+            **{
+                name: _cache_number(raw, name, f"{where}: field '{name}'", 0.0, MAX_CORES)
+                for name in _CORE_FIELDS
+            },
+            cores=int(cores),
+            machine={str(k): v for k, v in machine.items()},
+            points=tuple(dict(p) for p in points),
+            taken_at=taken_at[:40] if isinstance(taken_at, str) else "",
         )
+
+
+# (our choice) Bounds of a cache file's values: no machine has 100,000 cores, so no
+# cost is more cores than that; a calibration is a handful of points, not 100.
+MAX_CORES = 100_000
+MAX_POINTS = 100
+_CORE_FIELDS = (
+    "switch_base_cores", "switch_cores_per_kpps", "replica_base_cores",
+    "replica_cores_per_gbps", "harness_cores",
+)  # fmt: skip
+# a point's figures `largest_scale` reads: (field, lowest, highest, may be null)
+_POINT_FIELDS = (
+    ("passes_per_s", 0.0, 1e12, False),
+    ("late_frame_fraction", 0.0, 1.0, True),
+    ("late_loop_fraction", 0.0, 1.0, True),
+    ("background_cores", 0.0, MAX_CORES, True),
+    ("scale", 0.0, 1.0, True),
+)
+
+
+def _cache_number(raw: Mapping[str, Any], name: str, label: str, low: float, high: float) -> float:
+    """`raw[name]` as a float if it is a number in [low, high]; else one line naming
+    `label` (the file and the field's path)."""
+    value = raw.get(name)
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not low <= value <= high:  # NaN and inf fail here too
+        got = "nothing" if name not in raw else shown(value)
+        raise UserInputError(f"{label} must be a number in [{low:g}, {high:g}], got {got}")
+    return float(value)
+
+
+def _check_point(point: Any, where: str, index: int) -> None:
+    """One calibration point's figures `largest_scale` reads, bounded."""
+    if not isinstance(point, Mapping):
+        raise UserInputError(f"{where}: field 'points[{index}]' must be an object")
+    for name, low, high, nullable in _POINT_FIELDS:
+        if not (nullable and point.get(name) is None):
+            _cache_number(point, name, f"{where}: field 'points[{index}].{name}'", low, high)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,23 @@ by the points' lateness instead).
 The constants are cached in the user's cache folder (`$XDG_CACHE_HOME/cassini`,
 else `~/.cache/cassini`), one file per machine identity (CPU model, cores,
 kernel, the harness's version), so a new kernel or release measures again;
-`--recalibrate` measures again on demand.
+`--recalibrate` measures again on demand. The file is written whole through
+a fresh exclusive temporary beside it, and read only if it is a regular file
+of this user's, opened without following a link (a planted link or file is
+refused, naming it); a value that is missing, not finite, negative or absurd
+refuses the file, naming the field.
+
+A calibration is only as good as the quiet it was taken in: the switch and
+the replicas compete with whatever else runs. The machine's other work
+(`background_cores`, sampled for `BACKGROUND_S`) is measured before the
+calibration and before each of its runs, and a calibration with more than
+`MAX_BACKGROUND_FRACTION` of the machine's cores busy is refused, saying
+the figure, and never cached; a cache whose points record such a figure
+is refused the same way. Each calibration records when it was taken, and
+every command that uses one says which file and when
+(`calibration_line`). `CASSINI_BACKGROUND_CORES`, when set, is the other
+work's figure instead of a measurement (tests set it; so may a user who
+knows the machine's load better than a one-second sample).
 """
 
 from __future__ import annotations
@@ -24,9 +40,11 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -34,9 +52,19 @@ from typing import Any
 
 import numpy as np
 
+from topologies.datafile import parse_data, read_private_file
 from topologies.errors import UserInputError
+from topologies.outputs import write_file
 
-from .capacity import HEADROOM, CostConstants, Load, ScaleChoice, largest_scale, load_of
+from .capacity import (
+    HEADROOM,
+    MAX_CORES,
+    CostConstants,
+    Load,
+    ScaleChoice,
+    largest_scale,
+    load_of,
+)
 
 CALIBRATION_TOPOLOGY = "leaf-spine:2:1:2"  # 4 servers, 2 leaves: passes of 1 and 3 switches
 CALIBRATION_MODEL = "vgg19"  # the four-jobs trace's heaviest talker
@@ -46,6 +74,14 @@ CALIBRATION_SCALES: tuple[float, ...] = (0.0005, 0.001, 0.002)
 CALIBRATION_ITERATIONS = 12  # about 3 s of a VGG19 ring per scale
 CACHE_ENV = "XDG_CACHE_HOME"
 BACKGROUND_S = 1.0  # the machine's other work is sampled this long before each run
+BACKGROUND_ENV = "CASSINI_BACKGROUND_CORES"  # the other work's figure, instead of a sample
+# (our choice) A calibration is refused when other work keeps more than a tenth of
+# the machine's cores busy (0.2 of a core on 2 cores; an idle machine measured 0.02):
+# a compile on both cores had the calibration price the switch at what was left.
+MAX_BACKGROUND_FRACTION = 0.1
+# (our choice) A cache file holds a few points; a megabyte is far above any.
+MAX_CACHE_BYTES = 1 << 20
+RECALIBRATE = "`sudo cassini capacity --recalibrate` measures again"
 
 
 def machine_identity() -> dict[str, str]:
@@ -79,18 +115,79 @@ def cache_path(identity: Mapping[str, str], environ: Mapping[str, str] | None = 
 
 
 def load_cached(path: Path) -> CostConstants | None:
-    """The cached constants, or None when there are none (or the file is unreadable)."""
+    """The cached constants, or None when there are none. A cache that is a link,
+    another user's, unreadable, malformed, holds a value out of range or was taken
+    under load (`check_quiet`) is refused in one line naming it and the field."""
+    where = f"calibration cache {path}"
     try:
-        return CostConstants.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        text = read_private_file(path, "calibration cache", MAX_CACHE_BYTES)
+        if text is None:
+            return None
+        constants = CostConstants.from_dict(parse_data(text, "json", where), where)
+        for point in constants.points:
+            if point.get("background_cores") is not None:
+                check_quiet(
+                    float(point["background_cores"]), constants.cores,
+                    f"at S = {point.get('scale', '?')}",
+                )  # fmt: skip
+    except UserInputError as err:
+        text = str(err)
+        if text.startswith(str(path)):  # the reader's own line, which names the file
+            text = f"calibration cache {text}"
+        elif not text.startswith(where):
+            text = f"{where}: {text}"
+        raise UserInputError(f"{text}; {RECALIBRATE}") from None
+    return constants
 
 
 def save(constants: CostConstants, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(constants.as_dict(), indent=1) + "\n")
-    tmp.replace(path)
+    """Write the cache whole, through a fresh temporary in its folder (`write_file`:
+    created exclusively, so a planted link is never written through, then renamed)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_file(path, json.dumps(constants.as_dict(), indent=1) + "\n", "calibration cache")
+
+
+def check_quiet(background: float, cores: int, when: str) -> None:
+    """Refuse a calibration taken while other work kept more than
+    `MAX_BACKGROUND_FRACTION` of the machine's `cores` busy.
+
+    >>> check_quiet(0.02, 2, "before calibrating")
+    >>> check_quiet(1.93, 2, "at S = 0.001")
+    Traceback (most recent call last):
+    ...
+    topologies.errors.UserInputError: taken under load: other work kept 1.93 of 2 cores busy at S = 0.001, more than the 0.20 a calibration allows (a tenth of the cores, our choice); calibrate on a quieter machine
+    """
+    limit = MAX_BACKGROUND_FRACTION * cores
+    if background > limit:
+        raise UserInputError(
+            f"taken under load: other work kept {background:.2f} of {cores} cores busy {when}, "
+            f"more than the {limit:.2f} a calibration allows (a tenth of the cores, our "
+            "choice); calibrate on a quieter machine"
+        )
+
+
+def calibration_line(constants: CostConstants, path: Path, fresh: bool) -> str:
+    """Which calibration a choice used and when it was taken, for the terminal.
+
+    >>> c = CostConstants(0.1, 0.02, 0.0, 0.0, 0.0, cores=2, taken_at="2025-01-02T03:04:05Z",
+    ...                   points=({"background_cores": 0.02}, {"background_cores": 0.05}))
+    >>> calibration_line(c, Path("/c/calibration-1.json"), fresh=False)
+    'calibration: /c/calibration-1.json, taken 2025-01-02T03:04:05Z with other work at most 0.05 of 2 cores'
+    """
+    taken = constants.taken_at or "at a time it does not record"
+    when = "measured just now" if fresh else f"taken {taken}"
+    others = [float(p["background_cores"]) for p in constants.points
+              if p.get("background_cores") is not None]  # fmt: skip
+    load = (
+        f"other work at most {max(others):.2f} of {constants.cores} cores"
+        if others
+        else "other work not recorded"
+    )
+    return f"calibration: {path}, {when} with {load}"
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def _line(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
@@ -145,11 +242,25 @@ def _load_average() -> float | None:
         return None
 
 
-def background_cores(seconds: float = BACKGROUND_S) -> float:
+def background_cores(
+    seconds: float = BACKGROUND_S, environ: Mapping[str, str] | None = None
+) -> float:
     """Cores the machine is busy with over `seconds`, before anything of ours runs: what
-    other users' work takes from the machine's fidelity limit."""
-    import time
-
+    other users' work takes from the machine's fidelity limit. `CASSINI_BACKGROUND_CORES`
+    in `environ`, when set, is the figure instead (tests inject the load this way)."""
+    env = os.environ if environ is None else environ
+    given = env.get(BACKGROUND_ENV)
+    if given is not None:
+        try:
+            value = float(given)
+        except ValueError:
+            value = math.nan
+        if not 0 <= value <= MAX_CORES:  # NaN fails too
+            raise UserInputError(
+                f"{BACKGROUND_ENV}: expected the cores other work keeps busy, a number in "
+                f"[0, {MAX_CORES}], got {given[:40]!r}"
+            )
+        return value
     from emulation.jobs.cpu_usage import machine_cpu, machine_fractions
 
     before = machine_cpu()
@@ -228,19 +339,31 @@ def calibrate(
     iterations: int = CALIBRATION_ITERATIONS,
     say: Callable[[str], None] | None = None,
     measure: Callable[[float, int], dict[str, Any]] = measure_point,
+    background: Callable[[], float] = background_cores,
+    cores: int | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> CostConstants:
-    """Measure every scale and fit the cost model (`measure` is a seam for tests)."""
+    """Measure every scale and fit the cost model; refused (`check_quiet`) when the
+    machine is busy before it starts or before any run. `measure`, `background`,
+    `cores` (default: the machine's) and `clock` are seams for tests."""
+    check_quiet(background(), cores or os.cpu_count() or 1, "before calibrating")
     points = []
     for scale in scales:
         if say is not None:
             say(f"calibrating: S = {scale:g} ({CALIBRATION_TOPOLOGY}, {CALIBRATION_MODEL} ring)")
-        points.append(measure(scale, iterations))
-    cores = int(points[0]["cores"]) if points else (os.cpu_count() or 1)
-    return constants_from_points(points, cores, machine_identity())
+        point = measure(scale, iterations)
+        found = int(point.get("cores") or cores or os.cpu_count() or 1)
+        check_quiet(float(point.get("background_cores") or 0.0), found, f"at S = {scale:g}")
+        points.append(point)
+    found_cores = int(points[0]["cores"]) if points else (cores or os.cpu_count() or 1)
+    constants = constants_from_points(points, found_cores, machine_identity())
+    return replace(constants, taken_at=_utc(clock()))
 
 
 def cached_or_calibrate(
-    recalibrate: bool = False, say: Callable[[str], None] | None = None
+    recalibrate: bool = False,
+    say: Callable[[str], None] | None = None,
+    background: Callable[[], float] = background_cores,
 ) -> tuple[CostConstants, bool]:
     """This machine's constants and whether they were measured just now."""
     path = cache_path(machine_identity())
@@ -255,7 +378,10 @@ def cached_or_calibrate(
     if say is not None:
         why = "--recalibrate" if recalibrate else "no calibration cached for this machine"
         say(f"{why}: measuring the emulator's cost (a few seconds per scale)")
-    constants = calibrate(say=say)
+    try:
+        constants = calibrate(say=say, background=background)
+    except UserInputError as err:
+        raise UserInputError(f"calibration refused, nothing cached: {err}") from None
     save(constants, path)
     return constants, True
 
@@ -265,16 +391,19 @@ def choose_scale(
     recalibrate: bool = False,
     say: Callable[[str], None] | None = None,
     headroom: float = HEADROOM,
+    background: Callable[[], float] = background_cores,
 ) -> tuple[ScaleChoice, dict[str, Any]]:
     """The largest S for `load` on this machine, and the record a report keeps of why.
 
-    The machine's other work (sampled for `BACKGROUND_S`) counts against its CPU
+    The machine's other work (`background`: sampled for `BACKGROUND_S`) counts against its CPU
     limit; when it leaves no S at all, the choice is the quiet machine's, and the
     reason says the machine-CPU witness may condemn the run whatever S it runs at
     (our choice: a busy machine is the user's to see, not a reason to refuse).
     """
-    constants, fresh = cached_or_calibrate(recalibrate, say)
-    others = background_cores()
+    constants, fresh = cached_or_calibrate(recalibrate, say, background)
+    if say is not None:
+        say(calibration_line(constants, cache_path(machine_identity()), fresh))
+    others = background()
     choice = largest_scale(constants, load, headroom, background_cores=others)
     if choice.scale is None:
         quiet = largest_scale(constants, load, headroom)
@@ -289,5 +418,6 @@ def choose_scale(
         "calibrated_now": fresh,
         "others_busy_cores": others,
         "cache": str(cache_path(machine_identity())),
+        "taken_at": constants.taken_at,
     }
     return choice, record

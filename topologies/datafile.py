@@ -12,7 +12,10 @@ write one).
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,8 +52,43 @@ def read_text_file(path: str | Path, what: str = "data") -> str:
         raise UserInputError(f"{p}: no such {what} file") from None
     except OSError as err:
         raise UserInputError(f"{p}: cannot read the {what} file: {err.strerror}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise UserInputError(f"{p}: larger than {MAX_FILE_BYTES >> 20} MiB; not a {what} file")
+    return _decoded(p, data, what, MAX_FILE_BYTES)
+
+
+def read_private_file(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> str | None:
+    """A file this program wrote for this user (a cache), or None when there is none.
+
+    Opened without following a link and without blocking on a FIFO; a link, anything
+    but a regular file, or a file another user owns is refused, never read: a file
+    someone else planted where ours goes is no figure to trust.
+    """
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UserInputError(f"{p}: a symbolic link, not a {what} file; remove it") from None
+        raise UserInputError(f"{p}: cannot read the {what} file: {err.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise UserInputError(f"{p}: not a regular file, not a {what} file; remove it")
+        if info.st_uid != os.geteuid():
+            raise UserInputError(
+                f"{p}: owned by user {info.st_uid}, not by you ({os.geteuid()}); a {what} file "
+                "is only read from its owner: remove it"
+            )
+        data = fh.read(max_bytes + 1)
+    return _decoded(p, data, what, max_bytes)
+
+
+def _decoded(p: Path, data: bytes, what: str, max_bytes: int) -> str:
+    """The text of a file's bytes, or one line saying why they are not text."""
+    if len(data) > max_bytes:
+        limit = f"{max_bytes >> 20} MiB" if max_bytes >= 1 << 20 else f"{max_bytes:,} bytes"
+        raise UserInputError(f"{p}: larger than {limit}; not a {what} file")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise UserInputError(f"{p}: UTF-16 text, not UTF-8; save the {what} file as UTF-8")
     if b"\0" in data:

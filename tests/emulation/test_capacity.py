@@ -23,6 +23,7 @@ from emulation.capacity import (
 from emulation.emulate.fidelity import FidelityLimits
 from emulation.scaling import MTU_FRAME_BYTES
 from scheduler.types import Phase, Profile
+from topologies.errors import UserInputError
 from topologies.library import load_topology
 
 FRAME_BITS = 8 * MTU_FRAME_BYTES
@@ -162,8 +163,9 @@ def test_cache_is_per_machine_and_round_trips(tmp_path: Path) -> None:
     cal.save(c, a)
     assert cal.load_cached(a) == c
     assert cal.load_cached(b) is None
-    a.write_text("{not json")
-    assert cal.load_cached(a) is None
+    a.write_text("{not json")  # refused, naming it, not silently measured again
+    with pytest.raises(UserInputError, match=r"^calibration cache .*: invalid JSON.*--recalibrate"):
+        cal.load_cached(a)
 
 
 def test_calibrate_measures_every_scale_and_fits() -> None:
@@ -177,8 +179,10 @@ def test_calibrate_measures_every_scale_and_fits() -> None:
                 "switch_cores": 0.1 + 0.04 * k / 1e3, "replica_cores": 2.0 * g,
                 "machine_cores": 0.1 + 0.04 * k / 1e3 + 2.0 * g + 0.1}  # fmt: skip
 
-    c = cal.calibrate(scales=(0.0005, 0.001, 0.002), say=None, measure=fake)
+    c = cal.calibrate(scales=(0.0005, 0.001, 0.002), say=None, measure=fake,
+                      background=lambda: 0.0, cores=2, clock=lambda: 86400.0)  # fmt: skip
     assert seen == [0.0005, 0.001, 0.002]
+    assert c.taken_at == "1970-01-02T00:00:00Z"
     assert c.switch_cores_per_kpps == pytest.approx(0.04, abs=1e-6)
     assert c.replica_cores_per_gbps == pytest.approx(2.0, abs=1e-5)
     assert c.cores == 2 and len(c.points) == 3

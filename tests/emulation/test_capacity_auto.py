@@ -3,7 +3,9 @@
 The cache is a test folder holding constants chosen so the switch's bursts
 bind at S = 0.001 for this plan (the machine's own calibration is not needed and
 not touched); the run itself is two 2-worker ResNet50 jobs for a few
-iterations on `leaf-spine:2:1:2`.
+iterations on `leaf-spine:2:1:2`. The machine's other work is injected
+(`CASSINI_BACKGROUND_CORES`), never measured: on a busy machine a measured
+figure took from the limit and chose S = 0.00045.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ def _settings(tmp_path: Path, prefix: str) -> EmulateSettings:
     )
     return EmulateSettings(topology=TOPOLOGY, trace=str(trace), schedulers=("themis",),
                            iterations=5, prefix=prefix, scale_auto=True)  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here sees a machine with no other work, whatever the real one runs."""
+    monkeypatch.setenv(cal.BACKGROUND_ENV, "0")
 
 
 def _cache(tmp_path: Path, settings: EmulateSettings, switch_base: float = 0.1) -> CostConstants:
@@ -101,7 +109,9 @@ def _cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **over: float) -> C
     values: dict[str, Any] = dict(switch_base_cores=0.1, switch_cores_per_kpps=0.02,
                                   replica_base_cores=0.0, replica_cores_per_gbps=0.0,
                                   harness_cores=0.0, cores=2) | over  # fmt: skip
-    constants = CostConstants(**values)
+    constants = CostConstants(**values, taken_at="2025-01-02T03:04:05Z",
+                              points=({"scale": 0.001, "passes_per_s": 9e3,
+                                       "background_cores": 0.03},))  # fmt: skip
     cal.save(constants, cal.cache_path(cal.machine_identity()))
     return constants
 
@@ -121,6 +131,42 @@ def test_capacity_command_answers_from_the_cache(
     assert doc["calibrated_now"] is False
     assert main(["capacity", "-t", TOPOLOGY, "--headroom", "2"]) == 2  # one line, no traceback
     assert "--headroom" in capsys.readouterr().err
+
+
+def test_capacity_says_which_calibration_it_used_and_when(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _cached(tmp_path, monkeypatch)
+    assert main_capacity() == 0
+    out, err = capsys.readouterr()
+    path = cal.cache_path(cal.machine_identity())
+    assert f"calibration: {path}, taken 2025-01-02T03:04:05Z with other work at most 0.03 " \
+           "of 2 cores" in err.splitlines()  # fmt: skip
+    assert main_capacity("--json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["taken_at"] == "2025-01-02T03:04:05Z" and doc["cache"] == str(path)
+
+
+def test_the_machines_other_work_is_the_injected_figure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emulation.capacity import fill_jobs, load_of
+
+    constants = _cached(tmp_path, monkeypatch, replica_cores_per_gbps=40.0)
+    monkeypatch.setenv(cal.BACKGROUND_ENV, "0.5")
+    assert main_capacity("--json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    topo = load_topology(TOPOLOGY)
+    expected = largest_scale(constants, load_of(topo, fill_jobs(topo)), background_cores=0.5)
+    assert doc["others_busy_cores"] == 0.5 and doc["limits"]["background_cores"] == 0.5
+    assert doc["scale"] == expected.scale
+    assert doc["scale"] < largest_scale(constants, load_of(topo, fill_jobs(topo))).scale  # type: ignore[operator]
+
+
+def main_capacity(*flags: str) -> int:
+    from emulation.cli import main
+
+    return main(["capacity", "-t", TOPOLOGY, *flags])
 
 
 def test_fabric_run_auto_scale_from_the_cache(
