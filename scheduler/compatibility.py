@@ -45,6 +45,29 @@ EXACT_BATCH_FLOATS = 2_000_000
 FAST_RESTARTS = 6
 FAST_MAX_SWEEPS = 100
 TIE_EPS = 1e-9
+# (our choice) A link's capacity lies between 1 Mbit/s (slower than any data-centre
+# link by four orders: a 1500-byte frame takes 12 ms, the length of a phase) and
+# 100 Tbit/s (sixty times today's fastest port). Outside it a value is a typo
+# (`--capacity-gbps 1e-300` scored every pair 0, silently).
+MIN_CAPACITY_GBPS = 1e-3
+MAX_CAPACITY_GBPS = 1e5
+
+
+def check_capacity_gbps(value: float, what: str = "link capacity") -> float:
+    """`value` if it is a link capacity in Gbit/s a link can have; else one line naming
+    `what` (a flag, a link) and the bounds.
+
+    >>> check_capacity_gbps(1e-300, "--capacity-gbps")
+    Traceback (most recent call last):
+    ...
+    topologies.errors.UserInputError: --capacity-gbps must be in [0.001, 100000] Gbps (our choice: a 1 Mbit/s to a 100 Tbit/s link), got 1e-300
+    """
+    if not MIN_CAPACITY_GBPS <= value <= MAX_CAPACITY_GBPS:  # NaN fails too
+        raise UserInputError(
+            f"{what} must be in [{MIN_CAPACITY_GBPS:g}, {MAX_CAPACITY_GBPS:g}] Gbps (our "
+            f"choice: a 1 Mbit/s to a 100 Tbit/s link), got {value:g}"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -334,8 +357,7 @@ def compatibility(
         raise UserInputError(
             f"job name '{dup}' appears twice on one link; give each job a unique name"
         )
-    if not capacity_gbps > 0:
-        raise UserInputError(f"link capacity must be > 0 Gbps, got {capacity_gbps}")
+    check_capacity_gbps(capacity_gbps)
     problem = discretize(profiles, precision_deg)
     peaks = float(problem.demands.max(axis=1).sum())
     if len(profiles) == 1 or peaks <= capacity_gbps + TIE_EPS:
@@ -386,8 +408,7 @@ def free_running_score(profiles: Sequence[Profile], capacity_gbps: float) -> flo
     >>> free_running_score([half, half], 50.0)  # both up a quarter of the time: 50 Gbps excess
     0.75
     """
-    if not capacity_gbps > 0:
-        raise UserInputError(f"link capacity must be > 0 Gbps, got {capacity_gbps}")
+    check_capacity_gbps(capacity_gbps)
     total: dict[float, float] = {0.0: 1.0}
     for p in profiles:
         levels: dict[float, float] = {}

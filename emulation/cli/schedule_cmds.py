@@ -143,8 +143,10 @@ def _profiles(args: argparse.Namespace) -> int:
 
 def _compat(args: argparse.Namespace) -> int:
     from scheduler.cassini import LINK_PLANS, plan_link
+    from scheduler.compatibility import check_capacity_gbps
     from scheduler.profiles import load_models, load_profiles_file, profiles_from_list
 
+    check_capacity_gbps(args.capacity_gbps, "--capacity-gbps")
     if args.jobs_file:
         profiles = list(load_profiles_file(args.jobs_file).values())
     else:

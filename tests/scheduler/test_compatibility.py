@@ -206,3 +206,26 @@ def test_auto_picks_fast_for_large_search_spaces() -> None:
     profs = [duty(f"j{i}", 100.0, 0.3, 40.0) for i in range(5)]
     assert compatibility(profs, 50.0, 5.0, "auto").solver == "fast"  # 72^4 combinations
     assert compatibility(profs[:3], 50.0, 5.0, "auto").solver == "exact"
+
+
+@pytest.mark.parametrize("gbps", [1e-300, 1e-4, 1e300, float("nan")])
+def test_a_link_capacity_outside_physical_links_is_refused(
+    gbps: float, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`compat --capacity-gbps 1e-300` was accepted and scored every pair 0."""
+    from emulation.cli import main
+    from scheduler.compatibility import MAX_CAPACITY_GBPS, MIN_CAPACITY_GBPS
+
+    half = Profile("a", "m", "data", 2, 100.0, (Phase(50.0, 50.0), Phase(50.0, 0.0)))
+    with pytest.raises(UserInputError, match=r"link capacity must be .* Gbps \(our choice: "):
+        compatibility([half, replace(half, name="b")], gbps)
+    try:
+        code = main(["compat", "--jobs", "vgg16,resnet50", "--capacity-gbps", str(gbps)])
+    except SystemExit as stop:  # argparse refusing the value itself
+        code = stop.code
+    assert code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--capacity-gbps" in last and "Traceback" not in last
+    if gbps == gbps:  # argparse refuses NaN itself, as not finite
+        assert "0.001" in last and "100000" in last  # the bounds, in the message
+    assert (MIN_CAPACITY_GBPS, MAX_CAPACITY_GBPS) == (1e-3, 1e5)
