@@ -51,8 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--address",
-        help="a running Dask scheduler (tcp://HOST:8786); emulation cells go to workers "
-        "started with --resources fabric=1",
+        help="a running Dask scheduler (tls://HOST:8786, TLS from Dask's distributed.comm.tls "
+        "settings); emulation cells go to workers started with --resources fabric=1",
     )
     p.add_argument(
         "--workers", type=positive_int_up_to(1024), help="local cluster worker processes"
@@ -74,12 +74,15 @@ def _reproduce(args: argparse.Namespace) -> int:
     from emulation.reproduce.scenarios import SCENARIOS, select
     from emulation.reproduce.tables import listing
     from scheduler.sweep import make_engine
+    from scheduler.sweep.engine import plain_address_warning
     from topologies.errors import UserInputError
     from topologies.outputs import check_output
 
     if args.list:
         print(listing(SCENARIOS))
         return 0
+    if args.address is not None and (warning := plain_address_warning(args.address, os.geteuid())):
+        print(warning, file=sys.stderr)
     scenarios = select(args.names)
     if not args.out:
         raise UserInputError("--out: give a results folder")

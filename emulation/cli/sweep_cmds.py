@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
+from .address_flags import listen_address
 from .common import positive_int, positive_int_up_to
 
 
@@ -25,7 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="local (a Dask LocalCluster of processes, default) | dask (needs --address) | "
         "inline (this process, for debugging)",
     )
-    p.add_argument("--address", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
+    p.add_argument(
+        "--address",
+        help="a running Dask scheduler, e.g. tls://10.0.0.5:8786 (TLS from Dask's "
+        "distributed.comm.tls settings; see the README)",
+    )
     p.add_argument(
         "--workers",
         type=positive_int_up_to(1024),
@@ -39,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--dashboard",
+        type=listen_address,
         default=None,
         metavar="HOST:PORT",
         help="where the local cluster's Dask dashboard listens (default 127.0.0.1:8787, "
@@ -50,9 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _sweep(args: argparse.Namespace) -> int:
     from scheduler.sweep import load_sweep_config, make_engine, run_sweep
+    from scheduler.sweep.engine import plain_address_warning
     from scheduler.sweep.progress import QuietProgress, RichProgress
     from topologies.outputs import check_output
 
+    if args.address is not None and (warning := plain_address_warning(args.address, os.geteuid())):
+        print(warning, file=sys.stderr)
     # The output rule, with resuming: a sweep's own folder (cells/) is reused.
     try:
         resuming = Path(args.out, "cells").is_dir()
