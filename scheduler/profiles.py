@@ -90,6 +90,11 @@ FIELD_MAXIMA: dict[str, float] = {
     "ref_workers": 1e5,
     "send_mb": 1e7,
 }
+# (our choice) No training iteration is shorter than a millisecond (the built-in
+# models compute for 60-300 ms): a shorter one (`iteration_ms: 1e-9`) would have the
+# simulator step a billion iterations a simulated second. A models file's compute_ms
+# and a profiles file's iteration are held to it; a single phase may be shorter.
+MIN_ITERATION_MS = 1.0
 
 
 def _field(
@@ -195,6 +200,11 @@ def _parse_model(key: str, entry: Any, where: str) -> ModelSpec:
         ref_workers=_field(entry, key, "ref_workers", int, where, default=1),
         structures=structures or None,
     )
+    if spec.compute_ms < MIN_ITERATION_MS:
+        raise UserInputError(
+            f"{where}: model '{key}' field 'compute_ms' must be at least {MIN_ITERATION_MS:g} ms "
+            f"(our choice), got {shown(spec.compute_ms)}"
+        )
     if spec.params_m <= 0 or spec.batch_size <= 0 or spec.compute_ms <= 0 or spec.ref_workers <= 0:
         raise UserInputError(
             f"{where}: model '{key}': params_m, batch_size, compute_ms, ref_workers must be > 0"
@@ -380,8 +390,11 @@ def _profile_from_dict(raw: Any, index: int, where: str) -> Profile:
             )
         phases.append(Phase(float(ph[0]), float(ph[1])))
     total = sum(p.duration_ms for p in phases)
-    if total <= 0:
-        raise UserInputError(f"{ctx} ('{name}') field 'phases' has zero total duration")
+    if total < MIN_ITERATION_MS:
+        raise UserInputError(
+            f"{ctx} ('{name}') field 'phases' lasts {total:g} ms in all; an iteration must last "
+            f"at least {MIN_ITERATION_MS:g} ms (our choice)"
+        )
     iteration = raw.get("iteration_ms", total)
     if (
         not isinstance(iteration, int | float)

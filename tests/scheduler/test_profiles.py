@@ -221,3 +221,22 @@ def test_a_model_or_profile_name_that_is_not_a_safe_name_is_refused(tmp_path):
     profiles.write_text(json.dumps([{"name": "ok", "phases": [[10, 0], [1e300, 5]]}]))
     with pytest.raises(UserInputError, match=r"phases\[1\]' must be \[duration_ms in 0-1e7"):
         load_profiles_file(profiles)
+
+
+def test_an_iteration_shorter_than_a_millisecond_is_refused(tmp_path: Path) -> None:
+    """`iteration_ms: 1e-9` was accepted: the simulator would step a billion iterations a
+    simulated second. The bound (1 ms, our choice) is in the message."""
+    doc = [{"name": "a", "iteration_ms": 1e-9, "phases": [[1e-9, 50]]}]
+    with pytest.raises(UserInputError) as err:
+        load_profiles_file(_write(tmp_path, doc))
+    message = str(err.value)
+    assert "entry 0 ('a') field 'phases'" in message and "at least 1 ms (our choice)" in message
+    assert "1e-09" in message
+    entry = {"parallelism": "data", "params_m": 10.0, "batch_size": 8, "compute_ms": 1e-9}
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"models": {"mine": entry}}))
+    with pytest.raises(UserInputError, match=r"model 'mine' field 'compute_ms' must be at least "
+                                             r"1 ms \(our choice\), got 1e-09"):  # fmt: skip
+        load_models(path)
+    ok = [{"name": "a", "phases": [[0.5, 50], [0.5, 0]]}]  # a short phase is fine
+    assert load_profiles_file(_write(tmp_path, ok))["a"].iteration_ms == 1.0
