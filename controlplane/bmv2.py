@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from topologies.chip_mapping import ChipMap
+from topologies.datafile import read_capped_bytes
 from topologies.errors import UserInputError
 from topologies.model import Topology
 
@@ -57,7 +58,7 @@ def bmv2_device_config(
     file = Path(path) if path is not None else built_bmv2_json(env)
     flag = f"--device-config {file}" if given else f"the compiled bmv2 JSON ({file})"
     try:
-        data = file.read_bytes()
+        data = read_capped_bytes(file, "bmv2 JSON")
     except OSError as err:
         how = (
             ""

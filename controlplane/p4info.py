@@ -22,6 +22,7 @@ from typing import Any
 from google.protobuf import text_format
 
 from controlplane.proto.p4.config.v1 import p4info_pb2
+from topologies.datafile import read_capped_bytes
 from topologies.errors import UserInputError, did_you_mean
 
 # The P4 programs and their P4Info are package data, found through the import
@@ -262,7 +263,7 @@ def load_p4info(path: str | Path | None = None) -> P4InfoIndex:
     """
     p4info_path: Traversable = Path(path) if path is not None else DEFAULT_P4INFO
     try:
-        data = p4info_path.read_bytes()
+        data = read_capped_bytes(path, "P4Info") if path is not None else p4info_path.read_bytes()
     except OSError as err:
         raise UserInputError(f"cannot read P4Info file {p4info_path}: {err.strerror}") from err
     message = p4info_pb2.P4Info()

@@ -32,6 +32,7 @@ from mininet.node import Switch
 
 from controlplane.settings import ControlPlaneSettings, WredSettings
 from topologies.chip_mapping import ChipMap, map_to_chip
+from topologies.datafile import read_capped_bytes
 from topologies.errors import UserInputError
 from topologies.io import save_topology_file
 from topologies.model import Topology
@@ -141,7 +142,7 @@ class ChipSwitch(Switch):
         if isinstance(given, bytes) or given is None:
             return given or b""
         try:
-            return Path(given).read_bytes()
+            return read_capped_bytes(given, "device config")
         except OSError as err:
             raise UserInputError(f"cannot read --device-config {given}: {err.strerror}") from None
 

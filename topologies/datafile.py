@@ -46,13 +46,24 @@ def read_text_file(path: str | Path, what: str = "data") -> str:
     try:
         if p.is_dir():
             raise UserInputError(f"{p}: is a folder, not a {what} file")
-        with p.open("rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+        data = read_capped_bytes(p, what)
     except FileNotFoundError:
         raise UserInputError(f"{p}: no such {what} file") from None
     except OSError as err:
         raise UserInputError(f"{p}: cannot read the {what} file: {err.strerror}") from None
     return _decoded(p, data, what, MAX_FILE_BYTES)
+
+
+def read_capped_bytes(path: str | Path, what: str) -> bytes:
+    """A user's file as bytes (binary inputs too: a P4Info, a device config), read no
+    further than MAX_FILE_BYTES: past it, one line naming the file (`/dev/zero` is
+    refused, not read until memory runs out). An OSError is the caller's to word."""
+    p = Path(path)
+    with p.open("rb") as fh:
+        data = fh.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise UserInputError(f"{p}: larger than {MAX_FILE_BYTES >> 20} MiB; not a {what} file")
+    return data
 
 
 def read_private_file(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> str | None:

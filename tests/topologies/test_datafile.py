@@ -34,3 +34,23 @@ def test_a_yaml_date_that_is_no_date_is_one_line(tmp_path: Path) -> None:
     path.write_text("name: x\nwhen: 2024-13-45\n")
     with pytest.raises(UserInputError, match=r"d.yaml: a value that is not one: month must be"):
         read_data_file(path, "topology")
+
+
+def test_binary_inputs_past_the_limit_are_refused_unread(tmp_path: Path) -> None:
+    """`--p4info`, `--device-config` and the bmv2 JSON were read whole: `/dev/zero` ran
+    until memory did."""
+    from controlplane.bmv2 import bmv2_device_config
+    from controlplane.p4info import load_p4info
+    from emulation.mininet_switches import ChipSwitch
+    from topologies.datafile import MAX_FILE_BYTES
+
+    huge = tmp_path / "huge.bin"
+    with huge.open("wb") as fh:  # sparse: no disk used
+        fh.truncate(MAX_FILE_BYTES + 1)
+    for read, what in [
+        (load_p4info, "P4Info"),
+        (bmv2_device_config, "bmv2 JSON"),
+        (ChipSwitch.device_config, "device config"),
+    ]:
+        with pytest.raises(UserInputError, match=rf"huge.bin: larger than 64 MiB; not a {what} file"):
+            read(huge)
