@@ -100,7 +100,7 @@ def test_on_a_cluster_emulation_cells_go_only_to_fabric_workers(tmp_path: Path) 
     from scheduler.sweep.engine import DaskEngine
 
     cluster = LocalCluster(n_workers=1, processes=False, threads_per_worker=1,
-                           dashboard_address=None)  # fmt: skip
+                           dashboard_address=None, protocol="tcp://", host="127.0.0.1")  # fmt: skip
     cluster.worker_spec["fabric"] = {
         "cls": Worker,
         "options": {"nthreads": 1, "resources": {"fabric": 1}},
@@ -128,7 +128,8 @@ def test_emulation_cells_on_a_cluster_without_fabric_workers_are_refused_in_one_
     from scheduler.sweep.engine import DaskEngine
     from topologies.errors import UserInputError
 
-    cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=None)
+    cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=None,
+                           protocol="tcp://", host="127.0.0.1")  # fmt: skip
     try:
         with DaskEngine(address=cluster.scheduler_address) as engine:
             opts = ReproduceOptions(quick=True, seeds=1, runs=1, emulation_here=False)
