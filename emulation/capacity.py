@@ -176,11 +176,10 @@ def _cache_number(raw: Mapping[str, Any], name: str, label: str, low: float, hig
     """`raw[name]` as a float if it is a number in [low, high]; else one line naming
     `label` (the file and the field's path)."""
     value = raw.get(name)
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not number or not low <= value <= high:  # NaN and inf fail here too
-        got = "nothing" if name not in raw else shown(value)
-        raise UserInputError(f"{label} must be a number in [{low:g}, {high:g}], got {got}")
-    return float(value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high:
+        return float(value)  # NaN and inf fail the range
+    got = "nothing" if name not in raw else shown(value)
+    raise UserInputError(f"{label} must be a number in [{low:g}, {high:g}], got {got}")
 
 
 def _check_point(point: Any, where: str, index: int) -> None:
