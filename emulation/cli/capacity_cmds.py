@@ -5,7 +5,9 @@ this machine's constants (`emulation.capacity_calibration`: cached, or
 measured first as root). Nothing is built unless a calibration is needed.
 Without `--trace` the load is every server running one replica
 (`emulation.capacity.fill_jobs`); with one, the schedulers place it and the
-heaviest placement counts, as `emulate --scale auto` counts it.
+heaviest placement counts, as `emulate --scale auto` counts it. Which
+calibration was used and when it was taken is said on stderr (`--json`:
+`cache`, `taken_at`); a calibration taken under load is refused, not cached.
 """
 
 from __future__ import annotations
