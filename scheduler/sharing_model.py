@@ -105,12 +105,14 @@ class SharingModel:
 IDENTITY = SharingModel()
 
 
-def _number(value: Any, where: str, limit: float) -> float:
+def _number(value: Any, where: str, limit: float, why: str = " (our choice)") -> float:
     """`value` as a float if it is a number in [-limit, limit] (compared before any
     conversion, so 400 digits are refused, not overflowed); else one line naming it."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if not number or not -limit <= value <= limit:  # NaN and inf fail here too
-        raise UserInputError(f"{where} must be a number of at most {limit:g}, got {shown(value)}")
+        raise UserInputError(
+            f"{where} must be a number of at most {limit:g}{why}, got {shown(value)}"
+        )
     return float(value)
 
 
@@ -138,7 +140,7 @@ def model_from_dict(doc: Any, where: str) -> SharingModel:
             n = _number(row["active"], f"{ctx}.active'", MAX_ACTIVE_JOBS)
             count = _number(row["samples"], f"{ctx}.samples'", MAX_SAMPLES)
             util = _number(row["utilisation"], f"{ctx}.utilisation'", MAX_UTILISATION)
-            jain = _number(row["fairness"], f"{ctx}.fairness'", 1.0)
+            jain = _number(row["fairness"], f"{ctx}.fairness'", 1.0, " (Jain's index)")
             if n != int(n) or n < 1 or count < 0 or util < 0 or not 0 < jain <= 1:
                 raise UserInputError(
                     f"{ctx}' out of range: active {n:g} (a whole number >= 1), samples "
