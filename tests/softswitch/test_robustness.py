@@ -28,8 +28,8 @@ from controlplane.session import P4RuntimeSession, WriteError
 from emulation.softswitch.device import MAX_UPDATES_PER_WRITE, Device
 from emulation.softswitch.entry_validation import MAX_METADATA_BYTES
 from emulation.softswitch.errors import EntryError
-from emulation.softswitch.p4runtime_service import RunningServer
-from emulation.softswitch.service_limits import MAX_STREAMS
+from emulation.softswitch.p4runtime_service import RunningServer, serve
+from emulation.softswitch.service_limits import MAX_STREAMS, ServiceLimits
 from emulation.softswitch.state import LocalDataplane
 from emulation.softswitch.write_status import (
     DETAILED_FAILURES,
@@ -48,6 +48,7 @@ from tests.helpers.p4runtime import (
     update,
     write_errors,
 )
+from tests.helpers.waiting import wait_for
 
 
 def _mac(i: int) -> bytes:
@@ -298,11 +299,15 @@ def test_large_metadata_is_refused_and_wildcard_reads_are_chunked_by_bytes(
 # --- streams (spec 5.4) -------------------------------------------------------------
 
 
-def test_idle_streams_cannot_starve_unary_rpcs(server: RunningServer) -> None:
+def test_idle_streams_cannot_starve_unary_rpcs() -> None:
     """32 idle StreamChannels used to take every worker: Capabilities then hung.
 
     MAX_STREAMS + 1 slots are served; each silent stream past them takes the
-    oldest silent one's slot, which is closed at once (15 of them)."""
+    oldest silent one's slot, which is closed at once (15 of them). The silent
+    ones get 120 s to arbitrate, so none is closed for its time while the test
+    runs, however busy the machine: starved, Capabilities would wait that long."""
+    limits = ServiceLimits(first_arbitration_s=120.0)
+    server = serve(DEVICE_ID, limits=limits)
     channel = grpc.insecure_channel(server.address)
     stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
     outboxes: list[queue.Queue[Any]] = []
@@ -317,14 +322,12 @@ def test_idle_streams_cannot_starve_unary_rpcs(server: RunningServer) -> None:
             box: queue.Queue[Any] = queue.Queue()
             outboxes.append(box)
             streams.append(stub.StreamChannel(requests(box)))
-        time.sleep(0.5)
-        began = time.monotonic()
-        stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=2)
-        assert time.monotonic() - began < 1.0
         refused = MAX_STREAMS - 1
-        deadline = time.monotonic() + 3  # well before the silent ones are closed (5 s)
-        while sum(s.done() for s in streams) < refused and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert wait_for(lambda: sum(s.done() for s in streams) >= refused)  # all arrived
+        began = time.monotonic()
+        served_within = limits.first_arbitration_s / 3
+        stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=served_within)
+        assert time.monotonic() - began < limits.first_arbitration_s / 2
         done = [s for s in streams if s.done()]
         assert len(done) == refused
         assert {s.code() for s in done} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
@@ -334,6 +337,7 @@ def test_idle_streams_cannot_starve_unary_rpcs(server: RunningServer) -> None:
         for stream in streams:
             stream.cancel()
         channel.close()
+        server.stop(grace=0)
 
 
 # --- spec order and codes -----------------------------------------------------------
