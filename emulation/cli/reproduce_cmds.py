@@ -120,6 +120,8 @@ def _reproduce(args: argparse.Namespace) -> int:
         result = reproduce([s.name for s in scenarios], options, args.out, engine, shown)
     finally:
         engine.close()
+    for line in result.rejected:
+        print(f"cassini: {line}", file=sys.stderr)
     if args.json:
         info = {
             "ran": result.ran,

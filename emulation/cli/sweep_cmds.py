@@ -83,6 +83,8 @@ def _sweep(args: argparse.Namespace) -> int:
         result = run_sweep(config, args.out, engine, events)
     finally:
         engine.close()
+    for line in result.rejected:
+        print(f"cassini: {line}", file=sys.stderr)
     outputs = {k: str(v) for k, v in result.paths.items() if v.exists()}
     info = {
         "cells": result.total,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -58,6 +58,32 @@ def cell_key(task: CellTask, version: str) -> str:
     """A stable name for the cell's results: settings, workload and harness version."""
     doc = {"harness": version, "cell": task.settings(), "workload": repr(task.workload)}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def record_problem(record: Mapping[str, Any], task: CellTask) -> str | None:
+    """Why a stored record is not what `attempt` returns for `task`, or None: the shape
+    the tables read (a record of another shape was a traceback, or pooled as figures).
+
+    >>> t = CellTask("two-vgg19", SIMULATOR, 1, None, True, None, key="k")
+    >>> record_problem({"cell": t.settings(), "figures": {"x": True}}, t)
+    "its figure 'x' is not a number"
+    """
+    if record.get("cell") != task.settings():
+        return "its 'cell' is not the cell of its key"
+    figures = record.get("figures")
+    if not isinstance(figures, dict) or not figures:
+        return "its 'figures' is not a mapping of figures"
+    for name, value in figures.items():
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return f"its figure {name!r} is not a number"
+    kinds = {"attempts": int, "errors": list, "wall_s": int | float, "flags": list,
+             "trustworthy": bool | None, "transport": str | None}  # fmt: skip
+    for name, kind in kinds.items():
+        if name in record and not isinstance(record[name], kind):
+            return f"its {name!r} is not {getattr(kind, '__name__', kind)}"
+    if any(not isinstance(x, str) for x in (*record.get("errors", ()), *record.get("flags", ()))):
+        return "its 'errors' or 'flags' are not lines of text"
+    return None
 
 
 def plan_cells(

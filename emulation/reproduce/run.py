@@ -14,13 +14,23 @@ import importlib.metadata
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from topologies.errors import UserInputError, did_you_mean
 
 from .aggregate import Column, ScenarioResult, column
-from .grid import COLUMNS, EMULATION, SIMULATOR, CellTask, plan_cells, run_cell, run_cells
+from .grid import (
+    COLUMNS,
+    EMULATION,
+    SIMULATOR,
+    CellTask,
+    plan_cells,
+    record_problem,
+    run_cell,
+    run_cells,
+)
 from .scenarios import Scenario, select
 from .tables import write
 
@@ -43,6 +53,7 @@ class Reproduction:
     failures: tuple[Mapping[str, Any], ...]
     paths: Mapping[str, Path] = field(default_factory=dict)
     doc: Mapping[str, Any] = field(default_factory=dict)
+    rejected: tuple[str, ...] = ()  # stored cells not trusted (and run again), one line each
 
 
 def check_columns(text: str) -> tuple[str, ...]:
@@ -73,7 +84,8 @@ def reproduce(
     version = importlib.metadata.version("cassini-harness")
     tasks = plan_cells(scenarios, options.quick, options.columns, store.root, version,
                        options.seeds, options.runs)  # fmt: skip
-    stored = {t.key: r for t in tasks if (r := store.load(t.key)) is not None}
+    stored = {t.key: r for t in tasks
+              if (r := store.load(t.key, partial(record_problem, task=t))) is not None}  # fmt: skip
     todo = [t for t in tasks if t.key not in stored]
     failures: list[dict[str, Any]] = []
     for task, record, error in run_cells(todo, engine, fn, options.retries, options.emulation_here):
@@ -96,7 +108,7 @@ def reproduce(
     })  # fmt: skip
     paths = write(doc, store.root)
     return Reproduction(results, len(todo) - len(failures), len(tasks) - len(todo),
-                        tuple(failures), paths, doc)  # fmt: skip
+                        tuple(failures), paths, doc, tuple(store.rejected))  # fmt: skip
 
 
 def _result(

@@ -158,13 +158,14 @@ def html_page(doc: Mapping[str, Any]) -> str:
 
 def write(doc: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
     """The three files, written from `doc`."""
-    paths = {name: out_dir / name for name in FILES}
-    paths["reproduction.json"].write_text(
-        json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n"
-    )
-    paths["reproduction.md"].write_text(markdown(doc))
-    paths["reproduction.html"].write_text(html_page(doc))
-    return paths
+    from topologies.outputs import write_file
+
+    texts = {
+        "reproduction.json": json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n",
+        "reproduction.md": markdown(doc),
+        "reproduction.html": html_page(doc),
+    }
+    return {name: write_file(out_dir / name, texts[name]) for name in FILES}
 
 
 def listing(scenarios: Sequence[Any]) -> str:

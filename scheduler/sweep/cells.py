@@ -13,7 +13,7 @@ import hashlib
 import importlib.metadata
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from typing import Any
 
 import numpy as np
@@ -98,6 +98,54 @@ def run_cell(task: CellTask) -> dict[str, Any]:
         "summaries": [summary_record(s) for s in exp.summaries],
         "iteration_ms_q": quantiles,
     }
+
+
+def record_problem(record: Mapping[str, Any], cell: Cell) -> str | None:
+    """Why a stored record is not what `run_cell` returns for `cell`, or None: the shape
+    every later step reads (a record of another shape was a traceback, or trusted).
+
+    >>> from scheduler.sweep.config import parse_sweep_config
+    >>> record_problem({"cell": {}}, parse_sweep_config({"seeds": 1}, "s").cells()[0])
+    "its 'cell' is not the cell of its key"
+    """
+    if record.get("cell") != json.loads(json.dumps(cell.settings())):
+        return "its 'cell' is not the cell of its key"
+    if not isinstance(record.get("meta"), dict):
+        return "its 'meta' is not a mapping"
+    summaries, quantiles = record.get("summaries"), record.get("iteration_ms_q")
+    if not isinstance(summaries, list) or not isinstance(quantiles, dict):
+        return "its 'summaries' is not a list or its 'iteration_ms_q' not a mapping"
+    names = [s.get("name") if isinstance(s, dict) else None for s in summaries]
+    if sorted(map(str, names)) != sorted(cell.schedulers):
+        return f"its summaries are not one per scheduler ({', '.join(cell.schedulers)})"
+    for s in summaries:
+        if (why := _summary_problem(s)) is not None:
+            return f"summary '{s['name']}': {why}"
+        q = quantiles.get(s["name"])
+        if not isinstance(q, list) or len(q) != len(QUANTILES) or not all(map(_number, q)):
+            return f"'iteration_ms_q' of '{s['name']}' is not {len(QUANTILES)} numbers"
+    return None
+
+
+def _summary_problem(s: Mapping[str, Any]) -> str | None:
+    for name, f in SchedulerSummary.__dataclass_fields__.items():
+        if name == "name":
+            continue
+        if name not in s:
+            if f.default is MISSING:
+                return f"no '{name}'"
+            continue
+        value = s[name]
+        if name.startswith("per_model_"):
+            if not isinstance(value, dict) or not all(map(_number, value.values())):
+                return f"'{name}' is not a mapping of numbers"
+        elif not _number(value):
+            return f"'{name}' is not a number"
+    return None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _iterations(result: Any) -> np.ndarray:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from topologies.errors import UserInputError
+from topologies.outputs import write_file
 
 from ..profiles import ModelSpec, load_models
 from ..traces import TRACE_KINDS, TraceJob, load_trace
 from .aggregate import markdown_report, seed_runs
-from .cells import CellTask, cell_key, harness_version, ordered_records, run_cell
+from .cells import CellTask, cell_key, harness_version, ordered_records, record_problem, run_cell
 from .config import Cell, SweepConfig
 from .engine import Engine
 from .plots import write_plots
@@ -36,6 +38,7 @@ class SweepResult:
     failures: tuple[Mapping[str, Any], ...]
     records: tuple[Mapping[str, Any], ...]
     paths: Mapping[str, Path] = field(default_factory=dict)
+    rejected: tuple[str, ...] = ()  # stored cells not trusted (and run again), one line each
 
 
 def prepare_tasks(
@@ -79,9 +82,10 @@ def run_sweep(
     cells = config.cells()
     keys = [cell_key(c, config.inputs, version) for c in cells]
     done = store.done_keys()
+    checks = {k: partial(record_problem, cell=c) for k, c in zip(keys, cells, strict=True)}
     # Each stored record is read once: here for the cells already done, after saving
-    # for the ones this run finishes.
-    stored = {k: r for k in dict.fromkeys(keys) if k in done and (r := store.load(k)) is not None}
+    # for the ones this run finishes; one of the wrong shape runs again.
+    stored = {k: r for k in checks if k in done and (r := store.load(k, checks[k])) is not None}
     to_run = [i for i, k in enumerate(keys) if k not in stored]
     tasks = prepare_tasks(config, [cells[i] for i in to_run], [keys[i] for i in to_run])
     events.started(len(cells), len(cells) - len(to_run), engine.description, engine.dashboard_link)
@@ -91,9 +95,10 @@ def run_sweep(
             cell = tasks[i].cell
             if error is None:
                 store.save(record)
-                reloaded = store.load(tasks[i].key)  # as a later run will see it
+                key = tasks[i].key
+                reloaded = store.load(key, checks[key])  # as a later run will see it
                 if reloaded is not None:
-                    stored[tasks[i].key] = reloaded
+                    stored[key] = reloaded
             else:
                 failures.append(
                     {"cell": cell.settings(), "key": tasks[i].key, "error": error_text(error)}
@@ -111,6 +116,7 @@ def run_sweep(
         failures=tuple(failures),
         records=tuple(records),
         paths=paths,
+        rejected=tuple(store.rejected),
     )
 
 
@@ -118,10 +124,10 @@ def write_outputs(
     records: Sequence[Mapping[str, Any]], store: CellStore, version: str
 ) -> dict[str, Path]:
     """runs.parquet, table.md and the PNGs from the grid's stored records."""
-    paths = {"runs": write_parquet(records, store.root / "runs.parquet", version)}
-    table = store.root / "table.md"
-    table.write_text(markdown_report(records) + "\n")
-    paths["table"] = table
+    paths = {"runs": write_parquet(records, store.root / "runs.parquet", version, store.flag)}
+    paths["table"] = write_file(
+        store.root / "table.md", markdown_report(records) + "\n", store.flag
+    )
     if records:
         paths.update(write_plots(records, seed_runs(records), store.root))
     return paths

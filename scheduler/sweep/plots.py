@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,15 @@ import numpy as np
 
 from ..baselines.registry import CASSINI_BASE
 from .aggregate import DISPLAY, SeedRun, describe_group, load_curve
+
+
+def save_png(fig: Any, path: Path) -> Path:
+    """`fig` as a PNG at `path`, through the one writer of results (never through a link)."""
+    from topologies.outputs import write_file
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    return write_file(path, buffer.getvalue())
 
 
 def write_plots(
@@ -52,8 +62,7 @@ def write_plots(
             ax.set_ylabel("fraction of cells")
             ax.legend(fontsize=8)
         fig.tight_layout()
-        paths["ratio_cdf"] = out / "ratio_cdf.png"
-        fig.savefig(paths["ratio_cdf"], dpi=110)
+        paths["ratio_cdf"] = save_png(fig, out / "ratio_cdf.png")
         plt.close(fig)
 
     pooled: dict[str, list[tuple[np.ndarray, int]]] = {}
@@ -75,8 +84,7 @@ def write_plots(
         ax.set_title(f"iteration times over {len(records)} cells")
         ax.legend(fontsize=8)
         fig.tight_layout()
-        paths["iteration_cdf"] = out / "iteration_cdf.png"
-        fig.savefig(paths["iteration_cdf"], dpi=110)
+        paths["iteration_cdf"] = save_png(fig, out / "iteration_cdf.png")
         plt.close(fig)
 
     curves = load_curve(runs)
@@ -100,7 +108,6 @@ def write_plots(
         ax.set_title(f"mean over {seeds} seeds, range shaded")
         ax.legend(fontsize=8)
         fig.tight_layout()
-        paths["ratio_vs_load"] = out / "ratio_vs_load.png"
-        fig.savefig(paths["ratio_vs_load"], dpi=110)
+        paths["ratio_vs_load"] = save_png(fig, out / "ratio_vs_load.png")
         plt.close(fig)
     return paths

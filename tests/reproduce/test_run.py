@@ -169,3 +169,69 @@ def test_a_run_stopped_by_a_signal_is_an_interrupt_not_a_failed_cell(
     monkeypatch.setattr(runner, "emulate", lambda settings, folder: (None, "SIGINT"))
     with pytest.raises(KeyboardInterrupt, match="stopped by SIGINT"):
         emu_cells._emulate(object(), tmp_path / "report")
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda r: [],
+        lambda r: "x",
+        lambda r: {"key": r["key"]},
+        lambda r: {**r, "figures": {"x": 1}},  # by hand: the digest no longer matches
+        lambda r: {**r, "figures": {"vgg19+vgg19.p90_ratio": "1.3"}},
+    ],
+)
+def test_a_stored_cell_of_the_wrong_shape_runs_again(edit: Any, tmp_path: Path) -> None:
+    CALLS.clear()
+    opts = ReproduceOptions(quick=True, seeds=2, columns=(SIMULATOR,))
+    first = reproduce(["two-vgg19"], opts, tmp_path, InlineEngine(), fn=fake_cell)
+    cell = sorted((tmp_path / "cells").glob("*.json"))[0]
+    cell.write_text(json.dumps(edit(json.loads(cell.read_text()))))
+    again = reproduce(["two-vgg19"], opts, tmp_path, InlineEngine(), fn=fake_cell)
+    assert (again.ran, again.skipped, len(CALLS)) == (1, 1, 3)
+    (line,) = again.rejected
+    assert line.startswith(f"{cell}: ") and line.endswith("not used, the cell runs again")
+    assert again.doc["scenarios"] == first.doc["scenarios"]
+
+
+def test_a_full_disk_keeps_the_finished_cells_and_leaves_no_temporaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    from topologies.errors import UserInputError
+
+    real_fsync = os.fsync
+    saved: list[int] = []
+
+    def fsync(fd: int) -> None:
+        saved.append(fd)
+        if len(saved) > 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    opts = ReproduceOptions(quick=True, seeds=3, columns=(SIMULATOR,))
+    with pytest.raises(UserInputError, match=r"cells/[0-9a-f]+\.json: not written \(No space"):
+        reproduce(["two-vgg19"], opts, tmp_path, InlineEngine(), fn=fake_cell)
+    assert [p.suffix for p in (tmp_path / "cells").iterdir()] == [".json"]
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    again = reproduce(["two-vgg19"], opts, tmp_path, InlineEngine(), fn=fake_cell)
+    assert (again.ran, again.skipped) == (2, 1)
+
+
+def test_the_tables_replace_a_planted_link_instead_of_writing_through_it(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("keep\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("reproduction.md", "reproduction.json", "reproduction.html"):
+        (out / name).symlink_to(secret)
+    opts = ReproduceOptions(quick=True, seeds=1, columns=(SIMULATOR,))
+    reproduce(["two-vgg19"], opts, out, InlineEngine(), fn=fake_cell)
+    assert secret.read_text() == "keep\n"
+    assert (
+        not (out / "reproduction.md").is_symlink()
+        and "two-vgg19" in (out / "reproduction.md").read_text()
+    )
