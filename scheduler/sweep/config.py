@@ -166,8 +166,48 @@ class SweepConfig:
 def load_sweep_config(path: str | Path, max_cells: int = MAX_CELLS) -> SweepConfig:
     """Read and check a sweep file; errors name the file, the key and the value."""
     p = Path(path)
-    doc = parse_data(read_text_file(p, "sweep"), "yaml", str(p))
+    text = read_text_file(p, "sweep")
+    doc = parse_data(text, "yaml", str(p))
+    refuse_duplicate_keys(text, str(p))
     return parse_sweep_config(doc, str(p), base=p.parent, max_cells=max_cells)
+
+
+def refuse_duplicate_keys(text: str, label: str) -> None:
+    """One line naming the file, line and key of a key given twice in one mapping (YAML
+    keeps the last silently: `seeds: 1-50` then `seeds: 1` ran one seed). Call it on text
+    `parse_data` has read, so the file is valid YAML of bounded size.
+
+    >>> refuse_duplicate_keys("seeds: 1-50\\nloads: 0.9\\nseeds: 1\\n", "s.yaml")
+    Traceback (most recent call last):
+    ...
+    topologies.errors.UserInputError: s.yaml:3: key 'seeds' is given twice (first on line 1); keep one
+    """
+    import yaml
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    todo, seen_nodes = [root] if root is not None else [], set()
+    twice: list[tuple[int, str, int]] = []  # (line, key, its first line)
+    while todo:  # iterative, each node once: aliases share nodes
+        node = todo.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    line = key.start_mark.line + 1
+                    if key.value in first:
+                        twice.append((line, key.value, first[key.value]))
+                    first.setdefault(key.value, line)
+                todo += [key, value]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += node.value
+    if twice:
+        line, key, line0 = min(twice)
+        raise UserInputError(
+            f"{label}:{line}: key {shown(key)} is given twice (first on line {line0}); keep one"
+        )
 
 
 def parse_sweep_config(
@@ -183,7 +223,9 @@ def parse_sweep_config(
     config = _parse(doc, source, base, max_cells)
     axes = (config.topologies, config.loads, config.jobs, config.precision, config.aggregate)
     size = math.prod(len(a) for a in axes)
-    size *= math.prod(len(a) for a in (config.pacing, config.candidates, config.drift, config.seeds))
+    size *= math.prod(
+        len(a) for a in (config.pacing, config.candidates, config.drift, config.seeds)
+    )
     if size > max_cells:
         raise UserInputError(
             f"{source}: the grid has {size:,} cells, more than {max_cells:,}; "
@@ -263,18 +305,25 @@ def _parse(doc: Any, source: str, base: Path | None, max_cells: int) -> SweepCon
     return SweepConfig(
         source=source,
         trace=trace,
-        loads=_numbers(doc.get("loads", 0.9), where("loads"), float, lo=0.0, strict=True, hi=MAXIMA["loads"]),
+        loads=_numbers(
+            doc.get("loads", 0.9), where("loads"), float, lo=0.0, strict=True, hi=MAXIMA["loads"]
+        ),
         seeds=tuple(dict.fromkeys(parse_seeds(doc["seeds"], where("seeds"), max_cells))),
         jobs=_numbers(doc.get("jobs", 60), where("jobs"), int, lo=1, hi=MAXIMA["jobs"]),
         topologies=tuple(dict.fromkeys(topologies)),
         schedulers=tuple(dict.fromkeys(schedulers)),
         precision=_numbers(
-            doc.get("precision", 5.0), where("precision"), float, lo=MIN_PRECISION_DEG,
+            doc.get("precision", 5.0),
+            where("precision"),
+            float,
+            lo=MIN_PRECISION_DEG,
             hi=MAXIMA["precision"],
         ),
         aggregate=tuple(dict.fromkeys(aggregates)),
         pacing=_bools(doc.get("pacing", True), where("pacing")),
-        candidates=_numbers(doc.get("candidates", 10), where("candidates"), int, lo=1, hi=MAXIMA["candidates"]),
+        candidates=_numbers(
+            doc.get("candidates", 10), where("candidates"), int, lo=1, hi=MAXIMA["candidates"]
+        ),
         drift=_numbers(doc.get("drift", 0.0), where("drift"), float, lo=0.0, hi=MAXIMA["drift"]),
         exact=exact,
         models=models,

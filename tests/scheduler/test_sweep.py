@@ -349,3 +349,27 @@ def test_a_large_grid_runs_when_asked(tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text("seeds: 0-20000\n")
     assert cli_main(["sweep", "-c", str(tmp_path / "s.yaml"), "-o", str(tmp_path / "o")]) == 2
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "seeds: 1-50\nloads: 0.9\nseeds: 1\n",
+            "s.yaml:3: key 'seeds' is given twice (first on line 1)",
+        ),
+        (
+            "seeds: 1\nmodels:\n  a: 1\n  b: 2\n  a: 3\n",
+            "s.yaml:5: key 'a' is given twice (first on line 3)",
+        ),
+        ("base: &b {x: 1}\nseeds: 1\ntrace: poisson\ntrace: dynamic\n", "s.yaml:4: key 'trace'"),
+    ],
+)
+def test_a_key_given_twice_in_a_sweep_file_is_refused_with_its_line(
+    text: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "s.yaml").write_text(text)
+    assert cli_main(["sweep", "-c", str(tmp_path / "s.yaml"), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path}/{message}" in err, err
+    assert not (tmp_path / "o").exists()
