@@ -321,6 +321,9 @@ class TelemetryStream:
             failure = self._ready.get(timeout=self.timeout)
         except queue.Empty:
             failure = GnmiError(f"no telemetry from {self.address} within {self.timeout:g} s")
+        except BaseException:  # Ctrl-C: a channel left open hung the exit in its __del__
+            self.stop()
+            raise
         if failure is not None:
             self.stop()
             raise failure
@@ -515,7 +518,11 @@ class SampleCollector:
             self.address, self.device_id, None, timeout=self.timeout_s, tls=self.tls
         )
         sampler = CounterSampler(session, self.ports)
-        sampler.take()  # the baseline, before start returns
+        try:
+            sampler.take()  # the baseline, before start returns
+        except BaseException:  # the channel is closed here, not by the garbage collector
+            session.close()
+            raise
         self.collected.source = "p4runtime-counters"
         self._thread = threading.Thread(
             target=self._poll, args=(session, sampler), name="job-counters", daemon=True

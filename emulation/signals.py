@@ -14,10 +14,13 @@ elsewhere these blocks change nothing.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # The stop signals whose default kills without cleanup (SIGINT raises KeyboardInterrupt).
@@ -43,16 +46,48 @@ def raise_signal_exit(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def signals_raise() -> Iterator[None]:
-    """Within the block, the stop signals raise `SignalExit` (main thread only)."""
+    """Within the block, the stop signals raise `SignalExit` (main thread only).
+
+    A signal that lands while the garbage collector runs a finalizer (a gRPC
+    channel's `__del__`, a weakref callback) raises there, and Python drops the
+    exception: Ctrl-C was lost and the run went on. Such a dropped `SignalExit`
+    is sent again shortly (`REDELIVER_S`), to land in the code the collector
+    interrupted.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {s: signal.signal(s, raise_signal_exit) for s in STOP_SIGNALS}
+    hook = sys.unraisablehook
+    sys.unraisablehook = _redelivering(hook)
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+# How long after a dropped stop signal it is sent again (our choice: past a typical
+# collection, short next to a person's patience).
+REDELIVER_S = 0.05
+
+
+def _redelivering(
+    hook: Callable[[Any], object],
+) -> Callable[[Any], object]:
+    """`hook`, except that a `SignalExit` dropped in a finalizer is sent again."""
+
+    def unraisable(info: Any) -> object:
+        if isinstance(info.exc_value, SignalExit):
+            signum = info.exc_value.signum
+            timer = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum))
+            timer.daemon = True
+            timer.start()
+            return None
+        return hook(info)
+
+    return unraisable
 
 
 @contextlib.contextmanager

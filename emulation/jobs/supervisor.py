@@ -56,6 +56,7 @@ from .queue_class_rows import write_queue_classes
 from .queue_class_watch import QueueClassWatch
 from .records import IterationRecord, read_records
 from .replica import EXIT_PEER_LOST, now_ms
+from .roce_classes import RoceClasses
 from .roce_classes import for_run as roce_classes
 from .run_folder import REPLICA_FOLDER
 from .run_result import Progress, RunResult, host_lateness, summarize_job
@@ -171,23 +172,10 @@ def run_schedule(
         timeout_s=fabric.timeout,
     )
     watcher = CounterWatch(source, settings.poll_interval_s, fabric.chip)
-    watcher.start()
-    telemetry = RunTelemetry(fabric, placed, settings.gnmi).start()  # job classes, 10 ms samples
-    # Crux / EchelonFlow: the plan's queue classes, installed as the replicas connect
-    classes = (
-        PolicyClasses(fabric, jobs, placed, settings.policy).start()
-        if settings.policy in CLASS_POLICIES
-        else None
-    )
-    queue_watch = (  # ... and what each class sent, marked and dropped: queue_classes.csv
-        QueueClassWatch.over_gnmi(
-            fabric.grpc_address, link_names(fabric.chip), settings.poll_interval_s, fabric.timeout
-        ).start()
-        if classes is not None and settings.gnmi
-        else None
-    )
-    # RoCE (mltcp too): data in the PFC priority's class, TCP alone in class 0 (roce_classes)
-    roce = roce_classes(fabric, settings.transport)
+    telemetry = RunTelemetry(fabric, placed, settings.gnmi)
+    classes: PolicyClasses | None = None
+    queue_watch: QueueClassWatch | None = None
+    roce: RoceClasses | None = None
     switch_pids = process_tree(fabric.switch_pid) if fabric.switch_pid else []
     cpu_before = (
         cpu_seconds(switch_pids),
@@ -202,7 +190,27 @@ def run_schedule(
     judged: set[int] = set()  # workers already reported (or stopped by us)
     error: str | None = None
     interrupted: str | None = None
+    # The pollers start inside the try: a Ctrl-C while one starts still stops and closes
+    # every one started (a gRPC channel left to the garbage collector hung the exit).
     try:
+        watcher.start()
+        telemetry.start()  # job classes, 10 ms samples
+        # Crux / EchelonFlow: the plan's queue classes, installed as the replicas connect
+        if settings.policy in CLASS_POLICIES:
+            classes = PolicyClasses(fabric, jobs, placed, settings.policy).start()
+        if classes is not None and settings.gnmi:  # what each class sent: queue_classes.csv
+            queue_watch = QueueClassWatch.over_gnmi(
+                fabric.grpc_address, link_names(fabric.chip), settings.poll_interval_s,
+                fabric.timeout,
+            ).start()  # fmt: skip
+        # RoCE (mltcp too): data in the PFC priority's class, TCP alone in class 0
+        roce = roce_classes(fabric, settings.transport)
+        cpu_before = (  # the run's CPU from here: the pollers' start is not the jobs'
+            cpu_seconds(switch_pids),
+            machine_cpu(),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+        began = time.monotonic()
         for p in placed:
             log_path = Path(p.spec.out).with_suffix(".log")
             log = log_path.open("w")
