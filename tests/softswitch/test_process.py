@@ -112,12 +112,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_sigterm_during_a_large_write_stops_within_a_second(lab: NetnsLab) -> None:
-    """A ~12 MB Write takes the pure-Python parser many seconds; SIGTERM must not wait for it.
+def test_sigterm_during_a_large_write_stops_without_waiting_for_the_parse(
+    lab: NetnsLab,
+) -> None:
+    """A 12 MB Write takes the pure-Python parser many seconds; SIGTERM must not wait for it.
 
     The compiled protobuf parses it in a fraction of a second, so the switch runs
     the pure-Python one here: a parse that outlasts the signal is the case to
-    guard, and the switch must still run (and say so) without upb."""
+    guard, and the switch must still run (and say so) without upb. The parse
+    needs about 17 s of CPU (a third of this size took 5.6 s), so a switch that
+    waited for it would stop 15 s or more after the signal even on an idle core;
+    stopped at once it takes well under a second, a few beside busy processes."""
     h1, h2 = make_hosts(lab, 2)
     process, address = _start_serve(
         lab,
@@ -135,7 +140,7 @@ def test_sigterm_during_a_large_write_stops_within_a_second(lab: NetnsLab) -> No
         base.election_id.low = 1
         head = base.SerializeToString()
         field = one.SerializeToString()[len(head) :]  # one encoded `updates` field
-        request = head + field * 200_000
+        request = head + field * 600_000
         channel = grpc.insecure_channel(
             address, options=[("grpc.max_send_message_length", 64 << 20)]
         )
@@ -149,11 +154,11 @@ def test_sigterm_during_a_large_write_stops_within_a_second(lab: NetnsLab) -> No
         assert not future.done()
         began = time.monotonic()
         process.send_signal(signal.SIGTERM)
-        code = process.wait(10)
+        code = process.wait(60)
         took = time.monotonic() - began
         channel.close()
         assert code == 0
-        assert took < 1.0, f"stopped {took:.1f} s after SIGTERM"
+        assert took < 15 / 3, f"stopped {took:.1f} s after SIGTERM"
     finally:
         if process.poll() is None:
             process.kill()
@@ -169,8 +174,9 @@ def test_a_dead_packet_loop_stops_the_switch_with_its_cause(lab: NetnsLab) -> No
         assert f"process {loop}" in leftovers(lab.prefix)  # `cassini clean` would find it
         began = time.monotonic()
         subprocess.run(["kill", "-KILL", str(loop)], check=True)
-        code = process.wait(10)
-        assert time.monotonic() - began < 2.0
+        code = process.wait(60)
+        # It looks every 0.2 s (WATCH_INTERVAL_S) and ran on for ever before the change.
+        assert time.monotonic() - began < 10
         assert code == 1
         assert process.stderr is not None
         rest = process.stderr.read()
@@ -189,7 +195,7 @@ def test_killing_the_switch_takes_its_packet_loop_with_it(lab: NetnsLab) -> None
     (loop,) = _children(process.pid)
     process.kill()
     process.wait()
-    assert wait_for(lambda: not Path(f"/proc/{loop}").exists() or _zombie(loop), timeout=3.0)
+    assert wait_for(lambda: not Path(f"/proc/{loop}").exists() or _zombie(loop))
 
 
 def _zombie(pid: int) -> bool:
