@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import signal
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .common import (
     AUTO_SCALE,
@@ -48,12 +45,9 @@ from .profile_cmds import PROFILES_HELP
 from .simulate_cmds import SHARING_HELP
 
 if TYPE_CHECKING:
-    from emulation.emulate.report import Report
-    from emulation.emulate.runner import EmulateSettings, Live
+    from emulation.emulate.runner import EmulateSettings
 
 DEFAULT_SCHEDULERS = "themis,th+cassini"
-# Without a terminal (a log, a pipe, CI): a progress line this often (our choice).
-PROGRESS_EVERY_S = 5.0
 
 
 def _scheduler_names() -> str:
@@ -188,6 +182,8 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
 
 
 def _emulate(args: argparse.Namespace) -> int:
+    from emulation.emulate.progress import ProgressLines, emulate_with_bar, to_stderr
+    from emulation.emulate.report_text import console_table
     from emulation.emulate.runner import emulate
     from topologies.outputs import staged_folder
 
@@ -201,13 +197,13 @@ def _emulate(args: argparse.Namespace) -> int:
         # progress goes to stderr: a bar on a terminal, else a line every few seconds
         if args.json or not sys.stderr.isatty():
             lines = None if args.json else ProgressLines()
-            report, stopped = emulate(settings, stage, lines, say=_to_stderr, final_dir=out)
+            report, stopped = emulate(settings, stage, lines, say=to_stderr, final_dir=out)
         else:
-            report, stopped = _with_bar(settings, stage, out)
+            report, stopped = emulate_with_bar(settings, stage, out)
     if args.json:
         print((out / "summary.json").read_text(), end="")
     else:
-        _print_table(report.summary)
+        print("\n".join(console_table(report.summary)))
         html = out / report.paths["report_html"].relative_to(stage)
         print(f"report: {html} (and {report.paths['report_md'].name})")
     if stopped is not None:
@@ -223,12 +219,13 @@ def _emulate(args: argparse.Namespace) -> int:
 
 def _profile_first(settings: EmulateSettings, stage: Path, quiet: bool) -> EmulateSettings:
     """The trace's models profiled alone, into the results folder; the plan uses them."""
+    from emulation.emulate.progress import to_stderr
     from emulation.profile.session import profile_trace
     from emulation.signals import SignalExit, signals_raise
 
     def say(line: str) -> None:
         if not quiet:
-            _to_stderr(f"profiling {line}")
+            to_stderr(f"profiling {line}")
 
     try:
         with signals_raise():  # the profiling fabric comes down on SIGTERM too
@@ -236,101 +233,3 @@ def _profile_first(settings: EmulateSettings, stage: Path, quiet: bool) -> Emula
     except SignalExit as stopped:
         raise Interrupted(stopped.signum, f"{stopped.signal_name} while profiling") from None
     return settings if found is None else dataclasses.replace(settings, profiles=str(found))
-
-
-def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-@dataclass
-class ProgressLines:
-    """Progress without a terminal: a line when a scheduler's run (or a segment of it)
-    starts, then one every `every_s` of it, by the run's own elapsed time, so callbacks
-    that come a little late or early still print."""
-
-    every_s: float = PROGRESS_EVERY_S
-    write: Callable[[str], None] = _to_stderr
-    # scheduler -> (elapsed_s of its last callback, elapsed_s its next line is due)
-    _seen: dict[str, tuple[float, float]] = field(default_factory=dict)
-
-    def __call__(self, live: Live) -> None:
-        p = live.progress
-        if p is None:
-            return
-        last, due = self._seen.get(live.scheduler, (math.inf, 0.0))
-        restarted = p.elapsed_s < last  # a new segment counts its time from 0
-        if not restarted and p.elapsed_s < due:
-            self._seen[live.scheduler] = (p.elapsed_s, due)
-            return
-        self._seen[live.scheduler] = (p.elapsed_s, p.elapsed_s + self.every_s)
-        self.write(
-            f"[{live.index + 1}/{live.total}] {live.scheduler}: {p.records}/{p.expected} "
-            f"iterations, {live.marks_per_s:.0f} ECN marks/s, {p.elapsed_s:.0f} s"
-        )
-
-
-def _with_bar(settings: EmulateSettings, out: Path, final: Path) -> tuple[Report, str | None]:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    from emulation.emulate.runner import emulate
-
-    with Progress(
-        TextColumn("{task.description:12s}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[marks]:>8.0f} marks/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        transient=False,
-        console=Console(stderr=True),  # where the lines go without a terminal, and the check
-    ) as bar:
-        tasks = {name: bar.add_task(name, total=None, marks=0.0) for name in settings.schedulers}
-
-        def on_progress(live: Live) -> None:
-            p = live.progress
-            if p is not None:
-                bar.update(
-                    tasks[live.scheduler],
-                    completed=p.records,
-                    total=p.expected,
-                    marks=live.marks_per_s,
-                )
-
-        return emulate(settings, out, on_progress, say=bar.console.print, final_dir=final)
-
-
-def _trust(s: dict[str, Any]) -> str:
-    """The trustworthy column: yes, NO with the limits passed, or unknown with what was
-    not measured."""
-    if s["trustworthy"] is None:
-        return "unknown: not measured: " + ", ".join(s["fidelity"]["unmeasured"])
-    return "yes" if s["trustworthy"] else "NO: " + "; ".join(s["fidelity"]["reasons"])
-
-
-def _print_table(summary: dict[str, Any]) -> None:
-    print(
-        f"{'scheduler':12s} {'mean ms':>8s} {'p99 ms':>8s} {'sim ms':>8s} {'ECN marks':>10s} "
-        f"{'shared':>8s} {'host CE':>8s}  trustworthy"
-    )
-    for name, s in summary["schedulers"].items():
-        host = "-" if s["host_ce_marks"] is None else str(s["host_ce_marks"])
-        mean = s["mean_iteration_ms"] or 0.0
-        p99 = s["p99_iteration_ms"] or 0.0
-        print(
-            f"{name:12s} {mean:8.1f} {p99:8.1f} {s['sim_mean_iteration_ms']:8.1f} "
-            f"{s['ecn_marks']:10d} {s['ecn_marks_shared_links']:8d} {host:>8s}  "
-            f"{_trust(s)}"
-        )
-    for variant, up in summary["speedups"].items():
-        if up["mean"]:
-            print(f"{variant} vs {up['base']}: mean iteration time {up['mean']:.2f}x")
-    if summary["partial"]:
-        print("PARTIAL: not every scheduler's run completed (see summary.json)")

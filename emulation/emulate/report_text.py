@@ -258,3 +258,34 @@ def html_page(summary: Mapping[str, Any], paths: Mapping[str, Path]) -> str:
     parts.append("<h2>Settings</h2><pre>" + esc("\n".join(_settings_lines(summary))) + "</pre>")
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+def trust_cell(s: Mapping[str, Any]) -> str:
+    """The trustworthy column: yes, NO with the limits passed, or unknown with what was
+    not measured."""
+    if s["trustworthy"] is None:
+        return "unknown: not measured: " + ", ".join(s["fidelity"]["unmeasured"])
+    return "yes" if s["trustworthy"] else "NO: " + "; ".join(s["fidelity"]["reasons"])
+
+
+def console_table(summary: Mapping[str, Any]) -> list[str]:
+    """The lines `cassini emulate` prints: a row per scheduler, the speed-ups, PARTIAL."""
+    lines = [
+        f"{'scheduler':12s} {'mean ms':>8s} {'p99 ms':>8s} {'sim ms':>8s} {'ECN marks':>10s} "
+        f"{'shared':>8s} {'host CE':>8s}  trustworthy"
+    ]
+    for name, s in summary["schedulers"].items():
+        host = "-" if s["host_ce_marks"] is None else str(s["host_ce_marks"])
+        mean = s["mean_iteration_ms"] or 0.0
+        p99 = s["p99_iteration_ms"] or 0.0
+        lines.append(
+            f"{name:12s} {mean:8.1f} {p99:8.1f} {s['sim_mean_iteration_ms']:8.1f} "
+            f"{s['ecn_marks']:10d} {s['ecn_marks_shared_links']:8d} {host:>8s}  "
+            f"{trust_cell(s)}"
+        )
+    for variant, up in summary["speedups"].items():
+        if up["mean"]:
+            lines.append(f"{variant} vs {up['base']}: mean iteration time {up['mean']:.2f}x")
+    if summary["partial"]:
+        lines.append("PARTIAL: not every scheduler's run completed (see summary.json)")
+    return lines

@@ -11,7 +11,8 @@ import pytest
 
 from controlplane.counter_watch import DEFAULT_POLL_INTERVAL_S
 from emulation.cli import build_parser, main
-from emulation.cli.emulate_cmds import PROGRESS_EVERY_S, ProgressLines, settings_from
+from emulation.cli.emulate_cmds import settings_from
+from emulation.emulate.progress import PROGRESS_EVERY_S, ProgressLines
 from emulation.emulate.runner import EmulateSettings, Live
 from emulation.jobs.run_result import Progress
 from scheduler.baselines import SCHEDULER_NAMES
