@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from emulation.cli.switch_cmds import port_names_of
 from emulation.mininet_switches import SoftSwitch, SwitchPlan
 from emulation.netns import NetnsLab
+from emulation.softswitch.attachments import port_names_of
 from emulation.softswitch.gnmi_tree import interfaces_tree
 from emulation.softswitch.port_stats import port_counters
 from emulation.softswitch.tm_config import TmConfig
