@@ -115,14 +115,16 @@ def test_cli_fabric_up_exits_when_its_switch_is_killed(prefix: str) -> None:
         pid = int(match.group(1))
         _kill_switch(pid, prefix)
         killed = time.monotonic()
-        out, err = process.communicate(timeout=20)
+        out, err = process.communicate(timeout=120)
         took = time.monotonic() - killed
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
     assert process.returncode == 1, (out, err)
-    assert took < 8.0, f"fabric up needed {took:.1f} s to notice and clean up"
+    # It looks at its switch every 0.2 s; cleaning up the fabric is most of the time, a
+    # few seconds idle and several beside busy processes. It never exited before.
+    assert took < 60, f"fabric up needed {took:.1f} s to notice and clean up"
     assert f"the software switch process (pid {pid}) was killed by SIGKILL (signal 9)" in err
     assert f"fabric {prefix}:" in err and "Traceback" not in err
     assert f"fabric {prefix} down" in out

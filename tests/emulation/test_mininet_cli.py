@@ -131,12 +131,12 @@ def test_iperf_and_iperfudp_report_rates_in_bounded_time_and_spare_other_iperfs(
     )
     try:
         began = time.monotonic()
-        tcp = _command(session, "iperf s01 s04", timeout=40)
+        tcp = _command(session, "iperf s01 s04", timeout=80)
         rates = r"'[\d.]+ \w+/sec'"
         assert re.search(rf"\*\*\* Results: \[{rates}, {rates}\]", tcp), tcp
-        udp = _command(session, "iperfudp 10M s01 s03", timeout=40)
+        udp = _command(session, "iperfudp 10M s01 s03", timeout=80)
         assert re.search(rf"\*\*\* Results: \['10M', {rates}, {rates}\]", udp), udp
-        assert time.monotonic() - began < 40  # 5 s each, plus starting and stopping
+        assert time.monotonic() - began < 80  # 5 s each, plus starting and stopping
         assert bystander.poll() is None
     finally:
         bystander.kill()
@@ -151,8 +151,8 @@ def test_ctrl_c_during_a_host_command_interrupts_only_the_command(
     time.sleep(1.5)
     began = time.monotonic()
     session.send("\x03")
-    session.expect(PROMPT, 10)
-    assert time.monotonic() - began < 10
+    session.expect(PROMPT, 25)
+    assert time.monotonic() - began < 28.5 / 2  # not when `sleep 30` ends by itself
     assert "interrupted" not in session.output
     assert "alive-2" in _command(session, "s01 echo alive-$((1+1))")
 

@@ -239,7 +239,9 @@ def test_a_second_lab_on_a_prefix_in_use_is_refused_at_once(prefix: str) -> None
         began = time.monotonic()
         with pytest.raises(UserInputError, match=f"prefix {prefix} is in use by a running process"):
             NetnsLab(prefix).namespace("b")
-        assert time.monotonic() - began < 1.0
+        # Refused by its check, not after waiting for anything: well under a second
+        # idle, and a tenth of a minute still allows for a busy machine.
+        assert time.monotonic() - began < 10
         assert leftovers(prefix) == [f"netns {prefix}a"]
     assert leftovers(prefix) == []
 

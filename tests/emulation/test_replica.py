@@ -168,7 +168,7 @@ def test_a_pipeline_job_follows_its_plan_and_stops_at_a_deadline_together(
 ) -> None:
     phases = (Phase(20.0, 0.0), Phase(30.0, 50.0), Phase(10.0, 0.0), Phase(20.0, 50.0))
     peers = tuple(Address(fabric.hosts[s].ip, 47200) for s in SERVERS)
-    deadline = time.time() * 1e3 + 5000.0  # a few s for 4 Pythons to start
+    deadline = time.time() * 1e3 + 15000.0  # 4 Pythons start in a few s, more on a busy machine
     job_specs = [
         ReplicaSpec(
             job="gpt2-0", model="gpt2", worker=w, peers=peers, phases=phases,
@@ -217,11 +217,13 @@ def test_a_killed_replica_stops_its_job_with_a_named_error(
     for w, process in enumerate(processes):
         if w == 2:
             continue
-        _, err = process.communicate(timeout=10)
+        _, err = process.communicate(timeout=60)
         assert process.returncode == EXIT_PEER_LOST, err
         assert f"job vgg19-1: worker {w} lost peer worker" in err
         errors[w] = err
-    assert time.monotonic() - killed_at < 5.0
+    # Within a few socket timeouts (3 s) of the kill, not after the job's 500 iterations
+    # of 160 ms (80 s): a quarter of that leaves room for a busy machine.
+    assert time.monotonic() - killed_at < 80 / 4
     # Each names one of its ring neighbours (whichever failed first: the
     # failure spreads both ways around the ring), and the killed one is named.
     n = len(SERVERS)

@@ -166,7 +166,7 @@ def test_a_signal_ends_a_waiting_receiver_with_its_handlers_exception(
         started = time.monotonic()
         with pytest.raises(Stop):
             compiled.receiver(rx.fileno(), 4e-6, 1, 0, 10, 0.05, 30.0, [])
-        assert time.monotonic() - started < 5  # not the 30 s without progress
+        assert time.monotonic() - started < 30 / 2  # not the 30 s without progress
     finally:
         timer.cancel()
         signal.signal(signal.SIGUSR1, previous)
