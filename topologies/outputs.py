@@ -214,7 +214,13 @@ def new_stage(out: Path, flag: str = "--out") -> Path:
 def publish(stage: Path, out: Path) -> None:
     """Give `stage` the mode a new folder would have and put it where `out` is (an old
     `out`, a folder or a link, is replaced at this moment)."""
-    stage.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would stick to the results
+    # mkdtemp's 0700 would stick to the results. Set on the open folder, not by path:
+    # in a parent others can write in, the path could be swapped for a link meanwhile.
+    fd = os.open(stage, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchmod(fd, 0o777 & ~_umask())
+    finally:
+        os.close(fd)
     _replace(stage, out)
 
 
@@ -369,7 +375,9 @@ def _write_whole(out: Path, raw: bytes) -> None:
             handle.write(raw)
             handle.flush()
             os.fsync(handle.fileno())
-        stage.chmod(0o666 & ~_umask())  # mkstemp's 0600 would stick to the output
+            # mkstemp's 0600 would stick to the output; set on the open file, never
+            # through a path someone could swap for a link in between.
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())
         os.replace(stage, out)
     except BaseException:
         stage.unlink(missing_ok=True)
