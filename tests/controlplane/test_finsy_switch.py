@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import grpc
@@ -146,13 +145,15 @@ def test_finsy_switch_becomes_ready_and_reads_what_was_programmed(
         # The pipeline push zeroed the counters: one cell counts now.
         assert running.state is not None  # the tables live in this process
         running.state.counter(PORT_RX)[3] += (12, 9000)
-        started = time.monotonic()
         result = run_client(FINSY, FINSY_SCRIPT, running.address, cwd=tmp_path)
-        took = time.monotonic() - started
         assert result.returncode == 0, result.stderr[-3000:]
         out = json.loads(result.stdout.strip().splitlines()[-1])
-        # Ready at once: finsy retries a failed gNMI port list every 10 s.
-        assert took < 10, (took, result.stderr[-2000:])
+        # Ready at once: finsy restarts a switch whose start failed (a gNMI port list it
+        # could not read), 10 s later when it failed fast ('waiting 10 seconds to try
+        # again'), and logs the failed task as CRITICAL. Its log says it did neither;
+        # its run time, which a busy machine stretches, is not the measure.
+        assert "try again" not in result.stderr, result.stderr[-2000:]
+        assert "CRITICAL" not in result.stderr, result.stderr[-2000:]
         assert out["primary"] is True and out["closed"] is True
         # Every chip port, by its stable name, with the chip port as finsy's port id.
         assert sorted((p[0], p[1]) for p in out["ports"]) == sorted(names.items())
@@ -165,12 +166,9 @@ def test_finsy_switch_becomes_ready_and_reads_what_was_programmed(
         assert out["counted"] == [["port_rx", 3, 12, 9000]]
         assert "Traceback" not in result.stderr and "ERROR" not in result.stderr, result.stderr
         # finsy closed its stream: no client is primary any more.
-        deadline = time.monotonic() + 5
-        while running.device.primary_election_id() is not None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert running.device.primary_election_id() is None
+        assert wait_for(lambda: running.device.primary_election_id() is None)
         # ... and its gNMI subscription: the one slot is free again.
-        assert wait_for(lambda: _subscribes(running.address), timeout=5)
+        assert wait_for(lambda: _subscribes(running.address))
 
 
 @pytest.mark.root

@@ -124,11 +124,11 @@ def test_primary_backup_arbitration(device, index):
                 device.address, 1, election_id=(1, 0), p4info=index
             ) as newer:
                 assert newer.is_primary
-                assert wait_for(lambda: not primary.is_primary, timeout=5)
+                assert wait_for(lambda: not primary.is_primary)
                 newer.write([Update(UpdateType.INSERT, entry)])
                 assert device.state.wred[4].max_cells == 2
             # The newer one left: the highest remaining (10) is primary again.
-            assert wait_for(lambda: primary.is_primary, timeout=5)
+            assert wait_for(lambda: primary.is_primary)
             # Reads are allowed for backups.
             assert len(backup.read_table("wred_profile")) == 1
 

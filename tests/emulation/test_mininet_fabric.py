@@ -452,7 +452,7 @@ def test_cassini_clean_after_sigkill_of_mn_removes_what_it_left() -> None:
                 prefix = found.group(1)
                 break
         assert prefix is not None, "".join(seen)
-        assert wait_for(lambda: len(leftovers(prefix)) >= 4 + 4 + 2, timeout=10), leftovers(prefix)
+        assert wait_for(lambda: len(leftovers(prefix)) >= 4 + 4 + 2), leftovers(prefix)
         process.kill()
         process.wait(10)
     finally:

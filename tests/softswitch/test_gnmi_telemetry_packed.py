@@ -77,7 +77,7 @@ def test_a_deferred_packed_stream_decodes_as_a_live_per_leaf_one(
         for k in range(40):
             writer.write(k)
             time.sleep(0.01)
-        assert wait_for(lambda: len(live) >= 40 and len(deferred.responses) >= 40, timeout=5.0)
+        assert wait_for(lambda: len(live) >= 40 and len(deferred.responses) >= 40)
     finally:
         leafy.stop()
         deferred.stop()
