@@ -1,15 +1,14 @@
 """Arguments several subcommands share, defined once so their help cannot drift.
 
-The address and TLS flags live in `address_flags` and `tls_flags`; they are
-importable from here too, so a command module imports its shared flags from one place.
+The address, TLS and value flags live in `address_flags`, `tls_flags` and
+`value_flags`; they are importable from here too, so a command module imports its shared flags from one place.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,25 @@ from .tls_flags import (
     add_tls_server_arguments,
     client_tls_from_args,
     server_tls_from_args,
+)
+from .value_flags import (
+    MAX_CANDIDATES,
+    MAX_DURATION_S,
+    MAX_ITERATIONS,
+    MAX_JOBS,
+    MAX_PROCESSES,
+    MAX_WORKERS,
+    device_id,
+    nonnegative_float,
+    nonnegative_int,
+    parse_duration,
+    parse_election_id,
+    parse_number,
+    port_number,
+    positive_float,
+    positive_int,
+    positive_int_up_to,
+    timeout_seconds,
 )
 
 if TYPE_CHECKING:
@@ -49,78 +67,16 @@ def add_topology_argument(
     parser.add_argument("--topology", "-t", default=default, help=text)
 
 
-# ---------------------------------------------------------------- numeric flags
-# argparse `type=` helpers: a bad value is one line naming the flag
-# ("argument --processes: must be >= 1, got 0") and exit 2.
-
-
-def _number(text: str, cast: type[int] | type[float]) -> float:
-    try:
-        value = cast(text)
-    except ValueError:
-        kind = "an integer" if cast is int else "a number"
-        raise argparse.ArgumentTypeError(f"must be {kind}, got '{text}'") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got '{text}'")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1 (counts of processes, candidates, jobs, workers)."""
-    value = int(_number(text, int))
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def positive_int_up_to(limit: int) -> Callable[[str], int]:
-    """An integer in 1..limit: a count whose typo (`--jobs 99999999999`) would exhaust
-    memory or run for ever is refused before anything runs.
-
-    >>> positive_int_up_to(10)("7")
-    7
-    """
-
-    def parse(text: str) -> int:
-        value = positive_int(text)
-        if value > limit:
-            raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {value:,}")
-        return value
-
-    return parse
-
-
-# (our choice) Bounds of the counts flags take, far above any real run.
-MAX_JOBS = 100_000
-MAX_CANDIDATES = 1_000
-MAX_PROCESSES = 1_024
-MAX_ITERATIONS = 10_000_000
-MAX_WORKERS = 100_000
-
-
-def nonnegative_int(text: str) -> int:
-    """An integer >= 0 (seeds)."""
-    value = int(_number(text, int))
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+# ---------------------------------------------------------------- the scale flag
 
 
 def scale_factor(text: str) -> float:
     """The emulation factor S, in (0, 1] (`emulation.scaling.check_scale`)."""
-    value = float(_number(text, float))
+    value = float(parse_number(text, float))
     try:
         check_scale(value)
     except UserInputError:
         raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}") from None
-    return value
-
-
-def port_number(text: str) -> int:
-    """A TCP/UDP port, 1-65535 (Thrift, gRPC)."""
-    value = int(_number(text, int))
-    if not 1 <= value <= MAX_PORT:
-        raise argparse.ArgumentTypeError(f"must be a port in 1-{MAX_PORT}, got {value}")
     return value
 
 
@@ -154,22 +110,6 @@ def add_scale_argument(parser: argparse.ArgumentParser, auto: bool = False) -> N
         action="store_true",
         help="with --scale auto: measure this machine's emulation cost again (a few seconds)",
     )
-
-
-def positive_float(text: str) -> float:
-    """A number > 0 (rates, capacities, loads, precisions)."""
-    value = _number(text, float)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def nonnegative_float(text: str) -> float:
-    """A number >= 0 (jitter sigmas)."""
-    value = _number(text, float)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
 
 
 # ---------------------------------------------------------------- output and interruption
@@ -227,71 +167,19 @@ def settings_from_args(args: argparse.Namespace) -> ControlPlaneSettings:
     return load_settings(args.settings).with_wred(args.wred_min, args.wred_max, args.wred_prob)
 
 
-# --- durations and election ids, as the device commands take them ---------------------------
-
-
-# (our choice) A week: longer than any run, short enough that every timer and
-# deadline the duration feeds stays representable.
-MAX_DURATION_S = 7 * 24 * 3600.0
-
-
-def parse_duration(text: str, flag: str) -> float:
-    """Seconds of '1s', '500ms', '2m' or a bare number of seconds, in (0, a week].
-
-    >>> parse_duration("500ms", "--interval")
-    0.5
-    >>> parse_duration("99999999999999999s", "--interval")
-    Traceback (most recent call last):
-    ...
-    topologies.errors.UserInputError: --interval: must be at most a week (604800 s), got '99999999999999999s'
-    """
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*", text[:64])
-    if not m or len(text) > 64:
-        raise UserInputError(f"{flag}: '{text[:64]}' is not a duration (e.g. 1s, 500ms, 2m)")
-    value = float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
-    if value <= 0:
-        raise UserInputError(f"{flag}: must be > 0, got '{text}'")
-    if value > MAX_DURATION_S:
-        raise UserInputError(
-            f"{flag}: must be at most a week ({MAX_DURATION_S:.0f} s), got '{text}'"
-        )
-    return value
-
-
-def device_id(text: str) -> int:
-    """A P4Runtime device id: an integer in 0..2**64-1 (the spec's uint64)."""
-    value = int(_number(text, int))
-    if not 0 <= value < 2**64:
-        raise argparse.ArgumentTypeError(f"must be in 0..{2**64 - 1}, got {value}")
-    return value
-
-
-def timeout_seconds(text: str) -> float:
-    """Seconds to wait for a device: > 0 and at most an hour."""
-    value = float(_number(text, float))
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be in (0, 3600] seconds, got {text}")
-    return value
-
-
-def parse_election_id(text: str) -> tuple[int, int]:
-    """'5' -> (0, 5); '1,5' -> (1, 5)."""
-    parts = text.split(",")
-    try:
-        values = [int(p) for p in parts[:3]]
-    except ValueError:
-        raise UserInputError(f"--election-id: '{text[:64]}' is not LOW or HIGH,LOW") from None
-    if len(values) == 1:
-        values = [0, values[0]]
-    if len(values) != 2 or min(values) < 0 or values == [0, 0]:
-        raise UserInputError(f"--election-id: '{text[:64]}' must be LOW or HIGH,LOW, not 0")
-    if max(values) >= 2**64:  # each half is a uint64 of the spec's Uint128
-        raise UserInputError(f"--election-id: '{text[:64]}': HIGH and LOW must each be below 2**64")
-    return values[0], values[1]
-
-
 __all__ = [
     "DEFAULT_TOPOLOGY",
+    "MAX_CANDIDATES",
+    "MAX_DURATION_S",
+    "MAX_ITERATIONS",
+    "MAX_JOBS",
+    "MAX_PROCESSES",
+    "MAX_WORKERS",
+    "device_id",
+    "parse_number",
+    "port_number",
+    "positive_int_up_to",
+    "timeout_seconds",
     "MAX_PORT",
     "Interrupted",
     "add_force_argument",
