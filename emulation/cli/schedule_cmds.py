@@ -163,8 +163,7 @@ def _compat(args: argparse.Namespace) -> int:
     print(
         f"compatibility score {link.best.score:.4f} at the best shifts on a {args.capacity_gbps:g} Gbps link, solver {sol.solver}, {sol.elapsed_ms:.1f} ms"
     )
-    print(f"running unaligned: expected score {free:.4f}; plan: {LINK_PLANS[link.plan]}")
-    print(f"the plan's score {link.plan_score:.4f} (the shifts below)")
+    print(f"running unaligned: expected score {free:.4f}; plan: {LINK_PLANS[link.plan]}\nthe plan's score {link.plan_score:.4f} (the shifts below)")
     print(f"unified circle {sol.perimeter_ms:g} ms{approx}, precision {args.precision_deg:g} deg")
     print(f"{'job':<18}{'iter_ms':>10}{'paced_ms':>10}{'rotation_deg':>14}{'shift_ms':>10}")
     for p in profiles:
