@@ -155,7 +155,7 @@ def test_pfc_frame_to_a_forwarded_unicast_mac_pauses_and_is_not_forwarded(
             h1.send(udp(h1, h2.mac, seq=i))
         assert h2.received(quiet=0.3) == []  # port 2 is paused
         h2.send(h1.mac + build_pfc_frame(h2.mac, 3, 0)[6:])
-        assert len(h2.received()) == 5
+        assert len(h2.received(expect=5)) == 5
         assert h1.received(quiet=0.05) == []  # neither PFC frame reached h1
         stats = switch.stats()
         assert stats["pfc_received"] == {2: 2}
@@ -189,7 +189,7 @@ def _tag_crosses_the_switch(lab: NetnsLab, rx_ring: bool) -> None:
         frames = [_tagged(h1, h2), _tagged(h1, h2, size=1500 + 18)]
         for frame in frames:
             h1.send(frame)
-        got = h2.received()
+        got = h2.received(expect=len(frames))
         assert got == frames
         for frame in got:
             tag = Ether(frame)[Dot1Q]

@@ -59,7 +59,7 @@ def test_forwards_matching_frames_and_counts_drops(lab: NetnsLab, rx_ring: bool)
             h1.send(
                 bytes(Ether(dst=h2.mac.hex(":"), type=0x0800)) + b"\x45\x00\x00"
             )  # truncated IPv4
-        got = h2.received()
+        got = h2.received(expect=len(sent))
         assert got == sent
         assert h3.received(quiet=0.05) == []
         assert wait_for(lambda: int(switch.counter(PORT_RX)[1, 0]) == 25)
@@ -112,7 +112,7 @@ def test_entries_written_over_p4runtime_drive_forwarding(lab: NetnsLab) -> None:
             session.write([Update(UpdateType.INSERT, entry)])
             for i in range(10):
                 h1.send(udp(h1, h2.mac, seq=i))
-            assert len(h2.received()) == 10
+            assert len(h2.received(expect=10)) == 10
             assert wait_for(lambda: session.read_counters(PORT_TX, 2)[0].packets == 10), (
                 session.read_counters(PORT_TX, 2)
             )
@@ -159,7 +159,7 @@ def test_two_senders_overloading_a_slow_port_get_ce_marks(lab: NetnsLab) -> None
         alone = _paced_sender(h1, h3.mac, 150, 1e-3, tos=0x02)
         alone.start()
         alone.join()
-        got = h3.received()
+        got = h3.received(expect=150)
         assert len(got) == 150
         assert sum(Ether(f)[IP].tos & 3 == 3 for f in got) == 0
         assert marked() == 0
@@ -171,7 +171,7 @@ def test_two_senders_overloading_a_slow_port_get_ce_marks(lab: NetnsLab) -> None
             thread.start()
         for thread in senders:
             thread.join()
-        got = h3.received()
+        got = h3.received(expect=400)
         assert len(got) == 400
         ce = sum(Ether(f)[IP].tos & 3 == 3 for f in got)
         assert ce > 20
@@ -230,7 +230,7 @@ def test_pfc_frame_from_a_host_pauses_that_port(lab: NetnsLab) -> None:
             h1.send(udp(h1, h2.mac, seq=i))
         assert h2.received(quiet=0.3) == []
         h2.send(build_pfc_frame(h2.mac, 3, 0))
-        assert len(h2.received()) == 5
+        assert len(h2.received(expect=5)) == 5
         assert wait_for(lambda: switch.stats()["pfc_received"] == {2: 2}), switch.stats()
 
 
@@ -277,7 +277,7 @@ def test_cli_serve_forwards_and_stops_cleanly_on_sigterm(lab: NetnsLab) -> None:
         )
         for i in range(5):
             h1.send(udp(h1, h2.mac, seq=i))
-        assert len(h2.received()) == 5
+        assert len(h2.received(expect=5)) == 5
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(10) == 0

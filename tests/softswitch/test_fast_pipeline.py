@@ -336,7 +336,7 @@ def test_switch_reports_how_late_frames_left(lab: NetnsLab, fast: bool) -> None:
         sent = [udp(h1, h2.mac, seq=i) for i in range(30)]
         for frame in sent:
             h1.send(frame)
-        assert h2.received() == sent
+        assert h2.received(expect=len(sent)) == sent
         assert wait_for(lambda: switch.fidelity()["departure_lateness"].count == 30)
         fidelity = switch.fidelity()
         departures, wakeups = fidelity["departure_lateness"], fidelity["wakeup_lateness"]

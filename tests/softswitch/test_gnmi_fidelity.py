@@ -29,7 +29,7 @@ def test_gnmi_serves_the_histograms_the_switch_counts_and_an_interval_subtracts(
             sent = [udp(h1, h2.mac, seq=i) for i in range(30)]
             for frame in sent:
                 h1.send(frame)
-            assert h2.received() == sent
+            assert h2.received(expect=len(sent)) == sent
             assert wait_for(lambda: switch.fidelity()["departure_lateness"].count == 30)
             after = reader.read_fidelity()
         served = after["departure-lateness"]

@@ -96,7 +96,7 @@ def test_frames_count_per_job_over_p4runtime(lab: NetnsLab, fast: bool) -> None:
             )
             for frame in sent:
                 h1.send(frame)
-            assert len(h2.received()) == len(sent)
+            assert len(h2.received(expect=len(sent))) == len(sent)
             assert wait_for(lambda: session.read_counters(PORT_TX, 2)[0].packets == len(sent))
             cells = range(2 * JOB_CLASSES, 3 * JOB_CLASSES)
             by_class = {

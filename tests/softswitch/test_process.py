@@ -54,7 +54,7 @@ def test_rolled_back_writes_lose_no_counts_and_never_stop_forwarding(lab: NetnsL
             sent = 3000
             received: list[int] = []
             reader = threading.Thread(
-                target=lambda: received.append(len(h2.received(quiet=0.5, deadline=30)))
+                target=lambda: received.append(len(h2.received(quiet=0.5, deadline=60, expect=sent)))
             )
             reader.start()
 
@@ -216,7 +216,7 @@ def test_a_write_returns_only_once_the_packet_path_has_it(lab: NetnsLab) -> None
                 mac = mac_of(0x40 + i)
                 session.write([Update(UpdateType.INSERT, _forward(1, mac, 2))])
                 h1.send(udp(h1, mac, seq=i))
-            assert len(h2.received()) == 20
+            assert len(h2.received(expect=20)) == 20
 
 
 def _cpu_ticks(pid: int) -> int:

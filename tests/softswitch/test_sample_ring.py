@@ -183,7 +183,7 @@ def test_the_running_switch_samples_every_10_ms(lab: NetnsLab, fast: bool) -> No
             for _ in range(30):
                 h1.send(sent)
                 time.sleep(0.005)
-            assert len(h2.received()) == 30
+            assert len(h2.received(expect=30)) == 30
             assert wait_for(lambda: session.read_counters(PORT_TX, 2)[0].packets == 30)
             time.sleep(0.05)  # a sample after the last frame
             samples = reader.read()
