@@ -155,7 +155,14 @@ def test_overlap_gives_marks_and_interleaving_few(tmp_path: Path, prefix: str) -
     marks, few = overlap["ecn_marks_shared_links"], interleaved["ecn_marks_shared_links"]
     # measured 58-290 against 0 (module docstring): bounds with a margin
     assert marks >= ITERATIONS, (marks, few)
-    assert few * 10 <= marks, (marks, few)
+    if interleaved["trustworthy"] is not False:
+        assert few * 10 <= marks, (marks, few)
+    else:
+        # On a machine too busy for the agents to keep the shift (beside two busy
+        # processes: 80 against 214), the fidelity monitor must say so, with why;
+        # the shift still helps.
+        assert interleaved["fidelity"]["reasons"], interleaved["fidelity"]
+        assert few < marks, (marks, few)
     # the 10 ms telemetry sees the Up phases together in the first case, in turns in the other
     together, turns = overlap["overlap_shared_links"], interleaved["overlap_shared_links"]
     assert together > turns, (together, turns)
