@@ -11,6 +11,7 @@
 - protobuf_runtime: whether messages go through the compiled (upb) protobuf
 - proto/: the P4Runtime stubs, generated at build time (scripts/gen_protos.py)
 - session: talking to one device (arbitration, pipeline, batched writes, reads)
+- channels: closing a gRPC channel whole, even when a stop signal interrupts the close
 - write_errors: which updates of a failed Write failed, and why, said once
 - tls: which certificates a client or the switch presents and trusts
 - program: bringing a device to a topology's entries (push pipeline, reconcile)

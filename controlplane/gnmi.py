@@ -38,6 +38,7 @@ import grpc
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 from . import protobuf_runtime
+from .channels import close_channel
 from .tls import TlsSettings
 
 protobuf_runtime.check()  # say so when messages go through pure Python
@@ -350,7 +351,7 @@ class GnmiReader:
         return fidelity_from(response)
 
     def close(self) -> None:
-        self._channel.close()
+        close_channel(self._channel)
 
     def __enter__(self) -> GnmiReader:
         return self

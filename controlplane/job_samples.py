@@ -37,6 +37,7 @@ import grpc
 import numpy as np
 from pygnmi.spec.v080 import gnmi_pb2
 
+from .channels import close_channel
 from .gnmi import (
     JOB_LEAVES,
     QUEUE_LEAF,
@@ -368,12 +369,14 @@ class TelemetryStream:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.timeout)
-            if self._thread.is_alive() and self._call is not None:
-                self._call.cancel()
-                self._thread.join(timeout=1.0)
-        self._channel.close()
+        try:
+            if self._thread is not None:
+                self._thread.join(timeout=self.timeout)
+                if self._thread.is_alive() and self._call is not None:
+                    self._call.cancel()
+                    self._thread.join(timeout=1.0)
+        finally:  # a Ctrl-C above still closes the channel (`channels`)
+            close_channel(self._channel)
 
 
 class CounterSampler:

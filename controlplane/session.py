@@ -24,6 +24,7 @@ from google.rpc import code_pb2
 from controlplane.proto.p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from . import protobuf_runtime
+from .channels import close_channel
 from .entries import CounterSample, TableEntry, Update, UpdateType
 from .p4info import P4InfoIndex, index_p4info, load_p4info
 from .tls import TlsSettings
@@ -244,14 +245,16 @@ class P4RuntimeSession:
         """End the stream and the channel; idempotent."""
         with self._state_lock:
             self._closed = True
-        self._requests.put(None)
-        if self._stream is not None:
-            self._stream.cancel()
-        if self._reader is not None:
-            self._reader.join(timeout=self.timeout)
-        if self._channel is not None:
-            self._channel.close()
-        self._channel = None
+        try:
+            self._requests.put(None)
+            if self._stream is not None:
+                self._stream.cancel()
+            if self._reader is not None:
+                self._reader.join(timeout=self.timeout)
+        finally:  # a Ctrl-C above still closes the channel (`channels`)
+            channel, self._channel = self._channel, None
+            if channel is not None:
+                close_channel(channel)
 
     def __enter__(self) -> P4RuntimeSession:
         return self
