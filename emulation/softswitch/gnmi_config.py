@@ -130,7 +130,10 @@ def enabled_request(name: str, enabled: bool) -> Any:
 def set_enabled(address: str, names: list[str], enabled: bool) -> None:
     """Take the switch's interfaces `names` down or up over gNMI (one Set each, in order);
     a refusal is UserInputError with the switch's reason."""
-    with grpc.insecure_channel(address) as channel:
+    from controlplane.channels import close_channel
+
+    channel = grpc.insecure_channel(address)
+    try:
         stub = gnmi_pb2_grpc.gNMIStub(channel)
         for name in names:
             try:
@@ -140,3 +143,5 @@ def set_enabled(address: str, names: list[str], enabled: bool) -> None:
                     f"{'enabling' if enabled else 'disabling'} {name} on {address}: "
                     f"{err.details() or err.code().name}"
                 ) from None
+    finally:
+        close_channel(channel)  # whole even if Ctrl-C lands in the close
