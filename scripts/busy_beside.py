@@ -24,11 +24,18 @@ import sys
 import time
 
 
-def _spin() -> None:
-    """Keep one core busy until killed (SIGTERM from the parent)."""
+def _spin(parent: int) -> None:
+    """Keep one core busy until killed, or until the parent is gone (a parent killed
+    with SIGKILL cannot end its children)."""
     x = 0
-    while True:
-        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+    while os.getppid() == parent:
+        for _ in range(1_000_000):
+            x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+
+
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM and SIGHUP end the run as Ctrl-C does, so the finally below runs."""
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,15 +49,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give a command after --")
     if args.busy < 0 or args.repeat < 1:
         parser.error("--busy must be >= 0 and --repeat >= 1")
-    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.busy)]
+    spinners = [
+        multiprocessing.Process(target=_spin, args=(os.getpid(),), daemon=True)
+        for _ in range(args.busy)
+    ]
     for proc in spinners:
         proc.start()
+    signal.signal(signal.SIGTERM, _stop)  # after the forks: a spinner dies of SIGTERM as is
+    signal.signal(signal.SIGHUP, _stop)
     print(f"busy_beside: {args.busy} busy processes: {[p.pid for p in spinners]}", file=sys.stderr)
     status = 0
+    child: subprocess.Popen[bytes] | None = None
     try:
         for run in range(1, args.repeat + 1):
             started = time.monotonic()
-            status = subprocess.call(command)
+            child = subprocess.Popen(command)
+            status = child.wait()
             took = time.monotonic() - started
             print(
                 f"busy_beside: run {run}/{args.repeat}: exit {status} in {took / 60:.1f} min "
@@ -62,6 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         status = 130
     finally:
+        if child is not None and child.poll() is None:
+            child.send_signal(signal.SIGINT)  # the suite's own Ctrl-C cleanup
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
         for proc in spinners:
             if proc.pid is not None and proc.is_alive():
                 os.kill(proc.pid, signal.SIGTERM)
