@@ -1,7 +1,7 @@
 """The emulator's capacity curve: the largest S per topology, predicted and checked.
 
 For the default testbed and 32-, 64- and 128-server leaf-spines, with every
-server running one replica (`emulation.capacity.fill_jobs`: the four-jobs
+server running one replica (`emulation.capacity.model.fill_jobs`: the four-jobs
 trace's models in turn, six workers each), the largest S the cost model
 predicts from this machine's calibration (`cassini capacity`), on a quiet
 machine and with the machine's other work as measured now. Then, for the
@@ -30,9 +30,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from emulation.capacity import CostConstants, fill_jobs, largest_scale, load_of  # noqa: E402
-from emulation.capacity_calibration import background_cores, cached_or_calibrate  # noqa: E402
-from scheduler.traces import TraceJob, write_trace  # noqa: E402
+from emulation.capacity.calibration import background_cores, cached_or_calibrate  # noqa: E402
+from emulation.capacity.model import CostConstants, fill_jobs, largest_scale, load_of  # noqa: E402
+from scheduler.workloads.traces import TraceJob, write_trace  # noqa: E402
 from topologies.library import load_topology  # noqa: E402
 
 TOPOLOGIES = ("cassini-testbed", "leaf-spine:4:2:8", "leaf-spine:8:4:8", "leaf-spine:8:4:16")
@@ -101,8 +101,8 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from emulation.capacity import CostConstants, Load, predict
-    from emulation.scaling import DEFAULT_SCALE
+    from emulation.capacity.model import CostConstants, Load, predict
+    from emulation.fabric.scaling import DEFAULT_SCALE
 
     rows, checks = doc["predicted"], doc["checked"]
     constants = CostConstants.from_dict(doc["constants"])

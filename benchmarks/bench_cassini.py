@@ -16,12 +16,12 @@ import statistics
 import time
 from dataclasses import replace
 
-from scheduler.candidates import locality_candidates
-from scheduler.cassini import choose
-from scheduler.profiles import build_profile
-from scheduler.traces import FOUR_JOBS
-from scheduler.traffic import JobRouter
-from scheduler.types import Job
+from scheduler.cassini.candidates import locality_candidates
+from scheduler.cassini.plans import choose
+from scheduler.workloads.profiles import build_profile
+from scheduler.workloads.traces import FOUR_JOBS
+from scheduler.workloads.traffic import JobRouter
+from scheduler.workloads.types import Job
 from topologies.library import load_topology
 from topologies.model import Topology
 

@@ -61,7 +61,7 @@ from controlplane_measure import TOPOLOGY  # noqa: E402  (beside this file)
 if TYPE_CHECKING:
     from bench_latency import Row, SwitchProcess
 
-    from emulation.netns import NetnsLab
+    from emulation.fabric.netns import NetnsLab
 
 PURE_ENV = "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"
 IMPLEMENTATIONS = ("python", "upb")  # before, after
@@ -289,9 +289,9 @@ def measure_switch(
     from bench_latency import run_window
     from latency_probe import MAC_A, MAC_B
 
-    from emulation.netns import NetnsLab
-    from emulation.prefixes import new_prefix
-    from emulation.scaling import DEFAULT_SCALE, emulation_profile
+    from emulation.fabric.netns import NetnsLab
+    from emulation.fabric.scaling import DEFAULT_SCALE, emulation_profile
+    from emulation.housekeeping.prefixes import new_prefix
     from emulation.softswitch.tm_config import tm_config_to_dict
     from topologies.chip_mapping import map_to_chip
     from topologies.library import load_topology

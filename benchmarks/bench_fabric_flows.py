@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_target import py_spy_profile  # noqa: E402
 
-from emulation.fabric import EmulatedFabric  # noqa: E402
-from emulation.fabric_options import FabricOptions  # noqa: E402
+from emulation.fabric.emulated import EmulatedFabric  # noqa: E402
+from emulation.fabric.options import FabricOptions  # noqa: E402
 from emulation.jobs.cpu_usage import cpu_seconds, process_tree  # noqa: E402
-from scheduler.fluid import max_min_rates  # noqa: E402
+from scheduler.workloads.max_min import max_min_rates  # noqa: E402
 from topologies.library import load_topology  # noqa: E402
 from topologies.routing import Router  # noqa: E402
 
@@ -160,7 +160,7 @@ def main() -> int:
         "--no-pin",
         action="store_true",
         help="the packet loop not pinned and the hosts' receive work not steered away from "
-        "it (before emulation/cpu_split.py)",
+        "it (before emulation/housekeeping/cpu_split.py)",
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -37,17 +37,17 @@ from pathlib import Path
 import numpy as np
 
 from emulation.emulate.plan import shared_links
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.options import FabricOptions
+from emulation.fabric.scaling import DEFAULT_SCALE
 from emulation.jobs.launch import parse_schedule, plan_jobs
 from emulation.jobs.run_folder import write_run
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
 from emulation.profile.measure import MeasuredProfile, profile_models
-from emulation.scaling import DEFAULT_SCALE
-from scheduler.cassini import plan_link
-from scheduler.profiles import build_profile, grid_profile
-from scheduler.types import Profile
+from scheduler.cassini.plans import plan_link
+from scheduler.workloads.profiles import build_profile, grid_profile
+from scheduler.workloads.types import Profile
 from topologies.library import load_topology
 
 TOPOLOGY = "cassini-testbed"

@@ -56,7 +56,7 @@ from latency_probe import MAC_A, MAC_B, probe_frame  # noqa: E402  (beside this 
 if TYPE_CHECKING:
     from controlplane.entries import Update
     from controlplane.session import P4RuntimeSession
-    from emulation.netns import NetnsLab
+    from emulation.fabric.netns import NetnsLab
 
 SCENARIOS = ("idle", "counters", "write", "read")
 GOAL_P99_MS = 2.0
@@ -128,7 +128,7 @@ class SwitchProcess:
 
     def check_alive(self) -> None:
         """Raise with the exit cause and the last log lines if the switch has died."""
-        from emulation.switch_log import describe_exit
+        from emulation.fabric.switch_log import describe_exit
 
         if self.process.poll() is not None:
             time.sleep(0.2)  # let the log reader catch the last lines
@@ -333,8 +333,8 @@ def measure(
     """Build the two hosts and the switch, program it, and run every scenario's window."""
     from controlplane.p4info import load_p4info
     from controlplane.session import P4RuntimeSession
-    from emulation.netns import NetnsLab
-    from emulation.prefixes import new_prefix
+    from emulation.fabric.netns import NetnsLab
+    from emulation.housekeeping.prefixes import new_prefix
 
     rows: list[Row] = []
     with NetnsLab(prefix=new_prefix("cas")) as lab:

@@ -20,14 +20,14 @@ from typing import Any
 
 from bench_shift_cases import TOPOLOGY, shift_cases  # beside this file
 
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.options import FabricOptions
+from emulation.fabric.scaling import DEFAULT_SCALE
 from emulation.jobs.launch import parse_schedule, plan_jobs
 from emulation.jobs.run_folder import write_run
 from emulation.jobs.run_result import RunResult
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
-from emulation.scaling import DEFAULT_SCALE
 from topologies.library import load_topology
 from topologies.model import Topology
 

@@ -49,13 +49,13 @@ from emulation.emulate.fidelity import Verdict, switch_lateness, verdict
 from emulation.emulate.results import SAMPLE_INTERVAL_S, fidelity_figures, link_overlap_of
 from emulation.emulate.runner import link_rates, read_lateness
 from emulation.emulate.telemetry_series import job_starts
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.options import FabricOptions
+from emulation.fabric.scaling import DEFAULT_SCALE
 from emulation.jobs.prediction import simulated_means
 from emulation.jobs.run_result import RunResult
 from emulation.jobs.run_settings import RunSettings
 from emulation.reproduce.stats import Interval, interval
-from emulation.scaling import DEFAULT_SCALE
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 from topologies.model import Topology

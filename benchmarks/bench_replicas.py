@@ -26,13 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from emulation.fabric import EmulatedFabric  # noqa: E402
-from emulation.fabric_options import FabricOptions  # noqa: E402
+from emulation.fabric.emulated import EmulatedFabric  # noqa: E402
+from emulation.fabric.options import FabricOptions  # noqa: E402
 from emulation.jobs.cpu_usage import cpu_seconds, process_tree  # noqa: E402
 from emulation.jobs.records import read_records  # noqa: E402
 from emulation.jobs.replica import ReplicaSpec  # noqa: E402
 from emulation.jobs.ring import Address  # noqa: E402
-from scheduler.profiles import build_profile  # noqa: E402
+from scheduler.workloads.profiles import build_profile  # noqa: E402
 from topologies.library import load_topology  # noqa: E402
 
 

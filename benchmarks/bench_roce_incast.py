@@ -30,8 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controlplane.telemetry import Snapshot, deltas  # noqa: E402
-from emulation.fabric import EmulatedFabric  # noqa: E402
-from emulation.fabric_options import FabricOptions  # noqa: E402
+from emulation.fabric.emulated import EmulatedFabric  # noqa: E402
+from emulation.fabric.options import FabricOptions  # noqa: E402
 from emulation.jobs.roce_classes import RoceClasses  # noqa: E402
 from emulation.softswitch.tm_config import TmConfig  # noqa: E402
 from topologies.library import load_topology  # noqa: E402

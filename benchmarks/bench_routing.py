@@ -11,7 +11,7 @@ import random
 import time
 from itertools import permutations
 
-from scheduler.traffic import JobRouter
+from scheduler.workloads.traffic import JobRouter
 from topologies.chip_mapping import forwarding_entries, forwarding_table, map_to_chip, walk
 from topologies.generators import cassini_testbed, fat_tree, leaf_spine
 from topologies.routing import Router

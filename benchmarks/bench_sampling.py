@@ -38,13 +38,13 @@ from bench_shift_cases import WARMUP, shift_cases
 
 from emulation.emulate.fidelity import switch_lateness
 from emulation.emulate.runner import read_lateness
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.netns import NetnsLab
+from emulation.fabric.options import FabricOptions
+from emulation.fabric.scaling import DEFAULT_SCALE
 from emulation.jobs.launch import parse_schedule, plan_jobs
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
-from emulation.netns import NetnsLab
-from emulation.scaling import DEFAULT_SCALE
 from emulation.softswitch.datapath_process import SAMPLING_ENV
 from emulation.softswitch.fast_pipeline import FastSwitchProgram
 from emulation.softswitch.sample_ring import SampleRing, ring_words

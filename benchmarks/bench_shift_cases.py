@@ -37,17 +37,17 @@ from typing import Any
 import numpy as np
 
 from emulation.emulate.plan import shared_links
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.options import FabricOptions
+from emulation.fabric.scaling import DEFAULT_SCALE
 from emulation.jobs.launch import JobPlan, parse_schedule, plan_jobs
 from emulation.jobs.prediction import simulated_means
 from emulation.jobs.run_folder import write_run
 from emulation.jobs.run_result import RunResult
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
-from emulation.scaling import DEFAULT_SCALE
-from scheduler.cassini import plan_link
-from scheduler.profiles import profiles_from_list
+from scheduler.cassini.plans import plan_link
+from scheduler.workloads.profiles import profiles_from_list
 from topologies.library import load_topology
 from topologies.model import Topology
 

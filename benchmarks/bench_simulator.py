@@ -10,9 +10,9 @@ import argparse
 import resource
 import time
 
-from scheduler.experiment import run_experiment, speedups
 from scheduler.simulator import SimSettings
-from scheduler.traces import poisson_trace
+from scheduler.simulator.experiment import run_experiment, speedups
+from scheduler.workloads.traces import poisson_trace
 from topologies.library import load_topology
 
 

@@ -21,9 +21,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from scheduler.compatibility import discretize, exact_rotations, fast_rotations, search_space
-from scheduler.profiles import build_profile, model_names
-from scheduler.types import Phase, Profile
+from scheduler.cassini.compatibility import (
+    discretize,
+    exact_rotations,
+    fast_rotations,
+    search_space,
+)
+from scheduler.workloads.profiles import build_profile, model_names
+from scheduler.workloads.types import Phase, Profile
 
 CAPACITY = 50.0
 

@@ -31,8 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controlplane.p4names import PORT_TX  # noqa: E402
+from emulation.fabric.netns import NetnsLab  # noqa: E402
 from emulation.jobs.cpu_usage import cpu_seconds  # noqa: E402
-from emulation.netns import NetnsLab  # noqa: E402
 from emulation.softswitch.state import WredProfile  # noqa: E402
 from emulation.softswitch.switch import SoftwareSwitch  # noqa: E402
 from emulation.softswitch.tm_config import LoopbackCable, PfcConfig, TmConfig  # noqa: E402

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from controlplane.job_samples import TelemetryStream
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.options import FabricOptions
 from emulation.jobs import supervisor
 from emulation.jobs.job_telemetry import RunTelemetry, Series
 from emulation.jobs.launch import parse_schedule, plan_jobs

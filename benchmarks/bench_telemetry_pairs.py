@@ -27,13 +27,13 @@ from typing import Any
 
 from emulation.emulate.fidelity import switch_lateness
 from emulation.emulate.runner import read_lateness
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.options import FabricOptions
+from emulation.fabric.scaling import DEFAULT_SCALE
 from emulation.jobs import supervisor
 from emulation.jobs.job_telemetry import RunTelemetry, Series
 from emulation.jobs.launch import parse_schedule, plan_jobs
 from emulation.jobs.run_settings import RunSettings
-from emulation.scaling import DEFAULT_SCALE
 from emulation.softswitch.datapath_process import SAMPLING_ENV
 from topologies.library import load_topology
 

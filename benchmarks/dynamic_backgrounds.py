@@ -18,10 +18,10 @@ import itertools
 
 import numpy as np
 
-from scheduler.experiment import run_experiment, speedups
-from scheduler.profiles import load_models, model_names
 from scheduler.simulator import SimSettings
-from scheduler.traces import dynamic_trace
+from scheduler.simulator.experiment import run_experiment, speedups
+from scheduler.workloads.profiles import load_models, model_names
+from scheduler.workloads.traces import dynamic_trace
 from topologies.library import load_topology
 
 

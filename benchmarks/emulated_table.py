@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from emulation.reproduce.stats import mean_half_width  # the project's one t-table
-from scheduler.report import ORDER  # the paper's order of schedulers
+from scheduler.simulator.report import ORDER  # the paper's order of schedulers
 
 BASES = ("themis", "th+cassini")
 # key in a Run's figures, column title, digits
@@ -205,7 +205,7 @@ def load_runs(folder: Path, index: int, always_policy: bool) -> list[Run]:
 
 
 def row_order(rows: Sequence[str], runs: Sequence[Run]) -> list[str]:
-    """The paper's scheduler order (scheduler.report.ORDER), then by name."""
+    """The paper's scheduler order (scheduler.simulator.report.ORDER), then by name."""
     rank = {name: i for i, name in enumerate(ORDER)}
     sched = {r.row: r.scheduler for r in runs}
     return sorted(rows, key=lambda row: (rank.get(sched[row], len(rank)), row))

@@ -21,11 +21,11 @@ import numpy as np
 from emulation.reproduce.stats import t95  # the project's one t-table
 from scheduler.baselines import make_scheduler
 from scheduler.baselines.base import ProfileBook
-from scheduler.experiment import summarise
 from scheduler.policies import make_policy
 from scheduler.simulator import SimSettings, simulate
-from scheduler.traces import resolve_trace
-from scheduler.traffic import JobRouter
+from scheduler.simulator.experiment import summarise
+from scheduler.workloads.traces import resolve_trace
+from scheduler.workloads.traffic import JobRouter
 from topologies.library import load_topology
 
 VARIANTS = (("themis", "none"), ("themis", "crux"), ("themis", "echelon"), ("th+cassini", "none"))

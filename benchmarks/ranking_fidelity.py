@@ -26,11 +26,11 @@ from seed_sweep import seed_list
 from scheduler.baselines.augmented import CassiniAugmented
 from scheduler.baselines.base import Allocation, ClusterView, ProfileBook
 from scheduler.baselines.registry import make_scheduler
-from scheduler.experiment import summarise
-from scheduler.profiles import load_models
 from scheduler.simulator import SimSettings, simulate
-from scheduler.traces import dynamic_trace
-from scheduler.traffic import JobRouter
+from scheduler.simulator.experiment import summarise
+from scheduler.workloads.profiles import load_models
+from scheduler.workloads.traces import dynamic_trace
+from scheduler.workloads.traffic import JobRouter
 from topologies.library import load_topology
 
 NEWCOMER = "new-dlrm"

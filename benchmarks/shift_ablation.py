@@ -21,10 +21,10 @@ from seed_sweep import seed_list
 
 from scheduler.baselines.base import ProfileBook
 from scheduler.baselines.registry import make_scheduler
-from scheduler.experiment import SchedulerSummary, summarise
 from scheduler.simulator import SimSettings, simulate
-from scheduler.traces import TraceJob, poisson_trace
-from scheduler.traffic import JobRouter
+from scheduler.simulator.experiment import SchedulerSummary, summarise
+from scheduler.workloads.traces import TraceJob, poisson_trace
+from scheduler.workloads.traffic import JobRouter
 from topologies.library import load_topology
 from topologies.model import Topology
 

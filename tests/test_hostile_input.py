@@ -23,10 +23,10 @@ from controlplane.settings import load_settings
 from emulation.cli import main
 from emulation.jobs.launch import parse_schedule, read_schedule
 from emulation.softswitch.tm_config import load_tm_config
-from scheduler.profiles import load_models, load_profiles_file
-from scheduler.sharing_model import load_sharing_model
 from scheduler.sweep.config import load_sweep_config
-from scheduler.traces import load_trace
+from scheduler.workloads.profiles import load_models, load_profiles_file
+from scheduler.workloads.sharing_model import load_sharing_model
+from scheduler.workloads.traces import load_trace
 from topologies.errors import UserInputError
 from topologies.io import load_topology_file
 

@@ -130,3 +130,46 @@ def test_the_graph_sees_lazy_and_relative_imports() -> None:
         if b.startswith("emulation") and a.split(".")[0] in ("topologies", "scheduler", "controlplane")
     ]
     assert upward == []
+
+
+# The rooms of each layer, lowest first: a room imports only rooms of its own level or
+# below. scheduler: the job model, Cassini's method, the schedulers and the network
+# policies, the fluid simulator that runs them, the sweeps over it. emulation: its
+# housekeeping, the switch, the fabric, the transport, the replicas, the runner with
+# its capacity model (each reads the other), profiling, the reproduction, the command.
+ROOMS = {
+    "scheduler": [
+        ["workloads"], ["cassini"], ["baselines", "policies"], ["simulator"], ["sweep"],
+    ],
+    "emulation": [
+        ["housekeeping"], ["softswitch"], ["fabric"], ["roce"], ["jobs"],
+        ["emulate", "capacity"], ["profile"], ["reproduce"], ["cli"],
+    ],
+}  # fmt: skip
+
+
+def _room(module: str) -> tuple[str, int] | None:
+    """(room, level) of a module inside a layer's rooms, None for the layer's own files."""
+    parts = module.split(".")
+    for level, rooms in enumerate(ROOMS.get(parts[0], [])):
+        if len(parts) > 1 and parts[1] in rooms:
+            return f"{parts[0]}.{parts[1]}", level
+    return None
+
+
+def test_rooms_import_only_rooms_below_them() -> None:
+    upward = []
+    for a, b in _import_graph().edges:
+        ra, rb = _room(a), _room(b)
+        if ra and rb and a.split(".")[0] == b.split(".")[0] and rb[1] > ra[1]:
+            upward.append(f"{a} -> {b}")
+    assert upward == []
+
+
+def test_each_layer_is_its_rooms_and_a_few_shared_modules() -> None:
+    """`emulation/` and `scheduler/` show packages; a loose module is a room's job."""
+    for layer, rooms in ROOMS.items():
+        packages = {p.name for p in (ROOT / layer).iterdir() if (p / "__init__.py").is_file()}
+        assert packages == {room for level in rooms for room in level}, layer
+        loose = {p.name for p in (ROOT / layer).glob("*.py")} - {"__init__.py", "__main__.py"}
+        assert loose == set(), layer

@@ -20,6 +20,7 @@ from . import (
     ecn_cmds,
     emulate_cmds,
     fabric_cmds,
+    model_cmds,
     profile_cmds,
     program_cmds,
     reproduce_cmds,
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (
         topo_cmds,
+        model_cmds,
         schedule_cmds,
         simulate_cmds,
         sweep_cmds,

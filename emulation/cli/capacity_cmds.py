@@ -1,10 +1,10 @@
 """`cassini capacity`: the largest scale S this machine emulates a topology and its jobs at.
 
-Parses flags and calls `emulation.capacity` (the cost model, pure) with
-this machine's constants (`emulation.capacity_calibration`: cached, or
+Parses flags and calls `emulation.capacity.model` (the cost model, pure) with
+this machine's constants (`emulation.capacity.calibration`: cached, or
 measured first as root). Nothing is built unless a calibration is needed.
 Without `--trace` the load is every server running one replica
-(`emulation.capacity.fill_jobs`); with one, the schedulers place it and the
+(`emulation.capacity.model.fill_jobs`); with one, the schedulers place it and the
 heaviest placement counts, as `emulate --scale auto` counts it. Which
 calibration was used and when it was taken is said on stderr (`--json`:
 `cache`, `taken_at`); a calibration taken under load is refused, not cached.
@@ -54,10 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _capacity(args: argparse.Namespace) -> int:
-    from emulation.capacity import HEADROOM, fill_jobs, load_of, plan_load
-    from emulation.capacity_calibration import choose_scale
+    from emulation.capacity.calibration import choose_scale
+    from emulation.capacity.model import HEADROOM, fill_jobs, load_of, plan_load
     from emulation.emulate.runner import EmulateSettings, make_plan
-    from scheduler.profiles import load_models
+    from scheduler.workloads.profiles import load_models
     from topologies.errors import UserInputError
     from topologies.library import load_topology
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from emulation.scaling import DEFAULT_SCALE, check_scale
-from emulation.signals import SignalExit, signals_raise
+from emulation.fabric.scaling import DEFAULT_SCALE, check_scale
+from emulation.housekeeping.signals import SignalExit, signals_raise
 from topologies.errors import UserInputError
 from topologies.library import builtin_names
 
@@ -71,7 +71,7 @@ def add_topology_argument(
 
 
 def scale_factor(text: str) -> float:
-    """The emulation factor S, in (0, 1] (`emulation.scaling.check_scale`)."""
+    """The emulation factor S, in (0, 1] (`emulation.fabric.scaling.check_scale`)."""
     value = float(parse_number(text, float))
     try:
         check_scale(value)
@@ -84,7 +84,7 @@ AUTO_SCALE = "auto"
 
 
 def scale_or_auto(text: str) -> float | str:
-    """`scale_factor`, or 'auto': the largest S this machine sustains (`emulation.capacity`)."""
+    """`scale_factor`, or 'auto': the largest S this machine sustains (`emulation.capacity.model`)."""
     return AUTO_SCALE if text.strip().lower() == AUTO_SCALE else scale_factor(text)
 
 
@@ -133,7 +133,7 @@ class Interrupted(Exception):
 @contextmanager
 def interruptible(message: str) -> Iterator[None]:
     """Turn Ctrl-C, SIGTERM and SIGHUP inside the block into `Interrupted(message)`
-    (`emulation.signals.signals_raise` makes them exceptions, so cleanup runs)."""
+    (`emulation.housekeeping.signals.signals_raise` makes them exceptions, so cleanup runs)."""
     try:
         with signals_raise():
             yield

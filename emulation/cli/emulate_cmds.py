@@ -136,8 +136,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def settings_from(args: argparse.Namespace) -> EmulateSettings:
     from emulation.emulate.runner import EmulateSettings, scheduler_names
+    from emulation.fabric.scaling import DEFAULT_SCALE
     from emulation.jobs.agent import parse_drift_threshold
-    from emulation.scaling import DEFAULT_SCALE
     from topologies.errors import UserInputError
 
     check_recalibrate(args.scale, args.recalibrate)
@@ -145,7 +145,7 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
         drift = parse_drift_threshold(args.drift)
     except ValueError as err:
         raise UserInputError(f"--drift: {err}") from None
-    from emulation.prefixes import check_prefix
+    from emulation.housekeeping.prefixes import check_prefix
 
     if args.prefix is not None:
         check_prefix(args.prefix)
@@ -220,8 +220,8 @@ def _emulate(args: argparse.Namespace) -> int:
 def _profile_first(settings: EmulateSettings, stage: Path, quiet: bool) -> EmulateSettings:
     """The trace's models profiled alone, into the results folder; the plan uses them."""
     from emulation.emulate.progress import to_stderr
+    from emulation.housekeeping.signals import SignalExit, signals_raise
     from emulation.profile.session import profile_trace
-    from emulation.signals import SignalExit, signals_raise
 
     def say(line: str) -> None:
         if not quiet:

@@ -5,7 +5,7 @@ switch holding every logical switch (the software switch, or bmv2 with
 `--target bmv2`), entries installed by the control plane; on request a pcap
 per switch port (`--pcap`) and the switch's log (`--log-dir`). Runs until Ctrl-C or SIGTERM (then it tears down, says so and
 exits 130 or 143, as during bring-up); `--check` pings every server pair
-once and exits instead; `--cli` opens Mininet's CLI (`emulation.mininet_cli`:
+once and exits instead; `--cli` opens Mininet's CLI (`emulation.fabric.mininet_cli`:
 Ctrl-C there interrupts the command at hand, and only Ctrl-C twice at the
 prompt, `exit` or SIGTERM tear down). Either way a switch process that dies is reported (which pid,
 which signal or exit code, its last log lines) and the command exits with
@@ -36,7 +36,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from emulation.fabric import EmulatedFabric
+    from emulation.fabric.emulated import EmulatedFabric
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -93,10 +93,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from emulation.fabric import EmulatedFabric
-    from emulation.fabric_options import FabricOptions
-    from emulation.prefixes import check_prefix
-    from emulation.signals import SignalExit, signals_raise
+    from emulation.fabric.emulated import EmulatedFabric
+    from emulation.fabric.options import FabricOptions
+    from emulation.housekeeping.prefixes import check_prefix
+    from emulation.housekeeping.signals import SignalExit, signals_raise
     from topologies.library import load_topology
 
     topo = load_topology(args.topology)

@@ -2,7 +2,7 @@
 
 Parses flags and calls the library: `emulation.jobs.launch` checks the
 schedule file against the topology and profiles (before anything is
-built), `emulation.fabric.EmulatedFabric` brings the fabric up,
+built), `emulation.fabric.emulated.EmulatedFabric` brings the fabric up,
 `emulation.jobs.supervisor.run_schedule` runs the replicas while polling the
 switch's counters, `write_run` lays out the folder (the output rule of
 `topologies.outputs`: written whole or not at all). Ctrl-C or SIGTERM
@@ -78,7 +78,7 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
     add_policy_argument(run)
     run.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
     run.add_argument(
-        "--jobs-file", metavar="FILE", help="profiles JSON (`cassini profiles --json` schema)"
+        "--jobs-file", metavar="FILE", help="profiles JSON (`cassini models --json` schema)"
     )
     run.add_argument(
         "--drift", default="5%", help="agents' re-align threshold: off, 5%% (default), 0.1 ..."
@@ -92,14 +92,14 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from emulation.fabric import EmulatedFabric
-    from emulation.fabric_options import FabricOptions
+    from emulation.fabric.emulated import EmulatedFabric
+    from emulation.fabric.options import FabricOptions
+    from emulation.housekeeping.signals import SignalExit, signals_raise
     from emulation.jobs.agent import parse_drift_threshold
     from emulation.jobs.launch import parse_schedule, plan_jobs, read_schedule
     from emulation.jobs.run_settings import RunSettings
     from emulation.jobs.supervisor import run_schedule
-    from emulation.signals import SignalExit, signals_raise
-    from scheduler.profiles import load_models, load_profiles_file
+    from scheduler.workloads.profiles import load_models, load_profiles_file
     from topologies.errors import UserInputError
     from topologies.library import load_topology
     from topologies.outputs import check_output, staged_folder, write_or_rescue
@@ -162,8 +162,8 @@ def _auto_scale(
     topo: Topology, jobs: Sequence[JobPlan], recalibrate: bool
 ) -> tuple[float, dict[str, Any]]:
     """The S `--scale auto` chooses for these jobs, said on stderr, and why."""
-    from emulation.capacity import load_of
-    from emulation.capacity_calibration import choose_scale
+    from emulation.capacity.calibration import choose_scale
+    from emulation.capacity.model import load_of
     from topologies.errors import UserInputError
 
     load = load_of(topo, [(j.servers, j.profile) for j in jobs])

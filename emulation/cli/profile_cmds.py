@@ -26,10 +26,10 @@ from .common import (
 from .fabric_run_cmds import add_transport_argument
 
 if TYPE_CHECKING:
-    from emulation.fabric import EmulatedFabric
+    from emulation.fabric.emulated import EmulatedFabric
     from emulation.profile.measure import MeasuredProfile
     from emulation.profile.sharing import SharingRun
-    from scheduler.profiles import ModelSpec
+    from scheduler.workloads.profiles import ModelSpec
 
 PROFILES_HELP = (
     "profiles JSON (`cassini profile --out`): measured profiles replace the derived ones "
@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def parse_models(text: str, specs: Mapping[str, ModelSpec], workers: int) -> list[str]:
     """The comma-separated models, each checked: known, and measurable (data parallel, two
     workers or more: one Up phase per iteration is what `emulation.profile` reads)."""
-    from scheduler.profiles import normalize_model_name
+    from scheduler.workloads.profiles import normalize_model_name
     from topologies.errors import UserInputError, did_you_mean
 
     names = [normalize_model_name(m) for m in text.split(",") if m.strip()]
@@ -102,12 +102,12 @@ def parse_models(text: str, specs: Mapping[str, ModelSpec], workers: int) -> lis
 
 
 def _profile(args: argparse.Namespace) -> int:
+    from emulation.housekeeping.signals import SignalExit, signals_raise
     from emulation.jobs.run_settings import RunSettings
     from emulation.profile.request import check_request
     from emulation.profile.session import profile_on_fabric, write_profiles
     from emulation.profile.sharing import measure_sharing, write_sharing_model
-    from emulation.signals import SignalExit, signals_raise
-    from scheduler.profiles import load_models
+    from scheduler.workloads.profiles import load_models
     from topologies.library import load_topology
     from topologies.outputs import check_output, scratch_folder, staged_folder
 

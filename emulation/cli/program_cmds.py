@@ -98,7 +98,7 @@ def _program(args: argparse.Namespace) -> int:
     )
     from controlplane.reconcile import plan
     from controlplane.session import ConnectionFailed, NotPrimaryError, P4RuntimeSession, WriteError
-    from emulation.table_dump import describe_entry
+    from emulation.fabric.table_dump import describe_entry
     from topologies.chip_mapping import map_to_chip
     from topologies.library import load_topology
 

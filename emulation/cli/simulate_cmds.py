@@ -124,8 +124,8 @@ def _trace_options(p: argparse.ArgumentParser) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from scheduler.profiles import load_models
-    from scheduler.traces import resolve_trace, write_trace
+    from scheduler.workloads.profiles import load_models
+    from scheduler.workloads.traces import resolve_trace, write_trace
     from topologies.library import load_topology
     from topologies.outputs import check_output
 
@@ -151,13 +151,13 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from scheduler.baselines import parse_scheduler_names
-    from scheduler.experiment import run_experiment
     from scheduler.policies import parse_policy
-    from scheduler.profiles import load_models, with_measured_profiles
-    from scheduler.report import format_ratio, write_outputs
-    from scheduler.sharing_model import load_sharing_model
     from scheduler.simulator import SimSettings
-    from scheduler.traces import TRACE_KINDS, check_fits, resolve_trace
+    from scheduler.simulator.experiment import run_experiment
+    from scheduler.simulator.report import format_ratio, write_outputs
+    from scheduler.workloads.profiles import load_models, with_measured_profiles
+    from scheduler.workloads.sharing_model import load_sharing_model
+    from scheduler.workloads.traces import TRACE_KINDS, check_fits, resolve_trace
     from topologies.library import load_topology
     from topologies.outputs import check_output, staged_folder, write_or_rescue
 

@@ -215,8 +215,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _clean(args: argparse.Namespace) -> int:
-    from emulation.clean import clean, survey
-    from emulation.prefixes import PROJECT_PREFIXES, check_clean_prefix
+    from emulation.housekeeping.clean import clean, survey
+    from emulation.housekeeping.prefixes import PROJECT_PREFIXES, check_clean_prefix
     from emulation.softswitch.processes import is_switch_process
 
     prefixes = (

@@ -27,13 +27,13 @@ from functools import partial
 from scheduler.baselines.base import ProfileBook, Scheduler
 from scheduler.baselines.given import GivenScheduler
 from scheduler.baselines.registry import CASSINI_BASE
-from scheduler.decisions import Decision, DecisionLog
-from scheduler.experiment import Experiment, run_experiment, speedups, summarise
-from scheduler.profiles import ModelSpec
-from scheduler.sharing_model import IDENTITY, SharingModel
 from scheduler.simulator import SimSettings
-from scheduler.traces import TraceJob
-from scheduler.traffic import JobRouter
+from scheduler.simulator.decisions import Decision, DecisionLog
+from scheduler.simulator.experiment import Experiment, run_experiment, speedups, summarise
+from scheduler.workloads.profiles import ModelSpec
+from scheduler.workloads.sharing_model import IDENTITY, SharingModel
+from scheduler.workloads.traces import TraceJob
+from scheduler.workloads.traffic import JobRouter
 from topologies.model import Topology
 
 
@@ -91,7 +91,7 @@ def iterations_in(
 ) -> dict[str, int]:
     """Per job, about how many iterations it runs alone in `duration_s` from its arrival
     (what the simulator is given when the emulation runs for a duration)."""
-    from scheduler.profiles import build_profile
+    from scheduler.workloads.profiles import build_profile
 
     out = {}
     for job in trace:
@@ -114,7 +114,7 @@ def plan_trace(
 ) -> TracePlan:
     """Each scheduler's decisions for `trace` run for `iterations` iterations (one count or
     per job), simulated; on the `given` schedule's placement when there is one (module
-    docstring); `sharing` the simulator's link sharing (`scheduler.sharing_model`)."""
+    docstring); `sharing` the simulator's link sharing (`scheduler.workloads.sharing_model`)."""
     jobs = emulated_trace(trace, iterations)
     log = DecisionLog()
     if given is None:

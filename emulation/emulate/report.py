@@ -29,7 +29,7 @@ from typing import Any
 
 from controlplane.telemetry import LinkDelta, PortDelta
 from scheduler.baselines.registry import CASSINI_BASE
-from scheduler.report import ORDER, _finite
+from scheduler.simulator.report import ORDER, _finite
 
 from .fidelity import overall
 from .plan import GIVEN

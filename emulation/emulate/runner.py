@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controlplane.counter_watch import DEFAULT_POLL_INTERVAL_S
-from emulation.scaling import DEFAULT_SCALE
+from emulation.fabric.scaling import DEFAULT_SCALE
 from topologies.errors import UserInputError
 from topologies.outputs import disk_error, is_disk_error, write_or_rescue
 
@@ -56,11 +56,11 @@ from .report import Report, write_report
 from .results import SchedulerRun
 
 if TYPE_CHECKING:
-    from emulation.fabric import EmulatedFabric
+    from emulation.fabric.emulated import EmulatedFabric
     from emulation.jobs.run_result import Progress
     from emulation.jobs.run_settings import RunSettings
     from scheduler.baselines.given import GivenScheduler
-    from scheduler.traces import TraceJob
+    from scheduler.workloads.traces import TraceJob
     from topologies.model import Topology
 
 # How long the fabric idles between two schedulers so the queues drain (our
@@ -104,10 +104,10 @@ class EmulateSettings:
     # them; the replicas still run the models' own workload
     profiles: str | None = None
     # Measured link sharing (`cassini profile --sharing-out`): the simulator's links
-    # shared by n jobs offer capacity x factor(n) (`scheduler.sharing_model`)
+    # shared by n jobs offer capacity x factor(n) (`scheduler.workloads.sharing_model`)
     sharing: str | None = None
     # --scale auto: `scale` is replaced by the largest S this machine's calibration
-    # predicts the plan's heaviest placement runs trustworthily at (`emulation.capacity`)
+    # predicts the plan's heaviest placement runs trustworthily at (`emulation.capacity.model`)
     scale_auto: bool = False
     recalibrate: bool = False  # measure the machine's cost again first
 
@@ -126,9 +126,9 @@ class Live:
 
 def make_plan(settings: EmulateSettings, topo: Topology) -> TracePlan:
     """Resolve the trace and let every scheduler decide on it (no fabric yet)."""
-    from scheduler.profiles import load_models, with_measured_profiles
-    from scheduler.sharing_model import load_sharing_model
-    from scheduler.traces import check_fits, resolve_trace
+    from scheduler.workloads.profiles import load_models, with_measured_profiles
+    from scheduler.workloads.sharing_model import load_sharing_model
+    from scheduler.workloads.traces import check_fits, resolve_trace
 
     names = scheduler_names(settings)
     models = with_measured_profiles(load_models(settings.models), settings.profiles)
@@ -353,8 +353,8 @@ def run_settings_record(
 
 @contextlib.contextmanager
 def _fabric(settings: EmulateSettings, topo: Topology) -> Iterator[EmulatedFabric]:
-    from emulation.fabric import EmulatedFabric
-    from emulation.fabric_options import FabricOptions
+    from emulation.fabric.emulated import EmulatedFabric
+    from emulation.fabric.options import FabricOptions
 
     options = FabricOptions(
         scale=settings.scale,
@@ -375,8 +375,8 @@ def auto_scale(
     say: Callable[[str], None] | None = None,
 ) -> tuple[EmulateSettings, dict[str, Any]]:
     """`settings` at the S `--scale auto` chooses for `plan`, and why (for summary.json)."""
-    from emulation.capacity import plan_load
-    from emulation.capacity_calibration import choose_scale
+    from emulation.capacity.calibration import choose_scale
+    from emulation.capacity.model import plan_load
 
     load = plan_load([d for p in plan.plans for d in p.decisions], topo, models)
     choice, record = choose_scale(load, settings.recalibrate, say)
@@ -399,8 +399,8 @@ def emulate(
     dies ends the run with a partial report whose settings name the failure
     (`failed`), the fabric torn down. `final_dir`: where a staged `out_dir` goes once
     written; files inside it are recorded at their final paths."""
-    from emulation.signals import SignalExit, signals_raise
-    from scheduler.profiles import load_models
+    from emulation.housekeeping.signals import SignalExit, signals_raise
+    from scheduler.workloads.profiles import load_models
     from topologies.library import load_topology
 
     out = Path(out_dir)

@@ -62,7 +62,7 @@ from emulation.jobs.launch import JobPlan
 from emulation.jobs.policy_entries import merged_record
 from emulation.jobs.records import IterationRecord
 from emulation.jobs.run_result import RunResult, host_lateness, summarize_job
-from scheduler.decisions import Decision
+from scheduler.simulator.decisions import Decision
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from .telemetry_rows import QueueRow, TelemetryRow, link_names, series_rows
 
 if TYPE_CHECKING:
     from controlplane.session import P4RuntimeSession
-    from emulation.fabric import EmulatedFabric
+    from emulation.fabric.emulated import EmulatedFabric
 
 # (our choice) The election id of the run's job-class writes: above the fabric's
 # programming session (0, 1), which is closed by then, so a run's writes win.

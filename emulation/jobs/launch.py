@@ -1,6 +1,6 @@
 """Which replica runs where, with what profile, shift and period, for one schedule?
 
-Pure: a `Schedule` (the scheduler's own, `scheduler.types.Schedule`, handed
+Pure: a `Schedule` (the scheduler's own, `scheduler.workloads.types.Schedule`, handed
 on as it is) plus profiles and the fabric's host addresses become one
 `ReplicaSpec` per worker. Nothing here starts a process
 (`emulation.jobs.supervisor` does). A user's schedule file (what `cassini schedule
@@ -22,7 +22,7 @@ A job's profile is, in this order, the `--jobs-file` profile named like the
 job, the one named like its model, or the built-in (or `--models`) model's
 profile for the job's worker count at the topology's NIC rate.
 
-A member of a sharing group runs the profile `scheduler.timeshare.share`
+A member of a sharing group runs the profile `scheduler.cassini.timeshare.share`
 lays out for its place in the group (its compute stretched to its stage,
 then its transfers), the one the simulator runs, so replicas that share a
 host interleave compute and communication as the model says: one computes
@@ -58,9 +58,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from scheduler.profiles import ModelSpec, build_profile, normalize_model_name
-from scheduler.timeshare import share
-from scheduler.types import Profile, Schedule
+from scheduler.cassini.timeshare import share
+from scheduler.workloads.profiles import ModelSpec, build_profile, normalize_model_name
+from scheduler.workloads.types import Profile, Schedule
 from topologies.datafile import parse_data, read_text_file
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
@@ -220,7 +220,7 @@ def time_shared(jobs: Sequence[JobPlan], sharing: Sequence[Sequence[str]]) -> tu
     """`jobs` with each sharing group's members on their time-shared profiles (module
     docstring); a job in no group, or alone in its group, is unchanged.
 
-    >>> from scheduler.types import Phase
+    >>> from scheduler.workloads.types import Phase
     >>> a = Profile("a", "m", "data", 2, 100.0, (Phase(90.0, 0.0), Phase(10.0, 50.0)))
     >>> b = Profile("b", "m", "data", 2, 100.0, (Phase(10.0, 0.0), Phase(90.0, 50.0)))
     >>> plans = [JobPlan(n, "m", ("s01", "s02"), p) for n, p in (("a", a), ("b", b))]
@@ -346,7 +346,7 @@ def replica_specs(
     topology's NIC rate; None: unpaced), in the pattern of the profile's parallelism,
     over `transport` (RoCE data on PFC class `pfc_priority`, the switch's).
 
-    >>> from scheduler.types import Phase
+    >>> from scheduler.workloads.types import Phase
     >>> prof = Profile("x", "x", "data", 2, 10.0, (Phase(10.0, 0.0),))
     >>> placed = replica_specs([JobPlan("x-0", "x", ("s01", "s02"), prof)],
     ...                        {"s01": "10.0.0.1", "s02": "10.0.0.2"}, "run", 5, 0.001)

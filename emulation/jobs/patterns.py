@@ -1,6 +1,6 @@
 """Who sends how many bytes to whom, step by step, in one Up phase of a job?
 
-The traffic patterns `scheduler.traffic.job_flows` documents, over the
+The traffic patterns `scheduler.workloads.traffic.job_flows` documents, over the
 job's workers in placement order (rank i = the i-th worker), with the
 share rule the fluid simulator gives each flow (`scheduler.simulator.component`):
 a flow from worker a to worker b carries 1 / max(flows a sends, flows b
@@ -30,8 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from scheduler.profiles import PARALLELISMS
-from scheduler.traffic import job_flows, nic_shares
+from scheduler.workloads.profiles import PARALLELISMS
+from scheduler.workloads.traffic import job_flows, nic_shares
 from topologies.errors import UserInputError, did_you_mean
 
 from .ring_plan import gradient_bytes, ring_allreduce_plan

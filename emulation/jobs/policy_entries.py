@@ -53,7 +53,7 @@ from .launch import JobPlan, Placed
 
 if TYPE_CHECKING:
     from controlplane.session import P4RuntimeSession
-    from emulation.fabric import EmulatedFabric
+    from emulation.fabric.emulated import EmulatedFabric
     from topologies.model import Topology
 
 FlowKey = tuple[str, str, str]  # (job, src server, dst server), as `NetworkPlan.classes`
@@ -150,8 +150,8 @@ def covered(classes: Mapping[Flow, int], workers: Sequence[WorkerSocket]) -> set
 
 
 def expected_keys(placed_jobs: Sequence[JobPlan]) -> set[FlowKey]:
-    """The cross-server flows the jobs send (`scheduler.traffic.job_flows`)."""
-    from scheduler.traffic import job_flows
+    """The cross-server flows the jobs send (`scheduler.workloads.traffic.job_flows`)."""
+    from scheduler.workloads.traffic import job_flows
 
     return {
         (j.name, a, b) for j in placed_jobs for a, b in job_flows(j.servers, j.profile.parallelism)

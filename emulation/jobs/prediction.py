@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 
 from scheduler.baselines.base import ProfileBook
 from scheduler.baselines.given import GivenScheduler
-from scheduler.profiles import ModelSpec
 from scheduler.simulator import SimSettings, simulate
-from scheduler.traces import TraceJob
+from scheduler.workloads.profiles import ModelSpec
+from scheduler.workloads.traces import TraceJob
 from topologies.model import Topology
 
 from .launch import JobPlan

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emulation.roce.mltcp import MltcpSettings
-from scheduler.profiles import build_profile
-from scheduler.types import Phase
+from scheduler.workloads.profiles import build_profile
+from scheduler.workloads.types import Phase
 from topologies.errors import UserInputError
 
 from .agent import (

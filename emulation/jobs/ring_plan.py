@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.types import Phase
+from scheduler.workloads.types import Phase
 
 # What a link carries per full TCP segment, on the wire: payload (MSS 1448 with
 # timestamps), TCP/IP headers 52, Ethernet 14, preamble, FCS and gap 24; plus
@@ -86,7 +86,7 @@ def phase_bytes(phase: Phase, scale: float, payload_share: float = TCP_PAYLOAD_S
 
 def gradient_bytes(bytes_per_worker: int, workers: int) -> int:
     """The S of a ring AllReduce in which each worker sends `bytes_per_worker`
-    (the inverse of `scheduler.profiles.allreduce_bytes_per_worker`).
+    (the inverse of `scheduler.workloads.profiles.allreduce_bytes_per_worker`).
 
     >>> gradient_bytes(1_500_000, 4)
     1000000

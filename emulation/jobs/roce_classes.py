@@ -56,7 +56,7 @@ from emulation.roce.pfc import CNP_DSCP, dscp_for
 
 if TYPE_CHECKING:
     from controlplane.session import P4RuntimeSession
-    from emulation.fabric import EmulatedFabric
+    from emulation.fabric.emulated import EmulatedFabric
     from emulation.softswitch.tm_config import TmConfig
 
 # (our choice) Above the job classes' writes (0, 2) and the class policies' (0, 3):

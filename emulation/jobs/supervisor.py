@@ -1,7 +1,7 @@
 """How are a schedule's replicas started, watched and stopped on a running fabric?
 
-    from emulation.fabric import EmulatedFabric
-    from emulation.fabric_options import FabricOptions
+    from emulation.fabric.emulated import EmulatedFabric
+    from emulation.fabric.options import FabricOptions
     from emulation.jobs.launch import parse_schedule, plan_jobs, read_schedule
     from emulation.jobs.run_folder import write_run
     from emulation.jobs.run_settings import RunSettings
@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from controlplane.counter_watch import CounterSource, CounterWatch
+from emulation.housekeeping.signals import SignalExit, exit_cause, signals_deferred
 
-from ..signals import SignalExit, exit_cause, signals_deferred
 from .cpu_usage import cpu_seconds, machine_cpu, machine_fractions, process_tree
 from .job_telemetry import RunTelemetry
 from .launch import JobPlan, Placed, replica_specs
@@ -65,7 +65,7 @@ from .telemetry_rows import link_names
 from .transport import CONGESTION_CONTROL
 
 if TYPE_CHECKING:
-    from emulation.fabric import EmulatedFabric
+    from emulation.fabric.emulated import EmulatedFabric
 
 
 @dataclass

@@ -13,7 +13,7 @@
   smoothly than the testbed's transport, and iterations stretch a little
   more than they would there.
 - ECN: `net.ipv4.tcp_ecn=1` in the namespace (no per-socket switch exists).
-  The fabric's hosts set it when they start (`emulation.mininet_net.CassiniHost`,
+  The fabric's hosts set it when they start (`emulation.fabric.mininet_net.CassiniHost`,
   the one place it is set); the kernel then negotiates ECN on connect and
   sends data as ECT(0). `ecn_requested` reads it, and a replica started where
   it is off says so on stderr (its records would show no marks).

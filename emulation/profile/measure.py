@@ -43,17 +43,17 @@ import numpy as np
 
 from emulation.emulate.telemetry_series import Telemetry, job_starts, sample_interval
 from emulation.jobs.records import IterationRecord
-from scheduler.profiles import profile_to_dict
-from scheduler.types import Phase, Profile
-from scheduler.up_slack import up_slack
+from scheduler.workloads.profiles import profile_to_dict
+from scheduler.workloads.types import Phase, Profile
+from scheduler.workloads.up_slack import up_slack
 from topologies.model import Topology
 
 from .phases import GRID_PERCENTILE, Spread, grid_period_ms, per_iteration, up_segments
 
 if TYPE_CHECKING:
-    from emulation.fabric import EmulatedFabric
+    from emulation.fabric.emulated import EmulatedFabric
     from emulation.jobs.run_settings import RunSettings
-    from scheduler.profiles import ModelSpec
+    from scheduler.workloads.profiles import ModelSpec
 
 WARMUP = 1  # iterations left out (our choice, as benchmarks/bench_shift_cases.py)
 
@@ -275,7 +275,7 @@ def profile_models(
     from emulation.jobs.run_folder import write_run
     from emulation.jobs.supervisor import run_schedule
     from emulation.jobs.telemetry_rows import TELEMETRY_FILE
-    from scheduler.profiles import build_profile, normalize_model_name
+    from scheduler.workloads.profiles import build_profile, normalize_model_name
 
     topo = fabric.topo
     servers = spread_servers(topo, workers)

@@ -21,9 +21,9 @@ from .measure import MeasuredProfile, profile_models
 
 if TYPE_CHECKING:
     from emulation.emulate.runner import EmulateSettings
-    from emulation.fabric import EmulatedFabric
+    from emulation.fabric.emulated import EmulatedFabric
     from emulation.jobs.run_settings import RunSettings
-    from scheduler.profiles import ModelSpec
+    from scheduler.workloads.profiles import ModelSpec
 
 
 def profile_on_fabric(
@@ -38,8 +38,8 @@ def profile_on_fabric(
 ) -> list[MeasuredProfile]:
     """Every model of `groups` ({workers: models}) alone on one fresh fabric; `then` runs
     on the same fabric after, with the profiles (the sharing measurement)."""
-    from emulation.fabric import EmulatedFabric
-    from emulation.fabric_options import FabricOptions
+    from emulation.fabric.emulated import EmulatedFabric
+    from emulation.fabric.options import FabricOptions
     from topologies.library import load_topology
 
     topo = load_topology(topology)
@@ -74,7 +74,7 @@ def trace_groups(
     """The trace's models to profile, by worker count, and what is left derived: a job of one
     worker (nothing to measure on a link) or of a model that is not data parallel (our
     rule reads one Up phase per iteration)."""
-    from scheduler.traces import resolve_trace
+    from scheduler.workloads.traces import resolve_trace
     from topologies.library import load_topology
 
     topo = load_topology(settings.topology)
@@ -103,7 +103,7 @@ def profile_trace(
     own (the emulation's topology, scale and transport), written to out_dir/profiles.json
     (their runs under out_dir/profiling/); None when no job of the trace can be measured."""
     from emulation.jobs.run_settings import RunSettings
-    from scheduler.profiles import load_models
+    from scheduler.workloads.profiles import load_models
 
     specs = load_models(settings.models)
     groups, skipped = trace_groups(settings, specs)

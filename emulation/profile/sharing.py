@@ -14,7 +14,7 @@ reads from the 10 ms samples of that link (pure: `sharing_figures`):
   (the measured profile's mean).
 
 The sharing model file (`write_sharing_model`) holds these per n;
-`scheduler.sharing_model` reads it for the fluid simulator (`simulate` and
+`scheduler.workloads.sharing_model` reads it for the fluid simulator (`simulate` and
 `emulate --sharing FILE`): a link n jobs share offers capacity x factor(n).
 """
 
@@ -36,7 +36,7 @@ from topologies.outputs import write_file
 from .phases import per_iteration, up_segments
 
 if TYPE_CHECKING:
-    from emulation.fabric import EmulatedFabric
+    from emulation.fabric.emulated import EmulatedFabric
     from emulation.jobs.run_settings import RunSettings
 
 SHARED_LINK = "tor1->agg1"
@@ -163,7 +163,7 @@ def measure_sharing(
     from emulation.jobs.run_folder import write_run
     from emulation.jobs.supervisor import run_schedule
     from emulation.jobs.telemetry_rows import TELEMETRY_FILE
-    from scheduler.profiles import build_profile
+    from scheduler.workloads.profiles import build_profile
 
     topo = fabric.topo
     rates = link_rates(topo, fabric.profile.scale)

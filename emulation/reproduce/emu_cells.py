@@ -93,7 +93,7 @@ def _trust(summary: Mapping[str, Any]) -> tuple[bool | None, list[str]]:
 
 def _pairs(workload: EmulationWorkload, run: int, out: Path) -> dict[str, Any]:
     from emulation.emulate.runner import EmulateSettings
-    from scheduler.traces import TraceJob, write_trace
+    from scheduler.workloads.traces import TraceJob, write_trace
 
     figures: dict[str, float] = {}
     trusted: list[bool | None] = []
@@ -133,10 +133,10 @@ def _profile_pairs(workload: EmulationWorkload, out: Path) -> Path | None:
     derived profiles."""
     if workload.profile_iterations <= 0:
         return None
+    from emulation.fabric.scaling import DEFAULT_SCALE
     from emulation.jobs.run_settings import RunSettings
     from emulation.profile.session import profile_into
-    from emulation.scaling import DEFAULT_SCALE
-    from scheduler.profiles import load_models
+    from scheduler.workloads.profiles import load_models
 
     from .pair_plan import WORKERS
     from .workloads import PAIR_TOPOLOGY
@@ -175,7 +175,7 @@ def _pair_figures(plan: Any, cases: Mapping[str, Any]) -> dict[str, float]:
 
 def _trace(workload: EmulationWorkload, run: int, out: Path) -> dict[str, Any]:
     from emulation.emulate.runner import EmulateSettings
-    from scheduler.traces import write_trace
+    from scheduler.workloads.traces import write_trace
     from topologies.library import load_topology
 
     assert workload.trace is not None

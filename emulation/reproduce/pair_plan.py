@@ -2,7 +2,7 @@
 
 Shared by the simulator's and the emulation's cells, so both columns run the
 same two schedules. The shift and the periods are what `cassini compat`
-computes for the pair (`scheduler.cassini.plan_link`, 5 degrees, paced).
+computes for the pair (`scheduler.cassini.plans.plan_link`, 5 degrees, paced).
 """
 
 from __future__ import annotations
@@ -56,16 +56,16 @@ def pair_plan(
 
     `profiles`: a profiles file (`cassini profile --out`); its models' measured
     profiles replace the derived ones, each paced at its measured grid period
-    (`scheduler.profiles.with_measured_profiles`) and planned with its Up phase at its
-    p95 (`scheduler.cassini.group_problem`); the plan's Up and iteration times are the
+    (`scheduler.workloads.profiles.with_measured_profiles`) and planned with its Up phase at its
+    p95 (`scheduler.cassini.plans.group_problem`); the plan's Up and iteration times are the
     measured means (the grid's padding left out).
 
     >>> p = pair_plan(("resnet50", "resnet50"))
     >>> p.jobs, round(p.score, 3), round(p.shift_ms, 1)
     (('resnet50-0', 'resnet50-1'), 1.0, 49.8)
     """
-    from scheduler.cassini import best_option, group_problem, plan_link
-    from scheduler.profiles import (
+    from scheduler.cassini.plans import best_option, group_problem, plan_link
+    from scheduler.workloads.profiles import (
         load_models,
         load_profiles_with_periods,
         normalize_model_name,

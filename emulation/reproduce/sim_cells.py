@@ -34,7 +34,7 @@ def simulate_cell(workload: Any, seed: int, load: float | None = None) -> dict[s
 
 
 def _pair_trace(plan: PairPlan, iterations: int) -> tuple[Any, ...]:
-    from scheduler.traces import TraceJob
+    from scheduler.workloads.traces import TraceJob
 
     return tuple(
         TraceJob(job, model, 4, iterations)
@@ -45,7 +45,7 @@ def _pair_trace(plan: PairPlan, iterations: int) -> tuple[Any, ...]:
 def _run(trace: Sequence[Any], topology: Any, scheduler: Any, seed: int, drift: float) -> Any:
     from scheduler.baselines.base import ProfileBook
     from scheduler.simulator import SimSettings, simulate
-    from scheduler.traffic import JobRouter
+    from scheduler.workloads.traffic import JobRouter
 
     settings = SimSettings(seed=seed, drift_sigma=drift)
     book = ProfileBook(nic_gbps=topology.nic_gbps())
@@ -102,7 +102,7 @@ def _scheduler_pairs(workload: PairWorkload, seed: int) -> dict[str, float]:
     from emulation.emulate.plan import on_schedule
     from scheduler.baselines.base import ProfileBook
     from scheduler.baselines.given import GivenScheduler
-    from scheduler.traffic import JobRouter
+    from scheduler.workloads.traffic import JobRouter
     from topologies.library import load_topology
 
     topo = load_topology(workload.topology)
@@ -142,7 +142,7 @@ def scenario_trace(
     """The jobs of a trace workload for one seed (and load)."""
     from dataclasses import replace
 
-    from scheduler.traces import TraceJob, poisson_trace
+    from scheduler.workloads.traces import TraceJob, poisson_trace
 
     if workload.trace == "poisson":
         jobs = poisson_trace(workload.jobs, total_gpus, load if load is not None else 0.9, seed)
@@ -168,8 +168,8 @@ def scenario_trace(
 
 def trace_figures(workload: TraceWorkload, seed: int, load: float | None) -> dict[str, float]:
     """Base / Cassini ratios of one trace under the workload's schedulers."""
-    from scheduler.experiment import run_experiment
     from scheduler.simulator import SimSettings
+    from scheduler.simulator.experiment import run_experiment
     from topologies.library import load_topology
 
     topo = load_topology(workload.topology)
@@ -210,8 +210,8 @@ def solver_figures(workload: SolverWorkload, seed: int) -> dict[str, float]:
     (`reference_deg`), they score within 0.01 of the finest grid's own best
     (our choice: the shifts are judged, not the coarse grid's own score).
     """
-    from scheduler.compatibility import compatibility, discretize
-    from scheduler.profiles import model_names, profiles_from_list
+    from scheduler.cassini.compatibility import compatibility, discretize
+    from scheduler.workloads.profiles import model_names, profiles_from_list
 
     rng = np.random.default_rng(seed)
     names = model_names()
@@ -242,14 +242,14 @@ def solver_figures(workload: SolverWorkload, seed: int) -> dict[str, float]:
 def score_on_grid(problem: Any, rotations_deg: Sequence[float], capacity_gbps: float) -> float:
     """The compatibility score of jobs rotated by `rotations_deg`, on `problem`'s grid.
 
-    >>> from scheduler.compatibility import discretize
-    >>> from scheduler.types import Phase, Profile
+    >>> from scheduler.cassini.compatibility import discretize
+    >>> from scheduler.workloads.types import Phase, Profile
     >>> half = Profile("a", "m", "data", 2, 100.0, (Phase(50.0, 50.0), Phase(50.0, 0.0)))
     >>> grid = discretize([half, Profile("b", "m", "data", 2, 100.0, half.phases)], 1.0)
     >>> score_on_grid(grid, [0.0, 180.0], 50.0), score_on_grid(grid, [0.0, 0.0], 50.0)
     (1.0, 0.5)
     """
-    from scheduler.compatibility import excess_sum, score_from_excess
+    from scheduler.cassini.compatibility import excess_sum, score_from_excess
 
     step = 360.0 / problem.bins
     total = sum(

@@ -3,7 +3,7 @@
 Three shapes cover the paper's experiments:
 - `PairWorkload`: two jobs on one shared ToR uplink (a placement given, not
   chosen), each pair run aligned (both on one grid, shift 0) and shifted
-  (Cassini's shift for the pair, `scheduler.cassini.plan_link`).
+  (Cassini's shift for the pair, `scheduler.cassini.plans.plan_link`).
 - `TraceWorkload`: a trace placed by schedulers (Poisson, or a busy cluster
   into which jobs arrive), compared base against Cassini variant.
 - `SolverWorkload`: the compatibility solver alone, over precisions.
@@ -40,7 +40,7 @@ class TraceWorkload:
     `trace` is `poisson` (`jobs` jobs at each of `loads`) or `arrivals`: the
     `background` jobs (`background_workers` GPUs each, 900-1000 iterations,
     all at t = 0) then the `newcomers` (`newcomer_workers` GPUs each, 1000
-    iterations) at `arrive_s`, as `scheduler.traces.dynamic_trace` builds
+    iterations) at `arrive_s`, as `scheduler.workloads.traces.dynamic_trace` builds
     the paper's dynamic case. `iterations_cap` shortens every job (quick runs).
     """
 

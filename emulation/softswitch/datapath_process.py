@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from emulation.signals import exit_cause
+from emulation.housekeeping.signals import exit_cause
 from topologies.errors import UserInputError
 
 from .datapath import Datapath, wakeup_granularity
@@ -98,7 +98,7 @@ class DatapathSpec:
     sample_interval_s: float = SAMPLE_INTERVAL_S
     # The compiled switch program (fast_pipeline.py); False runs the Python reference.
     fast: bool = True
-    # The one CPU the loop runs on (emulation/cpu_split.py); None: wherever Linux puts it.
+    # The one CPU the loop runs on (emulation/housekeeping/cpu_split.py); None: wherever Linux puts it.
     cpu: int | None = None
 
 

@@ -6,7 +6,7 @@ down (the packet loop drops every frame sent to it, counted with its tail
 drops, and gNMI's oper-status says DOWN), true brings it back. NAME is the
 port's name for controllers (`topologies.port_names`: `tor1-eth3`, or
 `port<N>`). On the chip a logical link is a loopback cable between two
-ports; failing the link is taking both ends down (`emulation.mininet_net`'s
+ports; failing the link is taking both ends down (`emulation.fabric.mininet_net`'s
 `configLinkStatus`).
 
 Only that leaf can be set (our choice: it is the one a failure study needs);

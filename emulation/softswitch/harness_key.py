@@ -15,7 +15,8 @@ import os
 import secrets
 from pathlib import Path
 
-from ..run_files import run_dir
+from emulation.housekeeping.run_files import run_dir
+
 from .gnmi_subscriptions import HARNESS_KEY_METADATA
 
 KEY_FILE = "harness.key"

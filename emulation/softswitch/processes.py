@@ -3,7 +3,7 @@
 A fabric's switch is `cassini switch serve` (with its packet loop, `python
 -m` `DATAPATH_MODULE`) or bmv2's `simple_switch_grpc`, whose flags `switch
 serve` takes. Each names the interfaces it attaches as `-i PORT@IFACE`, so
-`cassini clean` (`emulation.clean`, given `is_switch_process`) finds those
+`cassini clean` (`emulation.housekeeping.clean`, given `is_switch_process`) finds those
 on a run's interfaces even when no run file recorded them.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 # The packet loop of a software switch runs as `python -m` this module.
 DATAPATH_MODULE = "emulation.softswitch.datapath_process"
-BMV2_PROCESS = "simple_switch_grpc"  # bmv2 as the fabric's switch (emulation.bmv2_switch)
+BMV2_PROCESS = "simple_switch_grpc"  # bmv2 as the fabric's switch (emulation.fabric.bmv2_switch)
 
 
 def is_switch_process(argv: Sequence[str]) -> bool:

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from emulation.housekeeping.run_files import InterfaceLocks
 from topologies.errors import UserInputError, did_you_mean
 from topologies.port_names import port_name
 
-from ..run_files import InterfaceLocks
 from .datapath_process import DatapathProcess, DatapathSpec
 from .port_stats import Lateness, PortCounters, QueueCounters, port_counters, queue_counters
 from .ports import check_interfaces
@@ -64,7 +64,7 @@ class SoftwareSwitch:
         self.device_id = device_id
         # The ports' names for controllers (gNMI), from the topology (topologies.port_names).
         self.interface_names = dict(interface_names or {})
-        self.loop_cpu = loop_cpu  # the packet loop's one CPU (emulation/cpu_split.py)
+        self.loop_cpu = loop_cpu  # the packet loop's one CPU (emulation/housekeeping/cpu_split.py)
         self.fast = fast  # False: the Python reference pipeline instead of the compiled one
         self.port_names = dict(ports)
         self.requested_grpc_address = grpc_address

@@ -1,7 +1,7 @@
 """Th+Cassini and Po+Cassini: a base scheduler's candidates ranked by Cassini.
 
 The base scheduler decides who runs and on how many GPUs and returns up to N
-placements it rates equally; `scheduler.cassini.choose` scores each by the
+placements it rates equally; `scheduler.cassini.plans.choose` scores each by the
 compatibility of the jobs sharing each link and returns the best with one
 time-shift per job. Worker counts, leases and hyper-parameters are the
 base's: Cassini only picks among the base's own placements and adds shifts.
@@ -19,11 +19,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from scheduler.cassini import CandidateResult, CassiniDecision, LinkKey, choose
-from scheduler.compatibility import LinkSolution
+from scheduler.cassini.compatibility import LinkSolution
+from scheduler.cassini.plans import CandidateResult, CassiniDecision, LinkKey, choose
+from scheduler.workloads.traffic import JobRouter
 from topologies.model import DirectedLink
 
-from ..traffic import JobRouter
 from .base import Allocation, ClusterView, ProfileBook, Scheduler
 
 SOLUTION_CACHE_ENTRIES = 20_000  # (our choice) bound on remembered link solutions

@@ -18,9 +18,9 @@ from typing import Protocol
 
 import numpy as np
 
-from scheduler.candidates import racks
-from scheduler.profiles import ModelSpec, build_profile, load_models
-from scheduler.types import Profile
+from scheduler.cassini.candidates import racks
+from scheduler.workloads.profiles import ModelSpec, build_profile, load_models
+from scheduler.workloads.types import Profile
 from topologies.model import Topology
 
 PlacementMap = Mapping[str, tuple[str, ...]]
@@ -87,7 +87,7 @@ class Allocation:
     periods_ms: Mapping[str, float] = field(default_factory=dict)
     new_schedule: bool = False
     groups: tuple[tuple[str, ...], ...] = ()
-    # Jobs time-sharing the same GPU slots, each group in stage order (`scheduler.timeshare`).
+    # Jobs time-sharing the same GPU slots, each group in stage order (`scheduler.cassini.timeshare`).
     sharing: tuple[tuple[str, ...], ...] = ()
 
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from scheduler.workloads.traffic import JobRouter
 from topologies.model import DirectedLink
 
-from ..traffic import JobRouter
 from .base import ClusterInfo, ProfileBook
 from .nags import SharingPolicy, SharingScheduler
 

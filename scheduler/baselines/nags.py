@@ -6,7 +6,7 @@ share GPUs in sharing groups of any size and any GPU count; each partition
 is placed with its communication pattern in mind; groups are scored by the
 sharing factor (the JCT degradation sharing costs) and the sharing
 utilisation (GPU use). Time-sharing itself is modelled in
-`scheduler.timeshare` and run by the simulator.
+`scheduler.cassini.timeshare` and run by the simulator.
 
 The rules (all our choice):
 - Queue: waiting jobs in Themis's order, farthest from finish-time fairness
@@ -34,7 +34,7 @@ The rules (all our choice):
   alone when the time sharing would still cost it (remaining iterations x
   (cycle - time alone)) exceeds the move's `migration_s` (15 s, as Themis).
 - Each group's members are paced on the group's cycle with the offsets of
-  its stage order (`scheduler.timeshare.share`), so the simulator's agents
+  its stage order (`scheduler.cassini.timeshare.share`), so the simulator's agents
   keep the interleave; groups are re-laid only when their members change.
 
 `SharingPolicy` holds what differs between NAGS and Muri (`muri`).
@@ -47,10 +47,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from scheduler.cassini.timeshare import share, stages
+from scheduler.workloads.traffic import JobRouter
 from topologies.model import DirectedLink
 
-from ..timeshare import share, stages
-from ..traffic import JobRouter
 from .base import (
     Allocation,
     ClusterInfo,

@@ -1,7 +1,7 @@
 """Which sharing group should a waiting job join, and how good is it? Group scoring for NAGS and Muri.
 
 A unit is what runs on one set of GPU slots: a job alone, or a sharing
-group (`scheduler.timeshare`). `evaluate` lays out a unit with one more job
+group (`scheduler.cassini.timeshare`). `evaluate` lays out a unit with one more job
 and scores it; the schedulers (`nags`, `muri`) pick among the units with
 these numbers. Two ways to count a job's communication:
 
@@ -18,11 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from scheduler.cassini.timeshare import SharedGroup, share, stages
+from scheduler.workloads.traffic import JobRouter
+from scheduler.workloads.types import Profile
 from topologies.model import DirectedLink
-
-from ..timeshare import SharedGroup, share, stages
-from ..traffic import JobRouter
-from ..types import Profile
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ def evaluate(
     max(60, 40) + max(60, 40) = 120 ms, factor 120 / 100, both GPUs
     computing all the time; Muri's weight (60 + 40) x 2 / (2 x 120):
 
-    >>> from scheduler.types import Phase
+    >>> from scheduler.workloads.types import Phase
     >>> p = Profile("p", "m", "data", 2, 100.0, (Phase(60.0, 0.0), Phase(40.0, 50.0)))
     >>> s = evaluate([Member("a", p, ("s1", "s2")), Member("b", p, ("s1", "s2"))])
     >>> s.group.cycle_ms, s.factor, s.utilisation, round(s.muri_weight, 3)

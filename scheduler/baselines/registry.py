@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from scheduler.workloads.traffic import JobRouter
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import Topology
 
-from ..traffic import JobRouter
 from .augmented import CassiniAugmented
 from .base import ClusterInfo, ProfileBook, Scheduler
 from .delay import DelayScheduler

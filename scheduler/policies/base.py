@@ -4,11 +4,11 @@ A network policy (Crux, EchelonFlow) runs after the placement side (any
 scheduler) has decided: it sees the running jobs, their servers and
 profiles and the topology, and answers per flow a strict-priority class
 (0-7, higher served first, as a switch's priority queues) and/or a host
-rate target. Flows are a job's (src, dst) server pairs (`scheduler.traffic`),
+rate target. Flows are a job's (src, dst) server pairs (`scheduler.workloads.traffic`),
 so the answer names exactly the flows the simulator and the fabric carry.
 
     >>> from topologies.generators import cassini_testbed
-    >>> from scheduler.profiles import build_profile
+    >>> from scheduler.workloads.profiles import build_profile
     >>> vgg = build_profile("vgg19", 2)
     >>> inp = PolicyInput.of(cassini_testbed(), {"a": ("s01", "s05")}, {"a": vgg})
     >>> [f.key for f in job_flows_of(inp, "a")]
@@ -21,11 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from scheduler.workloads.traffic import JobRouter, job_flows, nic_shares
+from scheduler.workloads.types import Profile
 from topologies.errors import UserInputError
 from topologies.model import DirectedLink, Topology
-
-from ..traffic import JobRouter, job_flows, nic_shares
-from ..types import Profile
 
 # The classes a switch port offers (Tofino's and bmv2's priority queues).
 SWITCH_CLASSES = 8

@@ -3,10 +3,10 @@
 Event-driven, not time-stepped. Each running job cycles through its profile's
 phases. In an Up phase every flow of the job (src -> dst server pair, routed
 over directed links) must send `gbps x duration` Mbit; flows share links
-max-min fairly (`fluid.max_min_rates`), each capped at its phase's line-rate
+max-min fairly (`scheduler.workloads.max_min.max_min_rates`), each capped at its phase's line-rate
 demand, so a phase lasts until its slowest flow has sent its bytes and
 contention stretches iterations. Down phases last their profile time.
-With a sharing model (`scheduler.sharing_model`, measured on the fabric) a
+With a sharing model (`scheduler.workloads.sharing_model`, measured on the fabric) a
 link n jobs send through offers capacity x factor(n) instead of all of it.
 Between two events every rate is constant, so time jumps from event to event.
 
@@ -19,7 +19,7 @@ the group of flows it changed (exact). The event loop itself is compiled
 (`fluid_events`); Python handles what happens once per iteration.
 
 GPU time-sharing: an allocation's `sharing` groups run on the same GPU
-slots. Each member runs the profile `scheduler.timeshare.share` lays out for
+slots. Each member runs the profile `scheduler.cassini.timeshare.share` lays out for
 its place in the group's stage order (its compute stage, stretched to the
 stage, then its transfers), paced by its agent on the group's cycle with its
 stage offset, so one member computes while the previous one communicates.
@@ -40,6 +40,10 @@ The package, one question per module:
   per-component state machine: phases, agents, snapshots for rewinding).
 - `playout`: how a trace plays out under a scheduler (`simulate`, the loop over
   arrivals, decisions and completions).
+- `fluid_events`: the compiled event loop (phases, max-min rates, link counters).
+- `experiment`: several schedulers over one trace, summarised as the paper reports them.
+- `decisions`: which placement and time-shifts each scheduler chose, decision by decision.
+- `report`: the files a `cassini simulate` run leaves behind.
 """
 
 from __future__ import annotations

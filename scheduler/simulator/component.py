@@ -1,12 +1,12 @@
 """How do jobs that may share links advance in time together? The per-component state machine.
 
 Each job cycles through its profile's phases; in an Up phase its flows share
-links max-min fairly (the compiled event loop, `scheduler.fluid_events`);
+links max-min fairly (the compiled event loop, `scheduler.simulator.fluid_events`);
 Python handles what happens once per iteration: recording it, the agent's
 decision when the next one starts, snapshots to rewind to a scheduler decision.
 
 Agents: a schedule from Cassini gives job j a time-shift t_j and a period
-Q_j >= T_j (`scheduler.periods`) at decision time t; the agent starts
+Q_j >= T_j (`scheduler.cassini.periods`) at decision time t; the agent starts
 iterations on the grid t + t_j + k x Q_j. A job ready early idles until its
 grid point (pacing); a job ready late starts at once. With
 `drift_sigma > 0` compute phases are jittered by N(0, sigma) per iteration
@@ -28,14 +28,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..fluid_events import DONE as _DONE
-from ..fluid_events import DOWN as _DOWN
-from ..fluid_events import TOL_MS as _TOL_MS
-from ..fluid_events import UP as _UP
-from ..fluid_events import WAIT as _WAIT
-from ..fluid_events import begin_phase, flush_all, log_segment, retime, run_events
-from ..sharing_model import IDENTITY, SharingModel
-from ..traffic import nic_shares
+from scheduler.simulator.fluid_events import DONE as _DONE
+from scheduler.simulator.fluid_events import DOWN as _DOWN
+from scheduler.simulator.fluid_events import TOL_MS as _TOL_MS
+from scheduler.simulator.fluid_events import UP as _UP
+from scheduler.simulator.fluid_events import WAIT as _WAIT
+from scheduler.simulator.fluid_events import begin_phase, flush_all, log_segment, retime, run_events
+from scheduler.workloads.sharing_model import IDENTITY, SharingModel
+from scheduler.workloads.traffic import nic_shares
+
 from .fastforward import (
     Window,
     repeat_records,
@@ -129,7 +130,7 @@ class Component:
         offered_peak = np.bincount(
             self.ent_link, weights=flow_peak[self.ent_flow], minlength=len(self.cap)
         )
-        # the sharing model's factor by jobs sending on a link (`scheduler.sharing_model`)
+        # the sharing model's factor by jobs sending on a link (`scheduler.workloads.sharing_model`)
         self.factor = sharing.table()
         self.ecap = self.cap.copy()  # each link's capacity under it, as last solved
         self.bind = offered_peak > self.cap * sharing.lowest() * (1 + 1e-9)

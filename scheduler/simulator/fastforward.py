@@ -11,7 +11,7 @@ time skipped). Skipping stops two windows before any job of the
 component would finish, and never crosses a scheduler decision that touches
 the component (the component is rewound and re-simulated exactly to the
 decision time instead). The error is bounded by the window's deviation from
-true periodicity; tests/scheduler/test_simulator.py checks it against the exact mode.
+true periodicity; tests/scheduler/simulator/test_simulator.py checks it against the exact mode.
 
 Pure decisions over the jobs' records; the component (`component`) keeps the
 window and moves its own clocks when it skips.
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..fluid_events import TOL_MS as _TOL_MS
+from scheduler.simulator.fluid_events import TOL_MS as _TOL_MS
+
 from .jobrun import JobRun
 from .results import FloatArray
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..traces import TraceJob
-from ..types import Profile
+from scheduler.workloads.traces import TraceJob
+from scheduler.workloads.types import Profile
+
 from .results import FloatArray
 
 

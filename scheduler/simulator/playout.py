@@ -13,18 +13,18 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.cassini.timeshare import SharedGroup, share, slots_in_use
+from scheduler.simulator.fluid_events import DONE as _DONE
+from scheduler.simulator.fluid_events import TOL_MS as _TOL_MS
+from scheduler.simulator.fluid_events import WAIT as _WAIT
+from scheduler.workloads.sharing_model import IDENTITY, SharingModel
+from scheduler.workloads.traces import TraceJob, check_fits
+from scheduler.workloads.traffic import JobRouter
+from scheduler.workloads.types import Profile
 from topologies.model import DirectedLink, Topology
 
 from ..baselines.base import Allocation, ClusterView, JobStatus, ProfileBook, Scheduler, slots_used
-from ..fluid_events import DONE as _DONE
-from ..fluid_events import TOL_MS as _TOL_MS
-from ..fluid_events import WAIT as _WAIT
 from ..policies.base import NetworkPolicy, flow_classes
-from ..sharing_model import IDENTITY, SharingModel
-from ..timeshare import SharedGroup, share, slots_in_use
-from ..traces import TraceJob, check_fits
-from ..traffic import JobRouter
-from ..types import Profile
 from .component import Component
 from .jobrun import JobRun, Member
 from .results import JobResult, LinkStats, SimResult, SimSettings
@@ -70,7 +70,7 @@ class _Run:
         # other down, so only they join jobs into one component: elsewhere the
         # max-min allocation never binds and jobs are independent exactly.
         self.peak_load = np.zeros(len(self.links))
-        self.link_sharing = sharing  # capacity under load (`scheduler.sharing_model`)
+        self.link_sharing = sharing  # capacity under load (`scheduler.workloads.sharing_model`)
         self.on_event = on_event
         self.progress = progress
         self.on_decision = on_decision
@@ -80,7 +80,7 @@ class _Run:
         self.comps: list[Component] = []
         self.book = book or ProfileBook(nic_gbps=topology.nic_gbps())
         self.flow_cache: dict[tuple[tuple[str, ...], str], list[list[int]]] = {}
-        # GPU time-sharing (`scheduler.timeshare`): each shared job's group as last applied
+        # GPU time-sharing (`scheduler.cassini.timeshare`): each shared job's group as last applied
         self.sharing: dict[str, tuple[str, ...]] = {}
         self.shared_cache: dict[tuple[tuple[str, str, int, int | None], ...], SharedGroup] = {}
         # A network policy's strict-priority class per flow, by job, as last applied
@@ -577,7 +577,7 @@ def simulate(
 
     `policy` (`scheduler.policies`) gives flows strict-priority classes at
     every decision; without one every flow shares max-min, as before.
-    `sharing` (`scheduler.sharing_model`): a link n jobs share offers capacity x factor(n).
+    `sharing` (`scheduler.workloads.sharing_model`): a link n jobs share offers capacity x factor(n).
 
     `on_event(now_s, slots_used, gpus)` is called after every scheduler
     decision (tests use it to check capacity at every event);

@@ -1,7 +1,7 @@
 """How do many runs reduce to the README's seed table?
 
 Cells that differ only in their seed form a group. Per group, each Cassini
-variant gets its base / variant ratio per seed (`scheduler.experiment.speedups`,
+variant gets its base / variant ratio per seed (`scheduler.simulator.experiment.speedups`,
 so the formulas are the simulator's own), and per measure the mean of those
 ratios, their range and on how many seeds the variant wins (ratio > 1;
 exact ties do not count). Ratios above 1 mean Cassini is better.
@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..experiment import speedups
+from scheduler.simulator.experiment import speedups
+
 from .cells import summary_from_record
 from .config import seed_label
 

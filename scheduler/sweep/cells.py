@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.simulator.experiment import SchedulerSummary, run_experiment
+from scheduler.workloads.profiles import ModelSpec
+from scheduler.workloads.traces import TraceJob, check_fits, generate_trace
 from topologies.model import Topology
 
-from ..experiment import SchedulerSummary, run_experiment
-from ..profiles import ModelSpec
 from ..simulator import SimSettings
-from ..traces import TraceJob, check_fits, generate_trace
 from .config import Cell
 
 QUANTILES = np.linspace(0.0, 100.0, 101)  # iteration-time percentiles kept per run, for CDFs

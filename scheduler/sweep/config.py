@@ -40,14 +40,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scheduler.cassini.compatibility import MIN_PRECISION_DEG
+from scheduler.cassini.plans import AGGREGATES
+from scheduler.workloads.traces import TRACE_KINDS
 from topologies.datafile import parse_data, read_text_file
 from topologies.errors import UserInputError, did_you_mean
 from topologies.names import shown
 
 from ..baselines.registry import PAPER_SCHEDULERS, SCHEDULER_NAMES
-from ..cassini import AGGREGATES
-from ..compatibility import MIN_PRECISION_DEG
-from ..traces import TRACE_KINDS
 
 KEYS = (
     "trace",

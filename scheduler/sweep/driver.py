@@ -14,11 +14,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from scheduler.workloads.profiles import ModelSpec, load_models
+from scheduler.workloads.traces import TRACE_KINDS, TraceJob, load_trace
 from topologies.errors import UserInputError
 from topologies.outputs import write_file
 
-from ..profiles import ModelSpec, load_models
-from ..traces import TRACE_KINDS, TraceJob, load_trace
 from .aggregate import markdown_report, seed_runs
 from .cells import CellTask, cell_key, harness_version, ordered_records, record_problem, run_cell
 from .config import Cell, SweepConfig

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import controlplane.bmv2
-from emulation.bmv2_switch import BMV2_PRIORITY_QUEUES, Bmv2Switch
 from emulation.cli import main
+from emulation.fabric.bmv2_switch import BMV2_PRIORITY_QUEUES, Bmv2Switch
 
 TM = """
 classes:

@@ -26,7 +26,7 @@ ADDRESS = "127.0.0.1:1"  # never dialled: the channels are only closed
 
 
 class _Stop(BaseException):
-    """What the signal raises here, as `emulation.signals.SignalExit` does in a run."""
+    """What the signal raises here, as `emulation.housekeeping.signals.SignalExit` does in a run."""
 
 
 class _StopOnce:

@@ -224,7 +224,7 @@ def test_tofino_artifacts_and_bmv2_queue_commands(tmp_path, capsys):
 @pytest.mark.parametrize("command", [["bmv2", "queues", "--print"], ["fabric", "up"], ["emulate", "--out", "x"]])
 def test_every_scaling_command_takes_one_scale_flag_with_one_default_and_range(command, capsys):
     from emulation.cli import build_parser
-    from emulation.scaling import DEFAULT_SCALE
+    from emulation.fabric.scaling import DEFAULT_SCALE
 
     assert build_parser().parse_args(command).scale == DEFAULT_SCALE
     for bad in ("0", "2", "nan", "-1"):

@@ -92,8 +92,8 @@ def test_watch_accounts_for_every_tail_drop_of_a_slow_port(tmp_path: Path) -> No
     from controlplane.entries import TableEntry, Update, UpdateType
     from controlplane.p4info import load_p4info
     from controlplane.session import P4RuntimeSession
-    from emulation.netns import NetnsLab
-    from emulation.prefixes import new_prefix
+    from emulation.fabric.netns import NetnsLab
+    from emulation.housekeeping.prefixes import new_prefix
     from emulation.softswitch.switch import SoftwareSwitch
     from emulation.softswitch.tm_config import PortSettings, TmConfig
     from tests.helpers.leftovers import leftovers

@@ -25,8 +25,8 @@ from scapy.layers.l2 import Ether
 
 from controlplane.p4info import P4InfoIndex
 from controlplane.p4names import PORT_RX
-from emulation.netns import NetnsLab
-from emulation.prefixes import new_prefix
+from emulation.fabric.netns import NetnsLab
+from emulation.housekeeping.prefixes import new_prefix
 from emulation.softswitch.p4runtime_service import serve
 from emulation.softswitch.port_stats import PortCounters, port_counters
 from emulation.softswitch.service_limits import ServiceLimits

@@ -1,6 +1,6 @@
 """A topology is refused, in one line of numbers, before anything is built when the
 target cannot hold it: entries per table against the P4Info's sizes, a Read cap, a
-Tofino's panel cages (controlplane.fit, emulation.target_limits). The package's own
+Tofino's panel cages (controlplane.fit, emulation.fabric.target_limits). The package's own
 forwarding table holds every fabric that maps onto one chip, so the table refusals
 are shown with the P4Info's old 4,096 (`_resized`)."""
 
@@ -25,8 +25,8 @@ from controlplane.fit import (
 from controlplane.p4info import P4InfoIndex, index_p4info, load_p4info
 from controlplane.program import topology_entries
 from controlplane.settings import WredSettings
+from emulation.fabric.target_limits import TARGET_LIMITS, check_fabric_fit, target_limits
 from emulation.softswitch.service_limits import read_capacity
-from emulation.target_limits import TARGET_LIMITS, check_fabric_fit, target_limits
 from tests.helpers import CASSINI
 from topologies.chip_mapping import CPU_PORT, MAX_SOFTWARE_PORT, map_to_chip
 from topologies.errors import UserInputError
@@ -197,7 +197,7 @@ def test_program_refuses_before_connecting(tmp_path: Path) -> None:
 
 @pytest.mark.root
 def test_fabric_up_refuses_before_anything_is_built(tmp_path: Path) -> None:
-    from emulation.prefixes import new_prefix
+    from emulation.housekeeping.prefixes import new_prefix
     from tests.helpers.leftovers import leftovers
 
     prefix = new_prefix("cas")
@@ -215,7 +215,7 @@ def test_fabric_up_refuses_before_anything_is_built(tmp_path: Path) -> None:
 
 @pytest.mark.root
 def test_emulate_refuses_before_anything_is_built(tmp_path: Path) -> None:
-    from emulation.prefixes import new_prefix
+    from emulation.housekeeping.prefixes import new_prefix
     from tests.helpers.leftovers import leftovers
 
     prefix = new_prefix("cas")

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from emulation.prefixes import new_prefix
+from emulation.housekeeping.prefixes import new_prefix
 from tests.helpers.leftovers import cleanup_all, leftovers
 
 

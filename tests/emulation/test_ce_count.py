@@ -16,8 +16,8 @@ import pytest
 from scapy.layers.inet import IP, TCP, UDP, IPOption
 from scapy.layers.l2 import Ether
 
+from emulation.fabric.netns import NetnsLab
 from emulation.jobs.ce_count import ce_filter
-from emulation.netns import NetnsLab
 from tests.helpers.leftovers import leftovers
 
 PORT = 47000

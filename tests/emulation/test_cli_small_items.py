@@ -41,7 +41,7 @@ DEBIAN_MN = Path("/usr/bin/mn")
 DEBIAN_PYTHON = Path("/usr/bin/python3")
 ROOT = Path(__file__).resolve().parents[2]  # the checkout these tests belong to
 CASSINI = [sys.executable, "-m", "emulation"]  # run from ROOT: this checkout's code
-MN_CUSTOM = ROOT / "emulation" / "mn_custom.py"
+MN_CUSTOM = ROOT / "emulation" / "fabric" / "mn_custom.py"
 # Debian's mn, run as `mn --custom` runs it, with Mininet's global cleanup replaced by a
 # marker: the real one kills every Mininet process on the machine.
 _DEBIAN_MN_DRIVER = """
@@ -142,8 +142,8 @@ def test_make_p4_without_p4c_names_where_p4c_comes_from(tmp_path: Path) -> None:
 def test_cassini_clean_removes_interface_locks_no_process_holds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from emulation.clean import clean
-    from emulation.run_files import InterfaceLocks
+    from emulation.housekeeping.clean import clean
+    from emulation.housekeeping.run_files import InterfaceLocks
     from emulation.softswitch.processes import is_switch_process
 
     monkeypatch.setenv("CASSINI_RUN_DIR", str(tmp_path))

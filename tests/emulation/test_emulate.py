@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from emulation.emulate.runner import EmulateSettings, emulate
-from scheduler.traces import TraceJob, write_trace
+from scheduler.workloads.traces import TraceJob, write_trace
 from tests.helpers.leftovers import leftovers
 
 pytestmark = pytest.mark.root
@@ -152,8 +152,8 @@ def test_a_departure_decision_re_aims_the_jobs_left_and_starts_the_waiting_one(
     others 12) and Th+Cassini places e on a's servers with new shifts for c and d."""
     from emulation.emulate.plan import plan_trace
     from emulation.emulate.runner import run_one
-    from emulation.fabric import EmulatedFabric
-    from emulation.fabric_options import FabricOptions
+    from emulation.fabric.emulated import EmulatedFabric
+    from emulation.fabric.options import FabricOptions
     from topologies.library import load_topology
 
     trace = [
@@ -197,7 +197,7 @@ def test_a_switch_that_dies_ends_the_run_in_one_line_with_a_partial_report(
     tmp_path: Path, prefix: str
 ) -> None:
     # It ended with a traceback (RuntimeError: the switch stopped) and no report.
-    from emulation.run_files import runs
+    from emulation.housekeeping.run_files import runs
     from emulation.softswitch.processes import is_switch_process
 
     out = tmp_path / "out"

@@ -25,8 +25,8 @@ import pytest
 
 from emulation.emulate.runner import EmulateSettings, emulate
 from emulation.jobs.telemetry_rows import read_telemetry
-from scheduler.profiles import build_profile
-from scheduler.traces import TraceJob, write_trace
+from scheduler.workloads.profiles import build_profile
+from scheduler.workloads.traces import TraceJob, write_trace
 
 TOPOLOGY = "leaf-spine:2:1:2"
 MODEL = "resnet50"

@@ -17,8 +17,8 @@ from emulation.jobs.launch import JobPlan
 from emulation.jobs.records import IterationRecord
 from emulation.jobs.run_result import RunResult, summarize_job
 from emulation.jobs.run_settings import RunSettings
-from scheduler.decisions import Decision
-from scheduler.profiles import build_profile
+from scheduler.simulator.decisions import Decision
+from scheduler.workloads.profiles import build_profile
 
 
 def _records(
@@ -143,7 +143,7 @@ def test_report_files(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert list(summary["schedulers"]) == ["th+cassini", "themis"]  # the paper's order
     assert summary["speedups"]["th+cassini"]["mean"] == pytest.approx(309.5 / 254.5, rel=1e-3)
-    # One word for the scheduler a variant is measured against, as scheduler.experiment says it.
+    # One word for the scheduler a variant is measured against, as scheduler.simulator.experiment says it.
     assert summary["speedups"]["th+cassini"]["base"] == "themis"
     assert summary["schedulers"]["themis"]["ecn_marks_shared_links"] == 100
     rows = (tmp_path / "iterations.csv").read_text().splitlines()

@@ -13,7 +13,7 @@ import pytest
 from emulation.emulate.runner import EmulateSettings, run_settings, serves_gnmi
 
 if TYPE_CHECKING:
-    from emulation.fabric import EmulatedFabric
+    from emulation.fabric.emulated import EmulatedFabric
 
 
 @dataclass

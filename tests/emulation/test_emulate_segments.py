@@ -9,8 +9,8 @@ import pytest
 
 from emulation.emulate.plan import plan_trace
 from emulation.emulate.segments import carried, changes, kept_grids, segments
-from scheduler.decisions import Decision
-from scheduler.traces import TraceJob
+from scheduler.simulator.decisions import Decision
+from scheduler.workloads.traces import TraceJob
 from topologies.library import load_topology
 
 M = {"a": "vgg19", "b": "vgg16", "c": "resnet50"}

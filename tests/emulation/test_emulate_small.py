@@ -33,8 +33,8 @@ import pytest
 from controlplane.telemetry import GNMI_COLUMNS
 from emulation.emulate.runner import EmulateSettings, emulate, link_rates, make_plan
 from emulation.jobs.telemetry_rows import read_telemetry
-from scheduler.profiles import build_profile
-from scheduler.traces import TraceJob, write_trace
+from scheduler.workloads.profiles import build_profile
+from scheduler.workloads.traces import TraceJob, write_trace
 from tests.helpers.leftovers import leftovers
 from topologies.errors import UserInputError
 from topologies.library import load_topology

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from emulation.cli import main
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.options import FabricOptions
 from emulation.jobs.launch import parse_schedule, plan_jobs
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.options import FabricOptions
 from tests.helpers.benchmark_scripts import load_benchmark
 from tests.helpers.leftovers import leftovers
 from topologies.library import load_topology
@@ -30,7 +30,7 @@ def test_the_placement_shares_exactly_one_tor_uplink_and_b_takes_compats_shift()
     assert cases["shared_link"] == "tor1->agg1"
     assert cases["a"]["shifts_ms"]["vgg19-1"] == 0.0
     # half the grid on which the two Up phases no longer slow each other (275.9 ms,
-    # `scheduler.holding`), not half the profile's 253 ms
+    # `scheduler.cassini.holding`), not half the profile's 253 ms
     assert cases["b"]["shifts_ms"]["vgg19-1"] == pytest.approx(137.96, abs=0.01)
     assert cases["b"]["periods_ms"]["vgg19-1"] == pytest.approx(275.92, abs=0.01)
     assert cases["b"]["periods_ms"] == cases["a"]["periods_ms"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from controlplane.job_classes import job_class_entries
 from emulation.jobs.job_telemetry import job_sockets
 from emulation.jobs.launch import JobPlan, replica_specs
-from scheduler.types import Phase, Profile
+from scheduler.workloads.types import Phase, Profile
 
 PROFILE = Profile("x", "x", "data", 2, 10.0, (Phase(10.0, 0.0),))
 

@@ -19,11 +19,11 @@ from emulation.jobs.launch import (
     replica_specs,
 )
 from emulation.jobs.replica import parse_args
-from scheduler.decisions import Decision
-from scheduler.profiles import build_profile
-from scheduler.schedule import schedule_trace
-from scheduler.traces import four_jobs_trace
-from scheduler.types import Profile
+from scheduler.cassini.schedule import schedule_trace
+from scheduler.simulator.decisions import Decision
+from scheduler.workloads.profiles import build_profile
+from scheduler.workloads.traces import four_jobs_trace
+from scheduler.workloads.types import Profile
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 

@@ -18,10 +18,10 @@ from emulation.emulate.plan import plan_trace
 from emulation.emulate.segments import segments
 from emulation.jobs.launch import JobPlan, parse_schedule, plan_jobs, replica_specs
 from scheduler.baselines.base import Allocation, ClusterView
-from scheduler.decisions import decision_of
-from scheduler.profiles import build_profile
-from scheduler.timeshare import share
-from scheduler.traces import TraceJob
+from scheduler.cassini.timeshare import share
+from scheduler.simulator.decisions import decision_of
+from scheduler.workloads.profiles import build_profile
+from scheduler.workloads.traces import TraceJob
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 

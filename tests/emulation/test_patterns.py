@@ -1,7 +1,7 @@
 """Traffic patterns of a job's Up phase: the plan against brute-force expectations.
 
 The expectations are rebuilt here from the scheduler's own statements
-(`scheduler.traffic` docstring: who talks to whom; the simulator's share
+(`scheduler.workloads.traffic` docstring: who talks to whom; the simulator's share
 rule: 1 / max(flows the source sends, flows the destination receives)).
 """
 
@@ -19,7 +19,7 @@ from emulation.jobs.patterns import (
     phase_plan,
 )
 from emulation.jobs.ring_plan import gradient_bytes, ring_allreduce_plan
-from scheduler.traffic import job_flows
+from scheduler.workloads.traffic import job_flows
 from topologies.errors import UserInputError
 
 

@@ -20,7 +20,7 @@ from emulation.jobs.policy_entries import (
     run_record,
 )
 from emulation.jobs.run_settings import RunSettings
-from scheduler.profiles import build_profile
+from scheduler.workloads.profiles import build_profile
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 

@@ -16,7 +16,7 @@ from emulation.jobs.replica import parse_args
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import with_policy
 from scheduler.policies import POLICIES, make_policy
-from scheduler.types import Phase, Profile
+from scheduler.workloads.types import Phase, Profile
 from topologies.errors import UserInputError
 
 EMULATE = ["emulate", "--out", "unused"]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.options import FabricOptions
 from emulation.jobs.patterns import bytes_sent, phase_plan, ring_steps
 from emulation.jobs.records import csv_rows, read_records
 from emulation.jobs.replica import (
@@ -27,7 +27,7 @@ from emulation.jobs.replica import (
 from emulation.jobs.ring import Address
 from emulation.jobs.ring_plan import gradient_bytes, phase_bytes, ring_allreduce_plan
 from emulation.jobs.witness_limits import MIN_JUDGED_PHASE_MS
-from scheduler.types import Phase
+from scheduler.workloads.types import Phase
 from tests.helpers.counters import settled_deltas, snapshot
 from tests.helpers.leftovers import leftovers
 from topologies.errors import UserInputError

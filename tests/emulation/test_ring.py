@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from emulation.fabric.netns import NetnsLab
 from emulation.jobs.header import MAX_SKIP, Header
 from emulation.jobs.ring import Address
 from emulation.jobs.ring_plan import (
@@ -22,8 +23,7 @@ from emulation.jobs.ring_plan import (
     phase_bytes,
     ring_allreduce_plan,
 )
-from emulation.netns import NetnsLab
-from scheduler.profiles import allreduce_bytes_per_worker, build_profile
+from scheduler.workloads.profiles import allreduce_bytes_per_worker, build_profile
 from tests.helpers.leftovers import leftovers
 
 RATE_MBIT = 40

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.options import FabricOptions
 from emulation.jobs.launch import JobPlan
 from emulation.jobs.patterns import phase_plan, ring_steps
 from emulation.jobs.ring_plan import phase_bytes
 from emulation.jobs.roce_links import ROCE_PAYLOAD_SHARE
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
-from scheduler.types import Phase, Profile
+from scheduler.workloads.types import Phase, Profile
 from tests.helpers.leftovers import leftovers
 from topologies.library import load_topology
 

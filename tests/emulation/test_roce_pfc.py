@@ -22,17 +22,17 @@ import pytest
 from controlplane.gnmi import GnmiReader
 from controlplane.p4names import QUEUE_CLASS_TABLE
 from controlplane.settings import ControlPlaneSettings, PfcSettings
-from emulation.fabric import EmulatedFabric
-from emulation.fabric_options import FabricOptions
+from emulation.fabric.emulated import EmulatedFabric
+from emulation.fabric.netns import NetnsLab
+from emulation.fabric.options import FabricOptions
 from emulation.jobs.launch import JobPlan
 from emulation.jobs.roce_classes import reply_class, roce_class
 from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
-from emulation.netns import NetnsLab
 from emulation.roce.pfc import pause_seconds
 from emulation.softswitch.packet import build_pfc_frame
 from emulation.softswitch.tm_config import PfcConfig
-from scheduler.types import Profile
+from scheduler.workloads.types import Profile
 from tests.emulation.test_roce_fabric import ITERATIONS, PHASES, SCALE, TOPOLOGY, incast_jobs
 from tests.helpers.leftovers import leftovers
 from topologies.library import load_topology

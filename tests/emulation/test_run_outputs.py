@@ -64,7 +64,7 @@ def test_a_flag_that_would_do_nothing_or_run_for_ever_is_refused_first(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     Path("s.json").write_text(json.dumps(SCHEDULE))
-    monkeypatch.setattr("emulation.fabric.EmulatedFabric", None)  # building one would fail
+    monkeypatch.setattr("emulation.fabric.emulated.EmulatedFabric", None)  # building one would fail
     with contextlib.suppress(SystemExit):
         assert main([*argv, "-t", TOPOLOGY, "--out", "out"]) == 2
     assert line in _one_error(capsys)
@@ -155,7 +155,7 @@ def test_fabric_run_onto_a_full_disk_keeps_the_run_and_says_where(
         _replicas_write(folder)
         return _result()
 
-    monkeypatch.setattr("emulation.fabric.EmulatedFabric", _Fabric)
+    monkeypatch.setattr("emulation.fabric.emulated.EmulatedFabric", _Fabric)
     monkeypatch.setattr("emulation.jobs.supervisor.run_schedule", run_schedule)
     monkeypatch.setattr(run_folder, "write_run", _full_in_stages(run_folder.write_run))
     schedule = tmp_path / "s.json"

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from emulation.signals import SignalExit, signals_raise
+from emulation.housekeeping.signals import SignalExit, signals_raise
 
 
 class _SignalledWhileFinalized:

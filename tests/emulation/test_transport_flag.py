@@ -10,7 +10,7 @@ from emulation.cli.emulate_cmds import settings_from
 from emulation.emulate.runner import run_settings
 from emulation.jobs.launch import JobPlan, replica_specs
 from emulation.jobs.run_settings import RunSettings
-from scheduler.types import Phase, Profile
+from scheduler.workloads.types import Phase, Profile
 
 EMULATE = ["emulate", "--out", "unused"]
 FABRIC_RUN = ["fabric", "run", "--schedule", "unused.json", "--out", "unused"]

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from emulation.netns import NetnsLab
-from emulation.prefixes import new_prefix
+from emulation.fabric.netns import NetnsLab
+from emulation.housekeeping.prefixes import new_prefix
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers.leftovers import leftovers
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from emulation.netns import NetnsLab
+from emulation.fabric.netns import NetnsLab
 from emulation.softswitch.ports import (
     MAX_FRAME_BYTES,
     PACKET_AUXDATA,

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from emulation import clean
+from emulation.housekeeping import clean
 from emulation.softswitch.processes import is_switch_process
 
 
 def leftovers(prefixes: str | Iterable[str]) -> list[str]:
-    """`emulation.clean.leftovers`, counting switches on the prefixes' interfaces."""
+    """`emulation.housekeeping.clean.leftovers`, counting switches on the prefixes' interfaces."""
     return clean.leftovers(prefixes, is_switch_process)
 
 
 def cleanup_all(prefixes: str | Iterable[str]) -> list[str]:
-    """`emulation.clean.cleanup_all`, switches on the prefixes' interfaces included."""
+    """`emulation.housekeeping.clean.cleanup_all`, switches on the prefixes' interfaces included."""
     return clean.cleanup_all(prefixes, is_switch_process)

@@ -1,7 +1,7 @@
 """Pacing every coupled group at once: the periods the tests check `pacing_options` by.
 
 The scheduler paces one group at a time and scores several options
-(`scheduler.cassini`); tests want the least-idling periods of all groups in
+(`scheduler.cassini.plans`); tests want the least-idling periods of all groups in
 one call.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from scheduler.periods import coupled_groups, pacing_options
+from scheduler.cassini.periods import coupled_groups, pacing_options
 
 
 def paced_periods(

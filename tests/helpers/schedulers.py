@@ -34,7 +34,7 @@ FixedScheduler = GivenScheduler
 
 def dynamic_arrival_view(seed: int) -> tuple[ClusterView, dict[str, tuple[str, ...]]]:
     """The dynamic trace at the newcomers' arrival: background placed by Themis at t = 0."""
-    from scheduler.traces import dynamic_trace
+    from scheduler.workloads.traces import dynamic_trace
 
     trace = dynamic_trace(TOPO.total_gpus(), seed)
     book = ProfileBook()

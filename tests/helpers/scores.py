@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from scheduler.compatibility import discretize, excess_sum, score_from_excess
-from scheduler.types import Profile
+from scheduler.cassini.compatibility import discretize, excess_sum, score_from_excess
+from scheduler.workloads.types import Profile
 
 
 def score_at(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from emulation.cli import main
-from scheduler.profiles import build_profile, load_profiles_with_periods
+from scheduler.workloads.profiles import build_profile, load_profiles_with_periods
 
 
 @pytest.mark.root

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.baselines.base import ProfileBook
-from scheduler.profiles import (
+from scheduler.workloads.profiles import (
     build_profile,
     load_models,
     load_profiles_file,

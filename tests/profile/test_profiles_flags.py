@@ -85,7 +85,7 @@ def test_schedule_reads_the_profiles_file(
 def test_profile_first_measures_the_traces_data_parallel_jobs(tmp_path: Path) -> None:
     from emulation.emulate.runner import EmulateSettings
     from emulation.profile.session import trace_groups
-    from scheduler.profiles import load_models
+    from scheduler.workloads.profiles import load_models
 
     trace = tmp_path / "t.csv"
     trace.write_text(

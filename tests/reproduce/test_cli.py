@@ -64,7 +64,7 @@ def test_quick_simulator_run_of_two_vgg19_end_to_end_then_resumed(
     (sc,) = doc["scenarios"]
     shift = sc["simulator"]["figures"]["vgg19+vgg19.shift_ms"]
     # `cassini compat`'s: half the grid on which the pair's Up phases no longer slow each
-    # other (275.9 ms, `scheduler.holding`), not of the profile's 253 ms, on which they
+    # other (275.9 ms, `scheduler.cassini.holding`), not of the profile's 253 ms, on which they
     # meet and each runs 275.9 ms, late every iteration
     assert shift["n"] == 2 and shift["mean"] == pytest.approx(138.0, abs=0.1)
     p90 = sc["simulator"]["figures"]["vgg19+vgg19.p90_ratio"]

@@ -161,7 +161,7 @@ def test_summary_json_counts_cnps_per_job_and_pauses_and_drops_per_run() -> None
     from emulation.jobs.records import IterationRecord
     from emulation.jobs.run_result import RunResult, summarize_job
     from emulation.jobs.run_settings import RunSettings
-    from scheduler.types import Phase, Profile
+    from scheduler.workloads.types import Phase, Profile
 
     profile = Profile("p", "p", "data", 2, 10.0, (Phase(10.0, 0.0),))
     jobs = (

@@ -137,7 +137,7 @@ def test_scheduler_names_did_you_mean() -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_dynamic_case_newcomers_must_share_and_candidates_differ(seed: int) -> None:
     """The paper's hook: no free rack to hide in, and equal placements meet different jobs."""
-    from scheduler.traffic import JobRouter as Router
+    from scheduler.workloads.traffic import JobRouter as Router
 
     view, background = dynamic_arrival_view(seed)
     free_per_rack = {

@@ -14,10 +14,10 @@ from scheduler.baselines.base import ClusterInfo, JobStatus, ProfileBook, racks_
 from scheduler.baselines.delay import DelayScheduler
 from scheduler.baselines.delay_tuner import DelayTuner, sensitivity_class, tune_timer
 from scheduler.simulator import SimSettings, simulate
-from scheduler.traces import TraceJob, poisson_trace
-from scheduler.types import Phase, Profile
+from scheduler.workloads.traces import TraceJob, poisson_trace
+from scheduler.workloads.types import Phase, Profile
 from tests.helpers.schedulers import INFO, TOPO, cluster_view
-from tests.scheduler.test_simulator import HALF, FixedBook
+from tests.scheduler.simulator.test_simulator import HALF, FixedBook
 from topologies.generators import leaf_spine
 
 BOOK = ProfileBook()
@@ -378,7 +378,7 @@ def test_in_the_simulator_preemption_charges_the_restart_to_the_victim() -> None
 
 def test_emulate_plans_the_delay_schedulers() -> None:
     from emulation.emulate.plan import plan_trace
-    from scheduler.traces import four_jobs_trace
+    from scheduler.workloads.traces import four_jobs_trace
 
     plan = plan_trace(four_jobs_trace(50), TOPO, ["delay", "delay+cassini"], 50, 1)
     assert [p.scheduler for p in plan.plans] == ["delay", "delay+cassini"]

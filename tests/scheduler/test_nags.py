@@ -18,10 +18,17 @@ from scheduler.baselines import make_scheduler, parse_scheduler_names
 from scheduler.baselines.base import Allocation, ClusterView, JobStatus, ProfileBook
 from scheduler.baselines.nags import SharingScheduler
 from scheduler.baselines.nags_groups import Member, evaluate
+from scheduler.cassini.timeshare import (
+    cycle_ms,
+    share,
+    sharing_factor,
+    slots_in_use,
+    stages,
+    utilisation,
+)
 from scheduler.simulator import SimSettings, simulate
-from scheduler.timeshare import cycle_ms, share, sharing_factor, slots_in_use, stages, utilisation
-from scheduler.traces import TraceJob, poisson_trace
-from scheduler.types import Phase, Profile
+from scheduler.workloads.traces import TraceJob, poisson_trace
+from scheduler.workloads.types import Phase, Profile
 from tests.helpers.schedulers import INFO, TOPO, cluster_view
 from topologies.generators import leaf_spine
 

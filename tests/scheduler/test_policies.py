@@ -14,7 +14,7 @@ from scheduler.policies.base import PolicyInput
 from scheduler.policies.compression import compress, group_loss
 from scheduler.policies.crux import intensity, ranked
 from scheduler.policies.echelon import flow_targets
-from scheduler.types import Phase, Profile
+from scheduler.workloads.types import Phase, Profile
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 

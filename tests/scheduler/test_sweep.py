@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from emulation.cli import main as cli_main
-from scheduler.experiment import SchedulerSummary, run_experiment
 from scheduler.simulator import SimSettings
+from scheduler.simulator.experiment import SchedulerSummary, run_experiment
 from scheduler.sweep import (
     InlineEngine,
     load_sweep_config,
@@ -26,7 +26,7 @@ from scheduler.sweep.aggregate import markdown_table, ratio_stats, seed_runs
 from scheduler.sweep.cells import cell_key, run_cell, summary_record
 from scheduler.sweep.config import Cell
 from scheduler.sweep.driver import prepare_tasks
-from scheduler.traces import generate_trace
+from scheduler.workloads.traces import generate_trace
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 

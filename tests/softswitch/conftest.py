@@ -9,8 +9,8 @@ import pytest
 from google.rpc import code_pb2
 
 from controlplane.p4info import P4InfoIndex, load_p4info
-from emulation.netns import NetnsLab
-from emulation.prefixes import new_prefix
+from emulation.fabric.netns import NetnsLab
+from emulation.housekeeping.prefixes import new_prefix
 from emulation.softswitch.p4runtime_service import RunningServer, serve
 from tests.helpers.leftovers import leftovers
 from tests.helpers.p4runtime import DEVICE_ID, Client

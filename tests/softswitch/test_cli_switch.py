@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from emulation.netns import NetnsLab
-from emulation.run_files import InterfaceLocks
+from emulation.fabric.netns import NetnsLab
+from emulation.housekeeping.run_files import InterfaceLocks
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from tests.helpers.leftovers import leftovers

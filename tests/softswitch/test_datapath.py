@@ -22,7 +22,7 @@ from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.p4info import load_p4info
 from controlplane.p4names import ECN_MARKED, PORT_RX, PORT_TX
 from controlplane.session import P4RuntimeSession
-from emulation.netns import NetnsLab
+from emulation.fabric.netns import NetnsLab
 from emulation.softswitch.datapath import STATS_PUBLISH_S, Datapath
 from emulation.softswitch.packet import build_pfc_frame
 from emulation.softswitch.ports import (

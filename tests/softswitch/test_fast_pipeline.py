@@ -24,7 +24,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
 from controlplane.p4names import COUNTERS, ECN_MARKED, JOB_ECN_MARKED, JOB_TX, PORT_TX
-from emulation.netns import NetnsLab
+from emulation.fabric.netns import NetnsLab
 from emulation.softswitch.fast_pipeline import FastSwitchProgram, available
 from emulation.softswitch.packet import build_pfc_frame
 from emulation.softswitch.port_stats import STAT_NAMES

@@ -428,8 +428,8 @@ def test_switch_serves_what_it_forwarded_and_dropped() -> None:
     from controlplane.entries import TableEntry, Update, UpdateType
     from controlplane.p4info import load_p4info
     from controlplane.session import P4RuntimeSession
-    from emulation.netns import NetnsLab
-    from emulation.prefixes import new_prefix
+    from emulation.fabric.netns import NetnsLab
+    from emulation.housekeeping.prefixes import new_prefix
     from emulation.softswitch.switch import SoftwareSwitch
     from emulation.softswitch.tm_config import TmConfig
     from tests.helpers.leftovers import leftovers

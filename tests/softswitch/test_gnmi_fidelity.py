@@ -6,7 +6,7 @@ import pytest
 
 from controlplane.gnmi import GnmiReader
 from emulation.emulate.fidelity import switch_lateness
-from emulation.netns import NetnsLab
+from emulation.fabric.netns import NetnsLab
 from emulation.softswitch.port_stats import LATENESS_BUCKETS
 from emulation.softswitch.switch import SoftwareSwitch
 from emulation.softswitch.tm_config import PortSettings, TmConfig

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from emulation.mininet_switches import SoftSwitch, SwitchPlan
-from emulation.netns import NetnsLab
+from emulation.fabric.mininet_switches import SoftSwitch, SwitchPlan
+from emulation.fabric.netns import NetnsLab
 from emulation.softswitch.attachments import port_names_of
 from emulation.softswitch.gnmi_tree import interfaces_tree
 from emulation.softswitch.port_stats import port_counters
@@ -102,9 +102,9 @@ def test_the_fabric_hands_its_topology_to_the_switch_process() -> None:
 def test_a_fabrics_switch_serves_the_chip_maps_names() -> None:
     """Whatever a run calls its veths, gNMI names the fabric's ports after the chip map."""
     from controlplane.gnmi import GnmiReader
-    from emulation.fabric import EmulatedFabric
-    from emulation.fabric_options import FabricOptions
-    from emulation.prefixes import new_prefix
+    from emulation.fabric.emulated import EmulatedFabric
+    from emulation.fabric.options import FabricOptions
+    from emulation.housekeeping.prefixes import new_prefix
     from tests.helpers.leftovers import leftovers
 
     topo = load_topology("leaf-spine:2:2:2")

@@ -25,7 +25,7 @@ from controlplane.job_samples import JobSample, SampleCollector, TelemetryStream
 from controlplane.p4info import load_p4info
 from controlplane.p4names import JOB_ECN_MARKED, JOB_TX, PORT_TX
 from controlplane.session import P4RuntimeSession
-from emulation.netns import NetnsLab
+from emulation.fabric.netns import NetnsLab
 from emulation.softswitch.gnmi_service import add_gnmi_service
 from emulation.softswitch.gnmi_telemetry import (
     TelemetrySource,

@@ -13,7 +13,7 @@ from controlplane.job_classes import JOB_CLASSES, JobSockets, job_class_entries
 from controlplane.p4info import load_p4info
 from controlplane.p4names import JOB_ECN_MARKED, JOB_TX, PORT_TX
 from controlplane.session import P4RuntimeSession
-from emulation.netns import NetnsLab
+from emulation.fabric.netns import NetnsLab
 from emulation.softswitch.p4runtime_service import RunningServer, serve
 from emulation.softswitch.state import socket_key
 from emulation.softswitch.switch import SoftwareSwitch

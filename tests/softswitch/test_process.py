@@ -25,7 +25,7 @@ from controlplane.p4info import load_p4info
 from controlplane.p4names import PORT_RX, PORT_TX
 from controlplane.proto.p4.v1 import p4runtime_pb2
 from controlplane.session import P4RuntimeSession, WriteError
-from emulation.netns import NetnsLab
+from emulation.fabric.netns import NetnsLab
 from emulation.softswitch.switch import READY_PATTERN, SoftwareSwitch
 from tests.helpers import CASSINI
 from tests.helpers.hosts import mac_of, make_hosts, udp

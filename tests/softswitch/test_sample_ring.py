@@ -17,7 +17,7 @@ from controlplane.job_classes import JobSockets, job_class_entries
 from controlplane.p4info import load_p4info
 from controlplane.p4names import COUNTERS, JOB_ECN_MARKED, JOB_TX, PORT_TX
 from controlplane.session import P4RuntimeSession
-from emulation.netns import NetnsLab
+from emulation.fabric.netns import NetnsLab
 from emulation.softswitch.fast_pipeline import FastSwitchProgram
 from emulation.softswitch.reference_program import ReferenceSwitchProgram
 from emulation.softswitch.sample_ring import SampleReader, SampleRing, Samples, ring_words

@@ -32,7 +32,7 @@ from controlplane.entries import TableEntry, Update, UpdateType
 from controlplane.p4info import P4InfoIndex, load_p4info
 from controlplane.proto.p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from controlplane.session import P4RuntimeSession
-from emulation.netns import NetnsLab
+from emulation.fabric.netns import NetnsLab
 from emulation.softswitch.arbitration import LOGGED_ROLE_CHARS, MAX_ROLE_NAME_CHARS, Session
 from emulation.softswitch.device import Device
 from emulation.softswitch.log_limit import LogLimiter

@@ -31,7 +31,7 @@ from controlplane.proto.p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from controlplane.session import ConnectionFailed, P4RuntimeSession
 from controlplane.tls import ServerTlsSettings, TlsSettings
 from emulation.cli import main
-from emulation.netns import NetnsLab
+from emulation.fabric.netns import NetnsLab
 from emulation.softswitch.p4runtime_service import RunningServer, is_loopback_address, serve
 from emulation.softswitch.port_stats import PortCounters, port_counters
 from emulation.softswitch.switch import READY_PATTERN

@@ -41,7 +41,7 @@ def test_binary_inputs_past_the_limit_are_refused_unread(tmp_path: Path) -> None
     until memory did."""
     from controlplane.bmv2 import bmv2_device_config
     from controlplane.p4info import load_p4info
-    from emulation.mininet_switches import ChipSwitch
+    from emulation.fabric.mininet_switches import ChipSwitch
     from topologies.datafile import MAX_FILE_BYTES
 
     huge = tmp_path / "huge.bin"

@@ -47,7 +47,7 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.mark.root
 def test_a_full_disk_keeps_the_old_file_whole_and_says_so(tiny_disk: Path) -> None:
-    from scheduler.traces import load_trace, snapshot_trace, write_trace
+    from scheduler.workloads.traces import load_trace, snapshot_trace, write_trace
 
     out = tiny_disk / "trace.csv"
     write_trace(snapshot_trace(10, 24, seed=1), out)

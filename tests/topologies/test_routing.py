@@ -9,7 +9,7 @@ from itertools import permutations
 
 import pytest
 
-from scheduler.traffic import JobRouter as Router
+from scheduler.workloads.traffic import JobRouter as Router
 from topologies.errors import UserInputError
 from topologies.generators import cassini_testbed, cassini_testbed_2gpu, fat_tree, leaf_spine
 
