@@ -73,17 +73,22 @@ def _api_version() -> str:
 
 
 class StreamSlots:
-    """Who holds the `cap` + 1 StreamChannel slots (the last one is the spare).
+    """Who holds the StreamChannel slots: `cap` + 1 for streams that have arbitrated
+    (the last one is the spare), and `silent_cap` for streams that have not yet.
 
-    A stream that has not sent a MasterArbitrationUpdate yet is silent, and a
-    silent stream never keeps a slot another stream needs: when every slot is
-    taken, a new stream takes the oldest silent one's (which is closed), and
-    is refused only when every holder has arbitrated. Who may hold the spare
-    (a client that becomes primary) is then decided at arbitration
-    (`Arbitration.max_sessions`). Seventeen threads reopening silent streams
-    held every slot and locked every controller out, 20 tries in 20, before.
+    A stream that has not sent a MasterArbitrationUpdate yet is silent. Silent
+    streams have slots of their own, so they never take one a controller that
+    has arbitrated needs; when every silent slot is taken, a new stream takes
+    the oldest silent one's (which is closed). A new stream is refused only
+    when every arbitrated slot is held. Who may hold the spare (a client that
+    becomes primary) is decided at arbitration (`Arbitration.max_sessions`).
+    Seventeen threads reopening silent streams held every slot and locked
+    every controller out, 20 tries in 20; with one pool for both kinds they
+    still evicted a controller's stream on a busy machine before its
+    arbitration arrived. With more silent slots than such threads
+    (`ServiceLimits.silent_streams`) a controller's stream is never evicted.
 
-    >>> slots = StreamSlots(1)
+    >>> slots = StreamSlots(1, silent_cap=2)
     >>> a, b, c = Session(), Session(), Session()
     >>> slots.take(a), slots.take(b), slots.take(c) == (True, a), slots.hear(a)
     ((True, None), (True, None), True, False)
@@ -91,29 +96,32 @@ class StreamSlots:
     (True, True, (False, None))
     """
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, silent_cap: int | None = None) -> None:
         self.cap = cap
+        self.silent_cap = cap + 1 if silent_cap is None else silent_cap
         self._open: dict[Session, bool] = {}  # oldest first: has it arbitrated (or begun to)?
         self._lock = threading.Lock()
 
     def take(self, session: Session) -> tuple[bool, Session | None]:
         """(taken, the silent stream closed to make room); (False, None) when every
-        slot is held by a stream that has arbitrated."""
+        arbitrated slot is held."""
         with self._lock:
+            heard = sum(self._open.values())
+            if heard > self.cap:
+                return False, None
             evicted = None
-            if len(self._open) > self.cap:
-                evicted = next((s for s, heard in self._open.items() if not heard), None)
-                if evicted is None:
-                    return False, None
+            if len(self._open) - heard >= self.silent_cap:
+                evicted = next(s for s, h in self._open.items() if not h)
                 del self._open[evicted]
             self._open[session] = False
             return True, evicted
 
     def hear(self, session: Session) -> bool:
-        """Its first MasterArbitrationUpdate arrived: it keeps its slot from now on;
-        False when its slot has already gone to a newer stream."""
+        """Its first MasterArbitrationUpdate arrived: it keeps an arbitrated slot from
+        now on; False when its silent slot has already gone to a newer stream, or every
+        arbitrated slot is held."""
         with self._lock:
-            if session not in self._open:
+            if session not in self._open or sum(self._open.values()) > self.cap:
                 return False
             self._open[session] = True
             return True
@@ -135,7 +143,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.device = device
         self.limits = limits if limits is not None else ServiceLimits()
         self.stopping = stopping if stopping is not None else threading.Event()
-        self._slots = StreamSlots(self.limits.max_streams)
+        self._slots = StreamSlots(self.limits.max_streams, self.limits.silent_streams)
         self._reads = threading.BoundedSemaphore(self.limits.max_reads)
         self._gate = BuildGate(self.limits.read_builders, self.stopping)
 

@@ -11,7 +11,7 @@ Every default is our choice; `ServiceLimits()` is what `cassini switch serve`
 runs with, and tests pass smaller ones.
 
 >>> ServiceLimits().workers
-50
+84
 """
 
 from __future__ import annotations
@@ -24,8 +24,13 @@ from controlplane.p4info import P4InfoIndex
 # the spare, is kept only for a client that becomes the primary of its role. A
 # stream that has not arbitrated gives its slot to a new stream that needs it.
 MAX_STREAMS = 16
+# Streams that have not arbitrated yet hold slots of their own (each a thread of
+# the pool), so they never take an arbitrated client's; past this many the oldest
+# is closed. Twice the arbitrated slots: a client opening more silent streams than
+# this at once can again close a controller's stream before it arbitrates.
+SILENT_STREAMS = 2 * (MAX_STREAMS + 1)
 # A stream that has not sent its first MasterArbitrationUpdate this long after
-# opening is closed, so silent streams cannot hold every slot.
+# opening is closed, so silent streams cannot hold their slots for ever.
 FIRST_ARBITRATION_S = 5.0
 # Messages waiting to be sent on one stream; a client that lets more pile up
 # does not read its stream and is dropped (its RPC cancelled).
@@ -58,6 +63,7 @@ class ServiceLimits:
     """The caps of one switch's P4Runtime and gNMI service (see the module constants)."""
 
     max_streams: int = MAX_STREAMS
+    silent_streams: int = SILENT_STREAMS
     first_arbitration_s: float = FIRST_ARBITRATION_S
     outbox_messages: int = OUTBOX_MESSAGES
     max_subscriptions: int = MAX_SUBSCRIPTIONS
@@ -81,7 +87,8 @@ class ServiceLimits:
         """Threads of the gRPC pool: every long RPC at its cap (streams with the spare)
         and `unary_workers` more."""
         subscriptions = self.max_subscriptions + self.harness_subscriptions
-        return self.max_streams + 1 + subscriptions + self.max_reads + self.unary_workers
+        streams = self.max_streams + 1 + self.silent_streams
+        return streams + subscriptions + self.max_reads + self.unary_workers
 
 
 def read_capacity(p4info: P4InfoIndex) -> int:

@@ -29,7 +29,7 @@ from emulation.softswitch.device import MAX_UPDATES_PER_WRITE, Device
 from emulation.softswitch.entry_validation import MAX_METADATA_BYTES
 from emulation.softswitch.errors import EntryError
 from emulation.softswitch.p4runtime_service import RunningServer, serve
-from emulation.softswitch.service_limits import MAX_STREAMS, ServiceLimits
+from emulation.softswitch.service_limits import ServiceLimits
 from emulation.softswitch.state import LocalDataplane
 from emulation.softswitch.write_status import (
     DETAILED_FAILURES,
@@ -302,8 +302,9 @@ def test_large_metadata_is_refused_and_wildcard_reads_are_chunked_by_bytes(
 def test_idle_streams_cannot_starve_unary_rpcs() -> None:
     """32 idle StreamChannels used to take every worker: Capabilities then hung.
 
-    MAX_STREAMS + 1 slots are served; each silent stream past them takes the
-    oldest silent one's slot, which is closed at once (15 of them). The silent
+    `silent_streams` slots are served to streams that have not arbitrated; each
+    silent stream past them takes the oldest silent one's slot, which is closed
+    at once (as many as were served). The silent
     ones get 120 s to arbitrate, so none is closed for its time while the test
     runs, however busy the machine: starved, Capabilities would wait that long."""
     limits = ServiceLimits(first_arbitration_s=120.0)
@@ -318,11 +319,11 @@ def test_idle_streams_cannot_starve_unary_rpcs() -> None:
             yield item
 
     try:
-        for _ in range(2 * MAX_STREAMS):
+        for _ in range(2 * limits.silent_streams):
             box: queue.Queue[Any] = queue.Queue()
             outboxes.append(box)
             streams.append(stub.StreamChannel(requests(box)))
-        refused = MAX_STREAMS - 1
+        refused = limits.silent_streams
         assert wait_for(lambda: sum(s.done() for s in streams) >= refused)  # all arrived
         began = time.monotonic()
         served_within = limits.first_arbitration_s / 3
