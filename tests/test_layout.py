@@ -173,3 +173,16 @@ def test_each_layer_is_its_rooms_and_a_few_shared_modules() -> None:
         assert packages == {room for level in rooms for room in level}, layer
         loose = {p.name for p in (ROOT / layer).glob("*.py")} - {"__init__.py", "__main__.py"}
         assert loose == set(), layer
+
+
+# A command module parses, calls the library and prints: past this, it computes.
+MAX_COMMAND_LINES = 250
+
+
+def test_command_modules_only_parse_call_and_print() -> None:
+    long = {
+        path.name: n
+        for path in (ROOT / "emulation" / "cli").glob("*.py")
+        if (n := len(path.read_text().splitlines())) > MAX_COMMAND_LINES
+    }
+    assert long == {}
