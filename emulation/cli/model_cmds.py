@@ -21,10 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add `models` (and its old name, `profiles`) and `compat`."""
     for name in ("models", OLD_MODELS_NAME):
         # the old name gets no help, so the list of commands shows only the new one
-        if name == "models":
-            prof = sub.add_parser(name, help=MODELS_HELP)
-        else:
-            prof = sub.add_parser(name)
+        prof = sub.add_parser(name, help=MODELS_HELP) if name == "models" else sub.add_parser(name)
         prof.add_argument(
             "--workers",
             type=positive_int_up_to(MAX_WORKERS),
