@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from .common import add_topology_argument, positive_float
+from .common import add_models_argument, add_topology_argument, positive_float
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="themis,th+cassini",
         help="who places --trace; the heaviest placement counts (default themis,th+cassini)",
     )
-    cap.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    add_models_argument(cap)
     cap.add_argument(
         "--headroom",
         type=positive_float,

@@ -115,6 +115,11 @@ def add_scale_argument(parser: argparse.ArgumentParser, auto: bool = False) -> N
 # ---------------------------------------------------------------- output and interruption
 
 
+def add_models_argument(parser: argparse.ArgumentParser) -> None:
+    """`--models FILE`, as every command that reads the models takes it (one help text)."""
+    parser.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+
+
 def add_force_argument(parser: argparse.ArgumentParser) -> None:
     """`--force`, as every command that writes files takes it (see `topologies.outputs`)."""
     parser.add_argument(
@@ -183,6 +188,7 @@ __all__ = [
     "MAX_PORT",
     "Interrupted",
     "add_force_argument",
+    "add_models_argument",
     "add_settings_arguments",
     "add_tls_client_arguments",
     "add_tls_server_arguments",

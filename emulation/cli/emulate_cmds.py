@@ -21,6 +21,7 @@ from .common import (
     MAX_JOBS,
     Interrupted,
     add_force_argument,
+    add_models_argument,
     add_scale_argument,
     add_topology_argument,
     nonnegative_int,
@@ -90,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a schedule (JSON, as `cassini schedule --json` writes it and `fabric run` takes it): "
         "scheduler 'given' runs it as it is, the others on its placement",
     )
-    emu.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    add_models_argument(emu)
     measured = emu.add_mutually_exclusive_group()
     measured.add_argument("--profiles", metavar="FILE", help=PROFILES_HELP)
     measured.add_argument(

@@ -23,6 +23,7 @@ from .common import (
     MAX_ITERATIONS,
     Interrupted,
     add_force_argument,
+    add_models_argument,
     add_scale_argument,
     add_topology_argument,
     parse_duration,
@@ -76,7 +77,7 @@ def register(fabric_sub: argparse._SubParsersAction) -> None:
     add_scale_argument(run, auto=True)
     add_transport_argument(run)
     add_policy_argument(run)
-    run.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    add_models_argument(run)
     run.add_argument(
         "--jobs-file", metavar="FILE", help="profiles JSON (`cassini models --json` schema)"
     )

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from .common import MAX_WORKERS, positive_float, positive_int_up_to
+from .common import MAX_WORKERS, add_models_argument, positive_float, positive_int_up_to
 
 OLD_MODELS_NAME = "profiles"
 MODELS_HELP = "communication profiles of the built-in models (was `cassini profiles`)"
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         prof.add_argument(
             "--nic-gbps", type=positive_float, default=50.0, help="NIC line rate (default 50)"
         )
-        prof.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+        add_models_argument(prof)
         prof.add_argument("--json", action="store_true", help="machine-readable output")
         prof.set_defaults(handler=_models, old_name=name == OLD_MODELS_NAME)
 
@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--precision-deg", type=positive_float, default=5.0, help="angle grid (default 5)"
     )
     compat.add_argument("--solver", default="auto", help="exact, fast or auto (default)")
-    compat.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    add_models_argument(compat)
     compat.add_argument(
         "--no-pace",
         action="store_true",

@@ -10,6 +10,7 @@ import time
 from .common import (
     MAX_CANDIDATES,
     MAX_PROCESSES,
+    add_models_argument,
     add_topology_argument,
     nonnegative_int,
     positive_float,
@@ -56,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sched.add_argument(
         "--seed", type=nonnegative_int, default=0, help="seed of the candidate generator"
     )
-    sched.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    add_models_argument(sched)
     sched.add_argument("--profiles", metavar="FILE", help=PROFILES_HELP)
     sched.add_argument(
         "--no-pace",
