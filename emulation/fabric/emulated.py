@@ -467,6 +467,13 @@ class EmulatedFabric:
         process = None if self._switch is None else self._switch.process
         return None if process is None else process.pid
 
+    @property
+    def thrift_port(self) -> int | None:
+        """bmv2's Thrift port, where simple_switch_CLI reads registers its P4Runtime server
+        does not serve (None on other targets or when stopped)."""
+        port = getattr(self._switch, "thrift_port", None)
+        return port if isinstance(port, int) else None
+
     def switch_failure(self) -> str | None:
         """None while the switch process runs; once it has ended, which process and why.
 
