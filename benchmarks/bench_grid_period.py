@@ -46,7 +46,8 @@ from emulation.jobs.run_settings import RunSettings
 from emulation.jobs.supervisor import run_schedule
 from emulation.profile.measure import MeasuredProfile, profile_models
 from scheduler.cassini.plans import plan_link
-from scheduler.workloads.profiles import build_profile, grid_profile
+from scheduler.workloads.profile_files import grid_profile
+from scheduler.workloads.profiles import build_profile
 from scheduler.workloads.types import Profile
 from topologies.library import load_topology
 

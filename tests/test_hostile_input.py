@@ -24,7 +24,8 @@ from emulation.cli import main
 from emulation.jobs.launch import parse_schedule, read_schedule
 from emulation.softswitch.tm_config import load_tm_config
 from scheduler.sweep.config import load_sweep_config
-from scheduler.workloads.profiles import load_models, load_profiles_file
+from scheduler.workloads.profile_files import load_profiles_file
+from scheduler.workloads.profiles import load_models
 from scheduler.workloads.sharing_model import load_sharing_model
 from scheduler.workloads.traces import load_trace
 from topologies.errors import UserInputError
@@ -67,11 +68,41 @@ DOCUMENTS = st.recursive(
         st.lists(inner, max_size=4),
         st.dictionaries(
             st.sampled_from(
-                ["name", "servers", "switches", "links", "models", "jobs", "placement",
-                 "shifts_ms", "models", "seeds", "ports", "pfc", "wred", "phases", "a", "b",
-                 "gbps", "arrival_s", "model", "workers", "iterations", "loopback_cables",
-                 "structures", "parallelism", "compute_ms", "params_m", "batch_size",
-                 "runs", "by_active", "active", "samples", "utilisation", "fairness"]
+                [
+                    "name",
+                    "servers",
+                    "switches",
+                    "links",
+                    "models",
+                    "jobs",
+                    "placement",
+                    "shifts_ms",
+                    "models",
+                    "seeds",
+                    "ports",
+                    "pfc",
+                    "wred",
+                    "phases",
+                    "a",
+                    "b",
+                    "gbps",
+                    "arrival_s",
+                    "model",
+                    "workers",
+                    "iterations",
+                    "loopback_cables",
+                    "structures",
+                    "parallelism",
+                    "compute_ms",
+                    "params_m",
+                    "batch_size",
+                    "runs",
+                    "by_active",
+                    "active",
+                    "samples",
+                    "utilisation",
+                    "fairness",
+                ]
             ),  # fmt: skip
             inner,
             max_size=5,
@@ -95,7 +126,9 @@ def _read(reader: Callable[[Path], object], path: Path) -> None:
 
 
 @pytest.mark.parametrize(("reader", "name"), READERS, ids=IDS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.binary(max_size=400))
 def test_any_bytes_are_read_or_refused_in_one_line(
     tmp_path: Path, reader: Callable[[Path], object], name: str, data: bytes
@@ -106,7 +139,9 @@ def test_any_bytes_are_read_or_refused_in_one_line(
 
 
 @pytest.mark.parametrize(("reader", "name"), READERS, ids=IDS)
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(doc=DOCUMENTS)
 def test_any_document_is_read_or_refused_in_one_line(
     tmp_path: Path, reader: Callable[[Path], object], name: str, doc: Any

@@ -100,7 +100,8 @@ def _run(args: argparse.Namespace) -> int:
     from emulation.jobs.launch import parse_schedule, plan_jobs, read_schedule
     from emulation.jobs.run_settings import RunSettings
     from emulation.jobs.supervisor import run_schedule
-    from scheduler.workloads.profiles import load_models, load_profiles_file
+    from scheduler.workloads.profile_files import load_profiles_file
+    from scheduler.workloads.profiles import load_models
     from topologies.errors import UserInputError
     from topologies.library import load_topology
     from topologies.outputs import check_output, staged_folder, write_or_rescue

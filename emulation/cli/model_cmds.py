@@ -71,7 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _models(args: argparse.Namespace) -> int:
     if args.old_name:  # one release: the old name works and says the new one
         print(f"cassini: note: `{OLD_MODELS_NAME}` is now `cassini models`", file=sys.stderr)
-    from scheduler.workloads.profiles import build_profile, load_models, profile_to_dict
+    from scheduler.workloads.profile_files import profile_to_dict
+    from scheduler.workloads.profiles import build_profile, load_models
 
     models = load_models(args.models)
     profiles = [
@@ -94,7 +95,8 @@ def _models(args: argparse.Namespace) -> int:
 def _compat(args: argparse.Namespace) -> int:
     from scheduler.cassini.compatibility import check_capacity_gbps
     from scheduler.cassini.plans import LINK_PLANS, plan_link
-    from scheduler.workloads.profiles import load_models, load_profiles_file, profiles_from_list
+    from scheduler.workloads.profile_files import load_profiles_file
+    from scheduler.workloads.profiles import load_models, profiles_from_list
 
     check_capacity_gbps(args.capacity_gbps, "--capacity-gbps")
     if args.jobs_file:

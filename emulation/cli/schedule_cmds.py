@@ -76,7 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _schedule(args: argparse.Namespace) -> int:
     from scheduler.cassini.schedule import schedule_trace
-    from scheduler.workloads.profiles import load_models, with_measured_profiles
+    from scheduler.workloads.profile_files import with_measured_profiles
+    from scheduler.workloads.profiles import load_models
     from scheduler.workloads.traces import resolve_trace
     from topologies.library import load_topology
 

@@ -155,7 +155,8 @@ def _simulate(args: argparse.Namespace) -> int:
     from scheduler.simulator import SimSettings
     from scheduler.simulator.experiment import run_experiment
     from scheduler.simulator.report import format_ratio, write_outputs
-    from scheduler.workloads.profiles import load_models, with_measured_profiles
+    from scheduler.workloads.profile_files import with_measured_profiles
+    from scheduler.workloads.profiles import load_models
     from scheduler.workloads.sharing_model import load_sharing_model
     from scheduler.workloads.traces import TRACE_KINDS, check_fits, resolve_trace
     from topologies.library import load_topology

@@ -126,7 +126,8 @@ class Live:
 
 def make_plan(settings: EmulateSettings, topo: Topology) -> TracePlan:
     """Resolve the trace and let every scheduler decide on it (no fabric yet)."""
-    from scheduler.workloads.profiles import load_models, with_measured_profiles
+    from scheduler.workloads.profile_files import with_measured_profiles
+    from scheduler.workloads.profiles import load_models
     from scheduler.workloads.sharing_model import load_sharing_model
     from scheduler.workloads.traces import check_fits, resolve_trace
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from controlplane.telemetry import TelemetryLog
-from scheduler.workloads.profiles import profile_to_dict
+from scheduler.workloads.profile_files import profile_to_dict
 
 from .records import csv_rows
 from .run_result import RunResult

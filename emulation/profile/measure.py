@@ -43,7 +43,7 @@ import numpy as np
 
 from emulation.emulate.telemetry_series import Telemetry, job_starts, sample_interval
 from emulation.jobs.records import IterationRecord
-from scheduler.workloads.profiles import profile_to_dict
+from scheduler.workloads.profile_files import profile_to_dict
 from scheduler.workloads.types import Phase, Profile
 from scheduler.workloads.up_slack import up_slack
 from topologies.model import Topology

@@ -56,7 +56,7 @@ def pair_plan(
 
     `profiles`: a profiles file (`cassini profile --out`); its models' measured
     profiles replace the derived ones, each paced at its measured grid period
-    (`scheduler.workloads.profiles.with_measured_profiles`) and planned with its Up phase at its
+    (`scheduler.workloads.profile_files.with_measured_profiles`) and planned with its Up phase at its
     p95 (`scheduler.cassini.plans.group_problem`); the plan's Up and iteration times are the
     measured means (the grid's padding left out).
 
@@ -65,13 +65,8 @@ def pair_plan(
     (('resnet50-0', 'resnet50-1'), 1.0, 49.8)
     """
     from scheduler.cassini.plans import best_option, group_problem, plan_link
-    from scheduler.workloads.profiles import (
-        load_models,
-        load_profiles_with_periods,
-        normalize_model_name,
-        profiles_from_list,
-        with_measured_profiles,
-    )
+    from scheduler.workloads.profile_files import load_profiles_with_periods, with_measured_profiles
+    from scheduler.workloads.profiles import load_models, normalize_model_name, profiles_from_list
 
     specs = with_measured_profiles(load_models(None), profiles)
     planned = profiles_from_list(",".join(models), WORKERS, specs)

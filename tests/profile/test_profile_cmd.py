@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from emulation.cli import main
-from scheduler.workloads.profiles import build_profile, load_profiles_with_periods
+from scheduler.workloads.profile_files import load_profiles_with_periods
+from scheduler.workloads.profiles import build_profile
 
 
 @pytest.mark.root

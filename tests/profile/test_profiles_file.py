@@ -8,13 +8,12 @@ from pathlib import Path
 import pytest
 
 from scheduler.baselines.base import ProfileBook
-from scheduler.workloads.profiles import (
-    build_profile,
-    load_models,
+from scheduler.workloads.profile_files import (
     load_profiles_file,
     load_profiles_with_periods,
     with_measured_profiles,
 )
+from scheduler.workloads.profiles import build_profile, load_models
 from topologies.errors import UserInputError
 
 ENTRY = {

@@ -8,13 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from scheduler.workloads.profile_files import load_profiles_file, profile_to_dict
 from scheduler.workloads.profiles import (
     allreduce_bytes_per_worker,
     build_profile,
     load_models,
-    load_profiles_file,
     model_names,
-    profile_to_dict,
 )
 from topologies.errors import UserInputError
 
@@ -171,7 +170,10 @@ def test_profiles_file_not_json_names_line(tmp_path: Path) -> None:
     ("edit", "message"),
     [
         ({"overlap": "false"}, r"field 'overlap' must be bool, got 'false'"),
-        ({"send_mb": float("nan")}, r"field 'send_mb' must be a finite number up to 1e\+07, got nan"),
+        (
+            {"send_mb": float("nan")},
+            r"field 'send_mb' must be a finite number up to 1e\+07, got nan",
+        ),
         ({"send_mb": float("inf")}, r"field 'send_mb' must be a finite number"),
         ({"rate": "fast"}, r"field 'rate' must be float, got 'fast'"),
     ],
