@@ -32,11 +32,15 @@ from scheduler.cassini.compatibility import (
     compatibility,
     free_running_score,
 )
-from scheduler.cassini.holding import HOLD_TOLERANCE, free_slowdown, grid_slip, holding_factor
-from scheduler.cassini.periods import coupled_groups, paced_profile, pacing_options
+from scheduler.cassini.pacing import FREE_RUNNING_MARGIN as FREE_RUNNING_MARGIN
+from scheduler.cassini.pacing import GroupPlan as GroupPlan
+from scheduler.cassini.pacing import LinkKey
+from scheduler.cassini.pacing import best_option as best_option
+from scheduler.cassini.pacing import group_problem as group_problem
+from scheduler.cassini.pacing import plan_group as plan_group
+from scheduler.cassini.periods import coupled_groups, paced_profile
 from scheduler.workloads.traffic import JobRouter
 from scheduler.workloads.types import Placement, Profile, Schedule
-from scheduler.workloads.up_slack import with_long_up
 from topologies.errors import UserInputError, did_you_mean
 from topologies.model import DirectedLink
 
@@ -49,9 +53,6 @@ AGGREGATES = ("total", "mean", "min", "p10")
 # "paper": any cycle in the affinity graph discards the candidate (Theorem 1);
 # "consistent" (our choice, default): only cycles whose shifts disagree do.
 CYCLE_RULES = ("consistent", "paper")
-# (our choice) Pacing must beat running free by this much, in links' worth of
-# oversubscription (1 = one link always oversubscribed by its capacity).
-FREE_RUNNING_MARGIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,9 @@ class CandidateResult:
     # Jobs whose shifts are relative to each other (one affinity component each).
     groups: tuple[tuple[str, ...], ...] = ()
     value: float = 0.0
+    # Per paced job, its group's circle: the perimeter, and its iterations on it (ratio).
+    circles_ms: Mapping[str, float] = field(default_factory=dict)
+    ratios: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -99,204 +103,6 @@ def _aggregate(scores: Sequence[float], how: str) -> float:
     if how == "min":
         return float(min(scores))
     return float(np.percentile(scores, 10))
-
-
-# A link's solution depends only on the multiset of (profile content, capacity);
-# the key orders the profiles so identical links map to one entry.
-LinkKey = tuple[tuple[tuple[float, tuple[tuple[float, float], ...]], ...], float]
-
-
-def _content(profile: Profile) -> tuple[float, tuple[tuple[float, float], ...]]:
-    return (profile.iteration_ms, tuple((p.duration_ms, p.gbps) for p in profile.phases))
-
-
-def solve_link(
-    jobs: Sequence[str],
-    profiles: Mapping[str, Profile],
-    capacity: float,
-    precision_deg: float,
-    solver: str,
-    cache: dict[LinkKey, LinkSolution],
-) -> tuple[LinkSolution, dict[str, float]]:
-    """Solve (or reuse) one link; returns the solution and its shifts keyed by job name."""
-    ordered = sorted(jobs, key=lambda j: (_content(profiles[j]), j))
-    contents = tuple(_content(profiles[j]) for j in ordered)
-    key: LinkKey = (contents, capacity)
-    solution = cache.get(key)
-    if solution is None:
-        slots = [replace(profiles[j], name=f"#{i}") for i, j in enumerate(ordered)]
-        solution = compatibility(slots, capacity, precision_deg, solver)
-        cache[key] = solution
-    return solution, {job: solution.shifts_ms[f"#{i}"] for i, job in enumerate(ordered)}
-
-
-@dataclass(frozen=True)
-class GroupPlan:
-    """How one group of coupled jobs runs: its links' scores, shifts and paced periods.
-
-    `value` is minus its cost: oversubscription (1 - score) summed over its
-    links plus idling fractions summed over its jobs. A group left to run
-    free has no shifts and no periods, and its links' free-running scores.
-    """
-
-    value: float
-    link_scores: dict[DirectedLink, float]
-    link_shifts: dict[DirectedLink, dict[str, float]]
-    periods_ms: dict[str, float]
-    half_bin_ms: float
-
-
-@dataclass(frozen=True, eq=False)
-class GroupProblem:
-    """One group of coupled jobs to plan: its shared links (each with its jobs and
-    capacity), the jobs' profiles as planned, and the solver's settings and cache."""
-
-    links: Mapping[DirectedLink, tuple[str, ...]]
-    profiles: Mapping[str, Profile]
-    capacities: Mapping[DirectedLink, float]
-    precision_deg: float
-    solver: str
-    cache: dict[LinkKey, LinkSolution]
-
-
-def group_problem(
-    links: Mapping[DirectedLink, tuple[str, ...]],
-    profiles: Mapping[str, Profile],
-    capacities: Mapping[DirectedLink, float],
-    precision_deg: float,
-    solver: str,
-    cache: dict[LinkKey, LinkSolution],
-    pace: bool,
-) -> GroupProblem:
-    """The group as Cassini plans it. Paced, a measured job is planned with its Up phase
-    at its p95 (`with_long_up`), so that the grid has room for the Up phases that run
-    long."""
-    planned = {j: with_long_up(p) for j, p in profiles.items()} if pace else dict(profiles)
-    return GroupProblem(links, planned, capacities, precision_deg, solver, cache)
-
-
-def plan_group(
-    links: Mapping[DirectedLink, tuple[str, ...]],
-    profiles: Mapping[str, Profile],
-    capacities: Mapping[DirectedLink, float],
-    precision_deg: float,
-    solver: str,
-    cache: dict[LinkKey, LinkSolution],
-    pace: bool,
-) -> GroupPlan:
-    """The best way to run one group: paced and shifted, or free-running.
-
-    (our choice) With `pace`, each pacing option costs its links'
-    oversubscription (1 - score, summed) plus its jobs' idling fractions
-    (summed), and must beat the links' free-running expectation
-    (`free_running_score`) by FREE_RUNNING_MARGIN: otherwise the
-    group runs unaligned, without shifts, and loses no time idling. The best
-    option must also be a grid its jobs can hold (`held_plan`): one stretched
-    to hold is kept only if the fluid expects the jobs faster on it than free,
-    and one that no stretch makes hold runs free. Without `pace` the jobs keep
-    their own iteration times, rounded onto each circle (the paper), and are
-    always shifted. Paced, measured Up phases are planned at their p95
-    (`group_problem`).
-    """
-    problem = group_problem(links, profiles, capacities, precision_deg, solver, cache, pace)
-    best = best_option(problem, pace)
-    if not pace:
-        return best
-    planned = problem.profiles
-    free_scores = {
-        link: free_running_score([planned[j] for j in group], capacities[link])
-        for link, group in links.items()
-    }
-    free_plan = GroupPlan(-sum(1.0 - s for s in free_scores.values()), free_scores, {}, {}, 0.0)
-    held: GroupPlan | None = best
-    if best.periods_ms:
-        held = held_plan(problem, best)
-    if held is None:
-        # (our choice) No grid up to holding.MAX_STRETCH holds: paced, the jobs would
-        # overrun their slots and the agents skip one each time; they run free.
-        return free_plan
-    if held is not best:
-        # (our choice) A stretched grid is kept when the jobs run faster on it than they
-        # are expected to run free (`holding.free_slowdown`): oversubscription against
-        # idling, as the value rule weighs them, prices neither in time. Both sides are
-        # plain means: over the group's jobs, and over its links whatever jobs each
-        # carries (our choice).
-        held_slowdown = float(np.mean([held.periods_ms[j] / planned[j].iteration_ms
-                                       for j in held.periods_ms]))  # fmt: skip
-        free = [
-            free_slowdown([planned[j] for j in group], capacities[link])
-            for link, group in links.items()
-        ]
-        return held if held_slowdown < float(np.mean(free)) - FREE_RUNNING_MARGIN else free_plan
-    return best if best.value > free_plan.value + FREE_RUNNING_MARGIN else free_plan
-
-
-def best_option(problem: GroupProblem, pace: bool) -> GroupPlan:
-    """The best pacing option of one group by its value (oversubscription plus idle), on
-    its own grid: before `held_plan` stretches it and before the free-running test."""
-    links = problem.links
-    jobs = sorted({j for group in links.values() for j in group})
-    own = {j: problem.profiles[j].iteration_ms for j in jobs}
-    options = pacing_options(own, list(links.values())) if pace else [own]
-    plans = [plan_at(problem, p) for p in options]
-    best = plans[0]
-    for plan in plans[1:]:
-        if plan.value > best.value + 1e-12:
-            best = plan
-    return best
-
-
-def plan_at(problem: GroupProblem, periods: Mapping[str, float]) -> GroupPlan:
-    """One group paced at `periods`: every link solved, valued as its links'
-    oversubscription plus its jobs' idle against their own iteration times."""
-    profiles = problem.profiles
-    paced = {j: paced_profile(profiles[j], q) for j, q in periods.items()}
-    scores: dict[DirectedLink, float] = {}
-    shifts: dict[DirectedLink, dict[str, float]] = {}
-    half_bin_ms = 0.0
-    for link, group in problem.links.items():
-        solution, shifts[link] = solve_link(
-            group, paced, problem.capacities[link], problem.precision_deg, problem.solver,
-            problem.cache,
-        )  # fmt: skip
-        scores[link] = solution.score
-        half_bin_ms = max(
-            half_bin_ms, solution.perimeter_ms / bins_for_precision(problem.precision_deg) / 2
-        )
-    idle = sum(q / profiles[j].iteration_ms - 1.0 for j, q in periods.items())
-    value = -sum(1.0 - s for s in scores.values()) - idle
-    return GroupPlan(value, scores, shifts, dict(periods), half_bin_ms)
-
-
-def held_plan(problem: GroupProblem, plan: GroupPlan) -> GroupPlan | None:
-    """`plan` with its periods stretched until every job holds its grid with its Up phases
-    meeting the others' (`scheduler.cassini.holding`), its shifts solved again there and the idle
-    charged; `plan` itself when it holds as planned; None when no stretch up to
-    `holding.MAX_STRETCH` holds.
-
-    (our choice) Each link of the group is simulated on its own: a job crossing two
-    shared links is late by the worse of them.
-    """
-    tried: dict[float, GroupPlan] = {1.0: plan}
-    profiles, capacities = problem.profiles, problem.capacities
-
-    def holds(factor: float) -> bool:
-        if factor not in tried:
-            tried[factor] = plan_at(problem, {j: q * factor for j, q in plan.periods_ms.items()})
-        at = tried[factor]
-        return all(
-            max(grid_slip(
-                [profiles[j] for j in group],
-                [at.periods_ms[j] for j in group],
-                [at.link_shifts[link].get(j, 0.0) for j in group],
-                capacities[link],
-                give_up=HOLD_TOLERANCE,
-            )) <= HOLD_TOLERANCE
-            for link, group in problem.links.items()
-        )  # fmt: skip
-
-    factor = holding_factor(holds)
-    return None if factor is None else tried[factor]
 
 
 # What each plan of one link means, for people (`LinkPlan.plan` is the first word).
@@ -443,6 +249,8 @@ def evaluate_candidate(
     link_scores = {link_id(link): 1.0 for link in shared}
     link_shifts: dict[DirectedLink, dict[str, float]] = {}
     periods: dict[str, float] = {}
+    circles: dict[str, float] = {}
+    ratios: dict[str, int] = {}
     half_bin_ms = 0.0
     for group in coupled_groups(coupling.values()):
         group_links = {link: jobs for link, jobs in coupling.items() if jobs[0] in group}
@@ -450,6 +258,8 @@ def evaluate_candidate(
         link_scores.update({link_id(link): score for link, score in plan.link_scores.items()})
         link_shifts.update(plan.link_shifts)
         periods.update(plan.periods_ms)
+        circles.update(dict.fromkeys(plan.circle.iterations, plan.circle.perimeter_ms))
+        ratios.update(plan.circle.iterations)
         half_bin_ms = max(half_bin_ms, plan.half_bin_ms)
     aligned = {job: job_links[job] & link_shifts.keys() for job in periods}
     graph = build_affinity_graph(aligned)
@@ -484,6 +294,8 @@ def evaluate_candidate(
         idle=idle,
         groups=result.components,
         value=value,
+        circles_ms={j: round(p, 6) for j, p in circles.items()},
+        ratios=ratios,
     )
 
 

@@ -13,10 +13,7 @@ from scheduler.cassini.periods import coupled_groups, pacing_options
 
 
 def paced_periods(
-    iteration_ms: Mapping[str, float],
-    links: Iterable[Collection[str]],
-    cap_factor: float = 8.0,
-    max_units: int = 16,
+    iteration_ms: Mapping[str, float], links: Iterable[Collection[str]]
 ) -> dict[str, float]:
     """The least-idling periods for jobs on shared links (jobs on none are absent).
 
@@ -31,5 +28,5 @@ def paced_periods(
     periods: dict[str, float] = {}
     for group in coupled_groups(shared):
         group_links = [link for link in shared if link[0] in group]
-        periods.update(pacing_options(iteration_ms, group_links, cap_factor, max_units, count=1)[0])
+        periods.update(pacing_options(iteration_ms, group_links, count=1)[0].periods_ms)
     return periods

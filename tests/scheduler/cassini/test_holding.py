@@ -145,3 +145,22 @@ def test_a_measured_up_phase_is_planned_at_its_p95() -> None:
     assert shift == pytest.approx(period / 2, abs=period * 5 / 360)
     # the slack is for planning only: the profiles are unchanged
     assert replace(job("a", 15.0), up_slack_ms=0.0) == job("a", 0.0)
+
+
+def test_a_pair_is_paced_on_a_circle_where_one_job_idles_for_its_ratio() -> None:
+    """Hand case: a (160 ms, Up 60) and b (190 ms, Up 70) at the whole link. No shift
+    interleaves them at their own pace (160:190 is no ratio up to 4), and the
+    old quanta offered only grids that idled at most 15% or that cannot be held; on
+    one 1:1 circle of 190 ms, a idling 30 ms, their Up phases (130 ms) take turns,
+    and the jobs run 1.094x on average against the 1.139x the fluid expects free."""
+    a = Profile("a", "m", "data", 2, 160.0, (Phase(100.0, 0.0), Phase(60.0, 50.0)))
+    b = Profile("b", "m", "data", 2, 190.0, (Phase(120.0, 0.0), Phase(70.0, 50.0)))
+    link = plan_link([a, b], 50.0, 5.0, "auto", pace=True)
+    assert link.plan == "paced"
+    assert link.periods_ms == {"a": pytest.approx(190.0), "b": pytest.approx(190.0)}
+    shifts = link.solution.shifts_ms
+    assert shifts["a"] != shifts["b"]
+    held = grid_slip((a, b), (190.0, 190.0), (shifts["a"], shifts["b"]), 50.0)
+    assert max(held) <= HOLD_TOLERANCE
+    mean_stretch = (190.0 / 160.0 + 1.0) / 2
+    assert mean_stretch < free_slowdown([a, b], 50.0) - 0.04

@@ -10,7 +10,7 @@ import pytest
 from scheduler.baselines.base import ProfileBook
 from scheduler.cassini.circle import unified_perimeter
 from scheduler.cassini.compatibility import compatibility, free_running_score
-from scheduler.cassini.periods import paced_profile, pacing_options
+from scheduler.cassini.periods import MAX_RATIO, MAX_STRETCH, paced_profile, pacing_options
 from scheduler.simulator import SimSettings, simulate
 from scheduler.workloads.traces import TraceJob
 from scheduler.workloads.types import Phase, Profile
@@ -31,13 +31,14 @@ def test_paced_periods_are_commensurate_and_never_shorter() -> None:
     periods = paced_periods(own, links)
     assert set(periods) == set(own)
     for job, q in periods.items():
-        assert own[job] <= q <= own[job] * 1.1
-    # one quantum divides every period, so each link's circle is exact
+        assert own[job] <= q <= own[job] * MAX_STRETCH
+    # each link's circle is exact, and no job runs more than MAX_RATIO iterations of it
     for link in links:
         perimeter, approximated = unified_perimeter([periods[j] for j in link])
         assert not approximated
         for j in link:
             assert perimeter / periods[j] == pytest.approx(round(perimeter / periods[j]))
+            assert round(perimeter / periods[j]) <= MAX_RATIO
 
 
 def test_unlinked_groups_are_paced_independently() -> None:
@@ -46,12 +47,39 @@ def test_unlinked_groups_are_paced_independently() -> None:
     assert paced_periods(own, [("a",), ("c", "d")]) == {"c": 133.0, "d": 133.0}
 
 
-def test_pacing_options_offer_a_harmonic_grid() -> None:
+def test_periods_of_200_and_300_ms_share_one_circle_of_600_unstretched() -> None:
+    least = pacing_options({"a": 200.0, "b": 300.0}, [("a", "b")])[0]
+    assert least.perimeter_ms == pytest.approx(600.0)
+    assert dict(least.iterations) == {"a": 3, "b": 2}
+    assert least.periods_ms == {"a": pytest.approx(200.0), "b": pytest.approx(300.0)}
+
+
+def test_periods_of_197_and_253_ms_share_a_circle_of_four_and_three_iterations() -> None:
+    """One stretch for both cannot make 197 and 253 commensurate; a stretch of its own
+    for the longer job can: 4 x 197 = 788 = 3 x 262.7, VGG19 stretched 3.8%."""
+    own = {"bert": 197.0, "vgg19": 253.0}
+    options = pacing_options(own, [("bert", "vgg19")])
+    least = options[0]
+    assert dict(least.iterations) == {"bert": 4, "vgg19": 3}
+    assert least.perimeter_ms == pytest.approx(788.0)
+    stretch = least.stretch(own)
+    assert stretch["bert"] == pytest.approx(1.0)
+    assert stretch["vgg19"] == pytest.approx(788.0 / 3 / 253.0) == pytest.approx(1.038, abs=1e-3)
+    # more harmonic circles are offered after it, least idling first, none past the bounds
+    assert [dict(c.iterations) for c in options] == [
+        {"bert": 4, "vgg19": 3}, {"bert": 3, "vgg19": 2}, {"bert": 1, "vgg19": 1}
+    ]
+    idles = [sum(c.stretch(own).values()) for c in options]
+    assert idles == sorted(idles) and max(max(c.stretch(own).values()) for c in options) <= 1.5
+
+
+def test_a_ratio_past_the_bound_is_not_offered() -> None:
+    # 211.2 against 188.6 is 9:8 at 0.4% idle, but 9 iterations of one link's circle
+    # leave gaps too short to take turns in: the least idling circle offered is 1:1.
     options = pacing_options({"a": 211.2, "b": 188.6}, [("a", "b")])
-    assert len(options) >= 2
-    least_idle = options[0]
-    assert least_idle["b"] == pytest.approx(188.6) and least_idle["a"] < 213.0
-    assert {"a": pytest.approx(211.2), "b": pytest.approx(211.2)} in options
+    assert dict(options[0].iterations) == {"a": 1, "b": 1}
+    assert options[0].periods_ms == {"a": pytest.approx(211.2), "b": pytest.approx(211.2)}
+    assert all(max(c.iterations.values()) <= MAX_RATIO for c in options)
 
 
 def test_paced_profile_idles_at_the_end() -> None:
