@@ -119,10 +119,14 @@ def _compat(args: argparse.Namespace) -> int:
         f"running unaligned: expected score {free:.4f}; plan: {LINK_PLANS[link.plan]}\nthe plan's score {link.plan_score:.4f} (the shifts below)"
     )
     print(f"unified circle {sol.perimeter_ms:g} ms{approx}, precision {args.precision_deg:g} deg")
-    print(f"{'job':<18}{'iter_ms':>10}{'paced_ms':>10}{'rotation_deg':>14}{'shift_ms':>10}")
+    print(
+        f"{'job':<18}{'iter_ms':>10}{'paced_ms':>10}{'stretch':>9}{'ratio':>7}"
+        f"{'rotation_deg':>14}{'shift_ms':>10}"
+    )
     for p in profiles:
         print(
             f"{p.name:<18}{own_ms[p.name]:>10.1f}{periods[p.name]:>10.1f}"
+            f"{link.stretch[p.name]:>9.3f}{link.ratios[p.name]:>7}"
             f"{sol.rotations_deg[p.name]:>14.1f}{sol.shifts_ms[p.name]:>10.1f}"
         )
     return 0

@@ -127,13 +127,21 @@ def _schedule(args: argparse.Namespace) -> int:
         f"chosen: candidate {best.index}, score {best.score:.4f}, cost {-best.value:.4f}, "
         f"shift rule {best.rule}{fallback}"
     )
-    print(f"\n{'job':<18}{'model':<15}{'workers':>8}  {'shift_ms':>9}  {'paced_ms':>9}  servers")
+    print(
+        f"\n{'job':<18}{'model':<15}{'workers':>8}  {'shift_ms':>9}  {'paced_ms':>9}"
+        f"  {'stretch':>7}  {'circle':>14}  servers"
+    )
     for j in jobs:
         servers = ",".join(best.placement[j.name])
         paced = best.periods_ms.get(j.name)
         paced_text = f"{paced:>9.1f}" if paced is not None else f"{'free':>9}"
+        circle = ""
+        if paced is not None and j.name in best.ratios:
+            circle = f"{best.ratios[j.name]} x {best.circles_ms[j.name]:.1f}"
+        stretch = f"{paced / j.profile.iteration_ms:.3f}" if paced is not None else ""
         print(
-            f"{j.name:<18}{j.profile.model:<15}{j.workers:>8}  {best.shifts_ms[j.name]:>9.1f}  {paced_text}  {servers}"
+            f"{j.name:<18}{j.profile.model:<15}{j.workers:>8}  {best.shifts_ms[j.name]:>9.1f}  {paced_text}"
+            f"  {stretch:>7}  {circle:>14}  {servers}"
         )
     print("\nshared links of the chosen placement:" + ("" if best.link_scores else " none"))
     for link, score in best.link_scores.items():

@@ -129,6 +129,17 @@ class LinkPlan:
     free_running_score: float
     periods_ms: dict[str, float]
     best: LinkSolution
+    own_ms: dict[str, float] = field(default_factory=dict)  # each job's own iteration time
+
+    @property
+    def ratios(self) -> dict[str, int]:
+        """Each job's iterations on the link's circle (`solution.perimeter_ms`)."""
+        return {j: round(self.solution.perimeter_ms / q) for j, q in self.periods_ms.items()}
+
+    @property
+    def stretch(self) -> dict[str, float]:
+        """Each job's period over its own iteration time (1: it does not idle)."""
+        return {j: q / self.own_ms[j] for j, q in self.periods_ms.items() if j in self.own_ms}
 
     @property
     def plan_score(self) -> float:
@@ -153,6 +164,8 @@ class LinkPlan:
             "best_rotations_deg": {k: round(v, 6) for k, v in best.rotations_deg.items()},
             "best_shifts_ms": {k: round(v, 3) for k, v in best.shifts_ms.items()},
             "periods_ms": {k: round(v, 3) for k, v in self.periods_ms.items()},
+            "ratios": self.ratios,
+            "stretch": {k: round(v, 4) for k, v in self.stretch.items()},
             "solver": sol.solver,
             "approximated": sol.approximated,
             "elapsed_ms": round(sol.elapsed_ms, 3),
@@ -204,7 +217,7 @@ def plan_link(
             rotations_deg=dict.fromkeys(best.rotations_deg, 0.0),
             shifts_ms=dict.fromkeys(best.shifts_ms, 0.0),
         )
-    return LinkPlan(plan, sol, free, periods, best)
+    return LinkPlan(plan, sol, free, periods, best, own_ms)
 
 
 def evaluate_candidate(

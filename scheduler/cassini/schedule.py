@@ -38,6 +38,7 @@ class TraceSchedule:
     def to_json(self, elapsed_ms: float) -> dict[str, Any]:
         """The `cassini schedule --json` record; `elapsed_ms` is the caller's clock."""
         best = self.decision.best
+        own = {j.name: j.profile.iteration_ms for j in self.jobs}
         return {
             "topology": self.topology,
             "chosen": best.index,
@@ -47,6 +48,11 @@ class TraceSchedule:
             "placement": {j: list(s) for j, s in best.placement.items()},
             "shifts_ms": {j: round(v, 3) for j, v in best.shifts_ms.items()},
             "periods_ms": {j: round(v, 3) for j, v in best.periods_ms.items()},
+            # Per paced job: its iterations on its group's circle, the circle's perimeter,
+            # and its period over its own iteration time.
+            "ratios": dict(best.ratios),
+            "circles_ms": {j: round(v, 3) for j, v in best.circles_ms.items()},
+            "stretch": {j: round(v / own[j], 4) for j, v in best.periods_ms.items()},
             # Each placed job's model: a trace's job names need not be model names, and
             # `fabric run --schedule` reads this file back.
             "models": {j.name: j.profile.model for j in self.jobs if j.name in best.placement},

@@ -152,3 +152,17 @@ def test_agents_that_pace_stay_interleaved_and_free_ones_drift_into_each_other()
     own = simulate(trace, topo, own_agents, exact, book=book)
     assert own.links.oversub_ms.sum() > 1000.0
     assert max(j.iteration_ms.max() for j in own.jobs) > 200.0
+
+
+def test_the_plan_names_each_jobs_ratio_stretch_and_circle() -> None:
+    """200 and 300 ms, Up 40 and 50 ms at the whole link: on their 600 ms circle (3 and
+    2 iterations) the Up phases meet at six offsets 100 ms apart, room for 40 + 50."""
+    from scheduler.cassini.plans import plan_link
+
+    a, b = _profile("a", 160.0, 40.0), _profile("b", 250.0, 50.0)
+    doc = plan_link([a, b], 50.0, 5.0, "auto", pace=True).to_json()
+    assert doc["plan"] == "paced" and doc["plan_score"] == pytest.approx(1.0)
+    assert doc["perimeter_ms"] == pytest.approx(600.0)
+    assert doc["ratios"] == {"a": 3, "b": 2}
+    assert doc["stretch"] == {"a": 1.0, "b": 1.0}
+    assert doc["periods_ms"] == {"a": 200.0, "b": 300.0}
