@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     cap.add_argument(
         "--trace",
         default=None,
-        help="four-jobs | snapshot | dynamic | a trace FILE (default: every server one replica)",
+        help="four-jobs | snapshot2 | snapshot | dynamic | a trace FILE (default: every server "
+        "one replica)",
     )
     cap.add_argument(
         "--schedulers",
@@ -65,7 +66,7 @@ def _capacity(args: argparse.Namespace) -> int:
     if not 0 < headroom <= 1:
         raise UserInputError(f"--headroom: expected a fraction in (0, 1], got {headroom:g}")
     topo = load_topology(args.topology)
-    models = load_models(args.models) if args.models else None
+    models = load_models(args.models, args.jobs_model)
     if args.trace is None:
         load = load_of(topo, fill_jobs(topo, models))
         what = f"every server running a replica ({len(topo.servers)})"

@@ -116,8 +116,24 @@ def add_scale_argument(parser: argparse.ArgumentParser, auto: bool = False) -> N
 
 
 def add_models_argument(parser: argparse.ArgumentParser) -> None:
-    """`--models FILE`, as every command that reads the models takes it (one help text)."""
+    """`--models FILE` and `--jobs-model`, as every command that reads the models takes them
+    (one help text)."""
     parser.add_argument("--models", metavar="FILE", help="YAML adding or replacing models")
+    add_jobs_model_argument(parser)
+
+
+def add_jobs_model_argument(parser: argparse.ArgumentParser) -> None:
+    """`--jobs-model`: how data-parallel profiles are derived (`JOBS_MODELS`)."""
+    from scheduler.workloads.profiles import JOBS_MODELS
+
+    parser.add_argument(
+        "--jobs-model",
+        choices=JOBS_MODELS,
+        default=JOBS_MODELS[0],
+        help="how a data-parallel iteration runs: ddp (buckets all-reduced during backprop, "
+        "as the testbed's PyTorch DDP; default) or sequential-fp32 (compute, then one "
+        "AllReduce: the earlier model)",
+    )
 
 
 def add_force_argument(parser: argparse.ArgumentParser) -> None:

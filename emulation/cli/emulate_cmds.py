@@ -74,7 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     emu.add_argument(
         "--trace",
         default="four-jobs",
-        help="four-jobs (default) | snapshot | dynamic | a trace FILE",
+        help="four-jobs (default) | snapshot2 (the paper's snapshot 2) | snapshot | dynamic | "
+        "a trace FILE",
     )
     emu.add_argument(
         "--compress",
@@ -167,6 +168,7 @@ def settings_from(args: argparse.Namespace) -> EmulateSettings:
         seed=args.seed,
         jobs=args.jobs,
         models=args.models,
+        jobs_model=args.jobs_model,
         drift_fraction=drift,
         device_config=args.device_config,
         prefix=args.prefix,

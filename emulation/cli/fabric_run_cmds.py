@@ -108,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
 
     check_recalibrate(args.scale, args.recalibrate)
     topo = load_topology(args.topology)
-    models = load_models(args.models)
+    models = load_models(args.models, args.jobs_model)
     profiles = load_profiles_file(args.jobs_file) if args.jobs_file else None
     schedule = parse_schedule(read_schedule(args.schedule), where=args.schedule)
     jobs = plan_jobs(schedule, topo, profiles, models, where=args.schedule)

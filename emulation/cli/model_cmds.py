@@ -72,9 +72,9 @@ def _models(args: argparse.Namespace) -> int:
     if args.old_name:  # one release: the old name works and says the new one
         print(f"cassini: note: `{OLD_MODELS_NAME}` is now `cassini models`", file=sys.stderr)
     from scheduler.workloads.profile_files import profile_to_dict
-    from scheduler.workloads.profiles import build_profile, load_models
+    from scheduler.workloads.profiles import GPU_BUSY_GOAL, build_profile, load_models
 
-    models = load_models(args.models)
+    models = load_models(args.models, args.jobs_model)
     profiles = [
         build_profile(m, args.workers, nic_gbps=args.nic_gbps, models=models)
         for m in sorted(models)
@@ -83,11 +83,19 @@ def _models(args: argparse.Namespace) -> int:
         print(json.dumps([profile_to_dict(p) for p in profiles], indent=2))
         return 0
     print(
-        f"{'model':<15}{'parallelism':<12}{'workers':>8}{'batch':>7}{'iter_ms':>10}{'up_frac':>9}{'peak_gbps':>11}{'phases':>8}"
+        f"{'model':<15}{'parallelism':<12}{'workers':>8}{'batch':>7}{'iter_ms':>10}"
+        f"{'up_frac':>9}{'gpu_busy':>9}{'peak_gbps':>11}{'phases':>8}"
     )
     for p in profiles:
+        busy = "-" if p.gpu_busy is None else f"{p.gpu_busy:.2f}"
         print(
-            f"{p.name:<15}{p.parallelism:<12}{p.workers:>8}{p.batch_size:>7}{p.iteration_ms:>10.1f}{p.up_fraction():>9.2f}{p.peak_gbps:>11.1f}{len(p.phases):>8}"
+            f"{p.name:<15}{p.parallelism:<12}{p.workers:>8}{p.batch_size:>7}{p.iteration_ms:>10.1f}"
+            f"{p.up_fraction():>9.2f}{busy:>9}{p.peak_gbps:>11.1f}{len(p.phases):>8}"
+        )
+    below = [p.name for p in profiles if p.gpu_busy is not None and p.gpu_busy < GPU_BUSY_GOAL]
+    if below:
+        print(
+            f"below the testbed's {GPU_BUSY_GOAL:.0%} GPU-busy rule at this size: {', '.join(below)}"
         )
     return 0
 
@@ -102,7 +110,9 @@ def _compat(args: argparse.Namespace) -> int:
     if args.jobs_file:
         profiles = list(load_profiles_file(args.jobs_file).values())
     else:
-        profiles = profiles_from_list(args.jobs, args.workers, load_models(args.models))
+        profiles = profiles_from_list(
+            args.jobs, args.workers, load_models(args.models, args.jobs_model)
+        )
     link = plan_link(
         profiles, args.capacity_gbps, args.precision_deg, args.solver, pace=not args.no_pace
     )

@@ -19,6 +19,7 @@ from .common import (
     MAX_WORKERS,
     Interrupted,
     add_force_argument,
+    add_jobs_model_argument,
     add_scale_argument,
     add_topology_argument,
     positive_int_up_to,
@@ -65,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scale_argument(prof)
     add_transport_argument(prof)
     prof.add_argument("--models-file", metavar="FILE", help="YAML adding or replacing models")
+    add_jobs_model_argument(prof)
     prof.add_argument("--runs", metavar="DIR", help="keep each model's run folder here")
     prof.add_argument(
         "--sharing",
@@ -111,7 +113,7 @@ def _profile(args: argparse.Namespace) -> int:
     from topologies.library import load_topology
     from topologies.outputs import check_output, scratch_folder, staged_folder
 
-    specs = load_models(args.models_file)
+    specs = load_models(args.models_file, args.jobs_model)
     models = parse_models(args.models, specs, args.workers)
     out = json_output(args.out, args.force, "--out")
     settings = RunSettings(iterations=args.iterations, transport=args.transport)

@@ -30,8 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     sched.add_argument(
         "--trace",
         default="four-jobs",
-        help="trace file (CSV/JSON) or 'four-jobs' (default: VGG19, VGG16, WideResNet101 "
-        "and BERT on 6 GPUs each; 'snapshot' is an old name for it)",
+        help="trace file (CSV/JSON), 'four-jobs' (default: VGG19, VGG16, WideResNet101 "
+        "and BERT on 6 GPUs each; 'snapshot' is an old name for it) or 'snapshot2' (the "
+        "paper's snapshot 2: VGG19 and VGG16 on 10 GPUs each, ResNet50 on 4)",
     )
     sched.add_argument(
         "--candidates",
@@ -83,7 +84,7 @@ def _schedule(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     topo = load_topology(args.topology)
-    models = with_measured_profiles(load_models(args.models), args.profiles)
+    models = with_measured_profiles(load_models(args.models, args.jobs_model), args.profiles)
     spec = args.trace
     if spec == OLD_EXAMPLE_NAME:
         print(
@@ -92,8 +93,10 @@ def _schedule(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         spec = "four-jobs"
-    # Only the fixed example is generated here: a generated trace has arrivals over time.
-    trace, _ = resolve_trace(spec, topo.total_gpus(), models=models, kinds=("four-jobs",))
+    # Only the fixed examples are generated here: a generated trace has arrivals over time.
+    trace, _ = resolve_trace(
+        spec, topo.total_gpus(), models=models, kinds=("four-jobs", "snapshot2")
+    )
     result = schedule_trace(
         trace,
         topo,

@@ -11,6 +11,7 @@ from .common import (
     MAX_CANDIDATES,
     MAX_JOBS,
     add_force_argument,
+    add_jobs_model_argument,
     add_topology_argument,
     interruptible,
     nonnegative_float,
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sim.add_argument(
         "--trace",
         default="poisson",
-        help="poisson | dynamic | snapshot (--jobs at t = 0) | four-jobs | a trace FILE "
+        help="poisson | dynamic | snapshot (--jobs at t = 0) | four-jobs | snapshot2 | a trace FILE "
         "(default poisson)",
     )
     _trace_options(sim)
@@ -121,6 +122,7 @@ def _trace_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="YAML adding or replacing models (measured profiles); traces draw from them too",
     )
+    add_jobs_model_argument(p)
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -165,7 +167,7 @@ def _simulate(args: argparse.Namespace) -> int:
     names = parse_scheduler_names(args.schedulers)
     policy = parse_policy(args.policy)
     topo = load_topology(args.topology)
-    models = with_measured_profiles(load_models(args.models), args.profiles)
+    models = with_measured_profiles(load_models(args.models, args.jobs_model), args.profiles)
     sharing = load_sharing_model(args.sharing)
     jobs, label = resolve_trace(
         args.trace, topo.total_gpus(), args.jobs, args.load, args.seed, models

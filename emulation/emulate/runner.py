@@ -85,6 +85,7 @@ class EmulateSettings:
     seed: int = 0
     jobs: int = 60  # for generated traces
     models: str | None = None  # YAML of models
+    jobs_model: str = "ddp"  # scheduler.workloads.profiles.JOBS_MODELS
     drift_fraction: float | None = 0.05
     # The switch's P4 counters and, where the target serves gNMI, its interface
     # counters (the loss-by-cause columns of ecn.csv), polled this often: the
@@ -132,7 +133,9 @@ def make_plan(settings: EmulateSettings, topo: Topology) -> TracePlan:
     from scheduler.workloads.traces import check_fits, resolve_trace
 
     names = scheduler_names(settings)
-    models = with_measured_profiles(load_models(settings.models), settings.profiles)
+    models = with_measured_profiles(
+        load_models(settings.models, settings.jobs_model), settings.profiles
+    )
     trace, label = resolve_trace(
         settings.trace, topo.total_gpus(), settings.jobs, seed=settings.seed, models=models
     )
@@ -407,7 +410,7 @@ def emulate(
     out = Path(out_dir)
     topo = load_topology(settings.topology)
     plan = make_plan(settings, topo)
-    models = load_models(settings.models) if settings.models else None
+    models = load_models(settings.models, settings.jobs_model)
     scale_choice = None
     if settings.scale_auto:  # `say` tells the terminal which S and why
         settings, scale_choice = auto_scale(settings, plan, topo, models, say)

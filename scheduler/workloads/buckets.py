@@ -46,7 +46,7 @@ FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTE
 BUCKET_CAP_BYTES = 25 * 1024 * 1024  # DistributedDataParallel(bucket_cap_mb=25)
 FORWARD_SHARE = 1.0 / 3.0  # (our choice) backward = 2 x forward FLOPs
 MIN_GAP_MS = 1.0  # (our choice) see the module docstring
-MAX_BURSTS = 8  # (our choice) see the module docstring
+MAX_BURSTS = 4  # (our choice) see the module docstring
 _EPS = 1e-9
 
 

@@ -38,6 +38,7 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
         "workers": profile.workers,
         "iteration_ms": round(profile.iteration_ms, 6),
         "batch_size": profile.batch_size,
+        **({"compute_ms": round(profile.compute_ms, 6)} if profile.compute_ms > 0 else {}),
         "phases": [[round(p.duration_ms, 6), round(p.gbps, 6)] for p in profile.phases],
     }
 
@@ -105,7 +106,21 @@ def _profile_from_dict(raw: Any, index: int, where: str) -> Profile:
         iteration_ms=total,
         phases=tuple(phases),
         batch_size=int(raw.get("batch_size", 0) or 0),
+        compute_ms=_compute_from_dict(raw, total, f"{ctx} ('{name}')"),
     )
+
+
+def _compute_from_dict(raw: Mapping[str, Any], iteration_ms: float, ctx: str) -> float:
+    """An entry's optional `compute_ms` (what `cassini models --json` writes): at most its
+    iteration, since the GPU cannot compute longer than the iteration lasts."""
+    value = raw.get("compute_ms", 0.0)
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0 <= value <= iteration_ms * (1 + 1e-6):
+        raise UserInputError(
+            f"{ctx} field 'compute_ms' must be a number in 0-{iteration_ms:g} (the iteration), "
+            f"got {shown(value)}"
+        )
+    return float(value)
 
 
 def load_profiles_file(path: str | Path) -> dict[str, Profile]:

@@ -35,6 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from scheduler.workloads.buckets import Layer, ddp_timeline, timeline_phases
 from scheduler.workloads.types import Phase, Profile
 from topologies.datafile import parse_data, read_data_file
 from topologies.errors import UserInputError, did_you_mean
@@ -43,6 +44,14 @@ from topologies.names import check_name, shown
 PARALLELISMS = ("data", "pipeline", "tensor", "hybrid")
 COLLECTIVES = ("allreduce", "alltoall", "p2p")
 BYTES_PER_PARAM = 4  # fp32 gradients
+PRECISIONS = {"fp32": 4, "fp16": 2}
+# How a data-parallel iteration is modelled: "ddp", PyTorch DDP's buckets all-reduced
+# during the backward pass (`buckets.py`, the testbed's setup), or "sequential-fp32",
+# the whole forward and backward pass first and then one AllReduce of fp32 gradients
+# (this harness's first model, kept so a user can see what the overlap changes).
+JOBS_MODELS = ("ddp", "sequential-fp32")
+# The testbed chose batch sizes that keep the GPU over 80% busy (section 5).
+GPU_BUSY_GOAL = 0.8
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,14 @@ class ModelSpec:
     compute_ms: float
     ref_workers: int = 1
     structures: Mapping[str, tuple[Step, ...]] | None = None
+    # Data parallel: the gradients' bytes per parameter (fp32: 4, fp16: 2), the layer
+    # table DDP fills its buckets from (`data/layers.yaml`; None: one tensor of
+    # params_m), the largest per-GPU batch that fits the GPU's memory (0: unknown), and
+    # the job model the profile is derived with (`JOBS_MODELS`).
+    gradient_bytes: int = 4
+    layers: tuple[Layer, ...] | None = None
+    max_batch: int = 0
+    jobs_model: str = "ddp"
     # Profiles measured on the fabric, by worker count (`profile_files.with_measured_profiles`):
     # `build_profile` returns them instead of deriving one.
     measured: Mapping[int, Profile] | None = None
@@ -198,6 +215,12 @@ def _parse_model(key: str, entry: Any, where: str) -> ModelSpec:
         raise UserInputError(
             f"{where}: model '{key}' has parallelism '{parallelism}' but no structures.{parallelism} steps"
         )
+    precision = _field(entry, key, "gradients", str, where, default="fp32")
+    if precision not in PRECISIONS:
+        raise UserInputError(
+            f"{where}: model '{key}' field 'gradients': "
+            + did_you_mean(precision, PRECISIONS, "precision")
+        )
     spec = ModelSpec(
         key=key,
         display=str(entry.get("display", key)),
@@ -207,6 +230,11 @@ def _parse_model(key: str, entry: Any, where: str) -> ModelSpec:
         compute_ms=_field(entry, key, "compute_ms", float, where),
         ref_workers=_field(entry, key, "ref_workers", int, where, default=1),
         structures=structures or None,
+        gradient_bytes=PRECISIONS[precision],
+        layers=_parse_layers(entry["layers"], f"{where}: model '{key}' field 'layers'")
+        if "layers" in entry
+        else None,
+        max_batch=_field(entry, key, "max_batch", int, where, default=0),
     )
     if spec.compute_ms < MIN_ITERATION_MS:
         raise UserInputError(
@@ -220,6 +248,48 @@ def _parse_model(key: str, entry: Any, where: str) -> ModelSpec:
     return spec
 
 
+def _parse_layers(raw: Any, ctx: str) -> tuple[Layer, ...]:
+    """A layer table: [name, params in millions, forward GFLOPs per sample] rows, in
+    forward order (`data/layers.yaml`)."""
+    if not isinstance(raw, list) or not raw:
+        raise UserInputError(f"{ctx} must be a non-empty list of [name, params_m, gflops]")
+    rows = []
+    for i, row in enumerate(raw):
+        ok = isinstance(row, list | tuple) and len(row) == 3 and isinstance(row[0], str)
+        if ok:
+            params = _typed(row[1], float, f"{ctx}[{i}] params_m", "params_m")
+            gflops = _typed(row[2], float, f"{ctx}[{i}] gflops", "compute_ms")
+            ok = params >= 0 and gflops >= 0
+        if not ok:
+            raise UserInputError(
+                f"{ctx}[{i}] must be [name, params_m >= 0, gflops >= 0], got {shown(row)}"
+            )
+        rows.append(Layer(row[0], params * 1e6, gflops))
+    if sum(r.params for r in rows) <= 0:
+        raise UserInputError(f"{ctx} holds no parameters")
+    return tuple(rows)
+
+
+def _builtin_layers() -> dict[str, tuple[Layer, ...]]:
+    """The built-in layer tables (`data/layers.yaml`), by model."""
+    text = resources.files("scheduler").joinpath("data/layers.yaml").read_text()
+    doc = parse_data(text, "yaml", "layers.yaml")
+    return {
+        normalize_model_name(str(k)): _parse_layers(v["layers"], f"layers.yaml: model '{k}'")
+        for k, v in doc["models"].items()
+    }
+
+
+def _with_layers(spec: ModelSpec, tables: Mapping[str, tuple[Layer, ...]]) -> ModelSpec:
+    """`spec` with the built-in layer table of its model when it has none, scaled to its
+    params_m (our choice: a models file that changes a model's size keeps its shape)."""
+    table = tables.get(spec.key)
+    if spec.layers is not None or table is None:
+        return spec
+    factor = spec.params_m * 1e6 / sum(r.params for r in table)
+    return replace(spec, layers=tuple(replace(r, params=r.params * factor) for r in table))
+
+
 def _models_from_doc(doc: Any, where: str) -> dict[str, ModelSpec]:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("models"), Mapping):
         raise UserInputError(f"{where}: expected a top-level 'models:' mapping")
@@ -230,13 +300,17 @@ def _models_from_doc(doc: Any, where: str) -> dict[str, ModelSpec]:
     return models
 
 
-def load_models(path: str | Path | None = None) -> dict[str, ModelSpec]:
-    """The built-in models, with a user file's entries added or replacing them."""
+def load_models(path: str | Path | None = None, jobs_model: str = "ddp") -> dict[str, ModelSpec]:
+    """The built-in models, with a user file's entries added or replacing them, each to
+    be derived with `jobs_model` (`JOBS_MODELS`)."""
+    if jobs_model not in JOBS_MODELS:
+        raise UserInputError("--jobs-model: " + did_you_mean(jobs_model, JOBS_MODELS, "jobs model"))
     builtin = resources.files("scheduler").joinpath("data/models.yaml").read_text()
     models = _models_from_doc(parse_data(builtin, "yaml", "models.yaml"), "models.yaml")
     if path is not None:
         models.update(_models_from_doc(read_data_file(path, "models"), str(path)))
-    return models
+    tables = _builtin_layers()
+    return {k: replace(_with_layers(v, tables), jobs_model=jobs_model) for k, v in models.items()}
 
 
 def model_names(models: Mapping[str, ModelSpec] | None = None) -> list[str]:
@@ -334,12 +408,18 @@ def build_profile(
     if found is not None and par == spec.parallelism and batch == spec.batch_size:
         return replace(found, name=key, model=key)
     ratio = batch / spec.batch_size
+    compute = spec.compute_ms * ratio
+    if par != "data":
+        compute *= spec.ref_workers / workers
     if workers == 1:
-        compute = spec.compute_ms * ratio * (spec.ref_workers if par != "data" else 1)
         phases = [Phase(compute, 0.0)]
-    elif par == "data":
+    elif par == "data" and spec.jobs_model == "sequential-fp32":
         up = _transfer_ms(allreduce_bytes_per_worker(spec.params_m * 1e6, workers), nic_gbps)
-        phases = [Phase(spec.compute_ms * ratio, 0.0), Phase(up, nic_gbps)]
+        phases = [Phase(compute, 0.0), Phase(up, nic_gbps)]
+    elif par == "data":
+        layers = spec.layers or (Layer(key, spec.params_m * 1e6, 1.0),)
+        timeline = ddp_timeline(layers, compute, workers, nic_gbps, spec.gradient_bytes)
+        phases = list(timeline_phases(timeline, nic_gbps))
     else:
         assert spec.structures is not None
         phases = _model_parallel_phases(spec, spec.structures[par], workers, ratio, nic_gbps)
@@ -352,6 +432,7 @@ def build_profile(
         iteration_ms=sum(p.duration_ms for p in merged),
         phases=merged,
         batch_size=batch,
+        compute_ms=compute,
     )
 
 

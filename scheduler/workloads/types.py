@@ -38,6 +38,14 @@ class Profile:
     # phase that long (`scheduler.workloads.up_slack.with_long_up`); the simulator runs the
     # phases as they are.
     up_slack_ms: float = 0.0
+    # The GPU's compute per iteration (forward and backward), where it is known (derived
+    # profiles; 0: unknown, as in measured ones): what `gpu_busy` is taken from.
+    compute_ms: float = 0.0
+
+    @property
+    def gpu_busy(self) -> float | None:
+        """The fraction of an iteration the GPU computes, alone (None: compute unknown)."""
+        return self.compute_ms / self.iteration_ms if self.compute_ms > 0 else None
 
     @property
     def peak_gbps(self) -> float:

@@ -51,11 +51,10 @@ PUBLISHED_GFLOPS = {
     "gpt1": _gpt1(),
 }
 
-# models.yaml's params_m where it is off the architecture (reported, not changed
-# here): XLM-R base is 278.3M (Hugging Face xlm-roberta-base with its MLM head;
-# 250002 x 768 embedding = 192.0M + 12 BERT-base layers 85.1M + head 0.8M);
-# Conneau et al. 2020 round it to 270M.
-ARCHITECTURE_PARAMS_M = {"xlm": 278.3}
+# models.yaml's params_m where it is off the architecture: none now (XLM-R base was
+# 270M, Conneau et al. 2020's rounding; its architecture is 278.3M: a 250002 x 768
+# embedding of 192.0M, 12 BERT-base layers of 85.1M and a head of 0.8M).
+ARCHITECTURE_PARAMS_M: dict[str, float] = {}
 
 # Rows allowed above 6.25M params (25 MB fp32): each holds one tensor that large.
 SINGLE_TENSOR_ROWS = {

@@ -10,6 +10,7 @@ import yaml
 
 from scheduler.workloads.profile_files import load_profiles_file, profile_to_dict
 from scheduler.workloads.profiles import (
+    GPU_BUSY_GOAL,
     allreduce_bytes_per_worker,
     build_profile,
     load_models,
@@ -27,16 +28,70 @@ def test_all_thirteen_models_are_known() -> None:
     assert set(model_names()) == PAPER_MODELS
 
 
-def test_data_parallel_up_phase_is_ring_allreduce_volume_at_line_rate() -> None:
-    prof = build_profile("vgg16", 4)
+def test_sequential_fp32_is_compute_then_one_ring_allreduce_at_line_rate() -> None:
+    prof = build_profile("vgg16", 4, models=load_models(jobs_model="sequential-fp32"))
     # 2(N-1)/N x S, S = 138.4M params x 4 B; 50 Gbps.
     expected_bytes = 2 * 3 / 4 * 138.4e6 * 4
     assert allreduce_bytes_per_worker(138.4e6, 4) == pytest.approx(expected_bytes)
     down, up = prof.phases
-    assert (down.gbps, down.duration_ms) == (0.0, 100.0)
+    assert (down.gbps, down.duration_ms) == (0.0, 300.0)  # batch 192
     assert up.gbps == 50.0
     assert up.duration_ms == pytest.approx(expected_bytes * 8 / 50e9 * 1e3)  # 132.86 ms
-    assert prof.iteration_ms == pytest.approx(100.0 + 132.864, abs=1e-3)
+    assert prof.iteration_ms == pytest.approx(300.0 + 132.864, abs=1e-3)
+    assert prof.gpu_busy == pytest.approx(300.0 / 432.864)
+    with pytest.raises(UserInputError, match="--jobs-model.*sequential-fp32"):
+        load_models(jobs_model="sequential")
+
+
+SMALL_MODEL = """models:
+  small:
+    params_m: 6.25
+    parallelism: data
+    batch_size: 8
+    compute_ms: 45
+    gradients: {gradients}
+    layers: [[in, 1.0, 2.0], [mid, 5.0, 1.0], [out, 0.25, 1.0]]
+"""
+
+
+def test_ddp_profile_follows_the_bucket_timeline_of_a_models_file(tmp_path: Path) -> None:
+    f = tmp_path / "small.yaml"
+    f.write_text(SMALL_MODEL.format(gradients="fp32"))
+    models = load_models(f)
+    # Batch 16 doubles the compute to 90 ms: forward 30, 'out' ready at 45, 'mid' at 60,
+    # 'in' at 90 (FLOP shares 1/4, 1/4, 1/2). Buckets: out+mid (21 MB, 5.04 ms on a ring
+    # of 4 at 50 Gbit/s) from 60, then 'in' (4 MB, 0.96 ms) from 90.
+    prof = build_profile("small", 4, batch_size=16, models=models)
+    got = [(round(p.duration_ms, 6), p.gbps) for p in prof.phases]
+    assert got == [(60.0, 0.0), (5.04, 50.0), (24.96, 0.0), (0.96, 50.0)]
+    assert prof.compute_ms == pytest.approx(90.0)
+    assert prof.gpu_busy == pytest.approx(90.0 / 90.96)
+    # fp16 gradients: half the bytes, the same buckets.
+    f.write_text(SMALL_MODEL.format(gradients="fp16"))
+    half = build_profile("small", 4, batch_size=16, models=load_models(f))
+    assert [(round(p.duration_ms, 6), p.gbps) for p in half.phases] == [
+        (60.0, 0.0), (2.52, 50.0), (27.48, 0.0), (0.48, 50.0)
+    ]  # fmt: skip
+    f.write_text(SMALL_MODEL.format(gradients="bf17"))
+    with pytest.raises(UserInputError, match="'small' field 'gradients'.*fp16"):
+        load_models(f)
+    f.write_text(
+        SMALL_MODEL.format(gradients="fp32").replace("[mid, 5.0, 1.0]", "[mid, -5.0, 1.0]")
+    )
+    with pytest.raises(UserInputError, match=r"'small' field 'layers'\[1\]"):
+        load_models(f)
+
+
+def test_every_data_parallel_model_keeps_its_gpu_over_80_percent_busy() -> None:
+    """The testbed's rule (section 5): batch sizes keep the GPU over 80% busy; XLM-R and
+    every other data-parallel model reach it at their default batch with 4 workers."""
+    models = load_models()
+    for key, spec in models.items():
+        if spec.parallelism != "data":
+            continue
+        prof = build_profile(key, 4, models=models)
+        assert prof.gpu_busy is not None and prof.gpu_busy >= GPU_BUSY_GOAL, (key, prof.gpu_busy)
+        assert spec.layers is not None, key
 
 
 def test_nic_rate_workers_and_batch_change_the_right_phase() -> None:
@@ -102,7 +157,7 @@ def test_user_models_file_adds_and_replaces(tmp_path: Path) -> None:
         "  tiny: {params_m: 1.0, parallelism: data, batch_size: 8, compute_ms: 10}\n"
     )
     models = load_models(f)
-    assert build_profile("vgg16", 4, models=models).phases[0].duration_ms == 50.0
+    assert build_profile("vgg16", 4, models=models).compute_ms == 50.0
     assert build_profile("tiny", 2, models=models).phases[1].duration_ms == pytest.approx(
         4e6 * 8 / 50e9 * 1e3
     )
