@@ -113,7 +113,7 @@ def _play(
             else:
                 start, grid = starts[i][done[i]]
                 played[i].append((start, grid, now))
-                slip = max(start - grid, now - start - profiles[i].iteration_ms)
+                slip = max(start - grid, now - grid - periods_ms[i])
                 if slip > give_up * periods_ms[i]:
                     return played
                 done[i] += 1
@@ -149,26 +149,43 @@ def grid_slip(
 ) -> tuple[float, ...]:
     """How far each job slips off its grid, as a fraction of its period, over
     `iterations` played out as `contended_iterations` plays them: the most that
-    an iteration started behind its grid point or took longer than the profile
-    (its Up phase slowed by another's). A grid the jobs hold stays at 0; a small
-    overlap grows by a little every iteration, long before starts fall late.
+    an iteration started behind its grid point or ended past the next one (its
+    slot), or that its iterations' ends moved later within their slots from the
+    first half of the play to the second (after the first WARM_UP).
+
+    (our choice) An Up phase slowed by another's is no slip while the slot's idle
+    time absorbs it the same way every period: the next iteration still starts
+    on its grid point, so the agent (which watches when communication starts)
+    sees no drift. DDP's last bucket, sent as backprop ends, often meets another
+    job's burst by a few ms; counting that as slip would refuse every grid such
+    jobs can share. An overlap that grows every iteration (the link carries more
+    than a period's worth) is slip even while idle time hides it: it is caught
+    as ends moving later (halves of the play each span a whole circle of a job
+    with up to 6 iterations on it).
     `give_up`: stop playing once any job slips further (the answer is then "more").
 
     >>> from scheduler.workloads.types import Phase, Profile
     >>> p = Profile("a", "m", "data", 2, 100.0, (Phase(40.0, 0.0), Phase(60.0, 50.0)))
     >>> [round(x, 3) for x in grid_slip((p, p), (100.0, 100.0), (0.0, 50.0), 50.0)]
-    [2.5, 2.6]
+    [2.7, 2.8]
 
     (By hand: from its second iteration on, each iteration of either job takes 120 ms;
     a's k-th starts at 110 + 120 (k - 1) against 100 k on its grid, b's at
-    170 + 120 (k - 1) against 50 + 100 k; the 14th (k = 13) is 250 and 260 ms late.)
+    170 + 120 (k - 1) against 50 + 100 k; the 14th (k = 13) starts 250 and 260 ms late
+    and ends 20 ms past its slot: 270 and 280 ms.)
     """
     played = _play(profiles, periods_ms, shifts_ms, capacity_gbps, iterations, give_up)
-    return tuple(
-        max((max(start - grid, end - start - profiles[i].iteration_ms) for start, grid, end in its),
-            default=0.0) / periods_ms[i]
-        for i, its in enumerate(played)
-    )  # fmt: skip
+    return tuple(_slip(its, period) / period for its, period in zip(played, periods_ms, strict=True))
+
+
+def _slip(its: Sequence[tuple[float, float, float]], period_ms: float) -> float:
+    """One job's slip (ms) from its played (start, grid point, end) iterations."""
+    off_grid = max((max(start - grid, end - grid - period_ms) for start, grid, end in its),
+                   default=0.0)  # fmt: skip
+    ends = [end - grid for _, grid, end in its[WARM_UP:]]
+    half = len(ends) // 2
+    drift = max(ends[half:]) - max(ends[:half]) if half else 0.0
+    return max(off_grid, drift)
 
 
 # (our choice) Relative start offsets a free-running expectation averages over.

@@ -1,6 +1,7 @@
 """Replicas of a sharing group run the time-shared profile the simulator runs (`launch.time_shared`).
 
-Hand case on leaf-spine:2:1:2 (one GPU per server, 50 Gbps NICs): a = VGG16
+Hand case on leaf-spine:2:1:2 (one GPU per server, 50 Gbps NICs), on the earlier
+sequential figures (`tests/helpers/legacy_models.py`): a = VGG16
 (compute C = 100 ms, communication M = 88.576 ms at 2 workers), b = ResNet50
 on the other two servers, c = VGG11 (C = 70, M = 85.056) arriving at 0.5 s.
 NAGS puts c on a's servers in order (a, c): stage 0 = max(C_a, M_c) =
@@ -22,10 +23,12 @@ from scheduler.cassini.timeshare import share
 from scheduler.simulator.decisions import decision_of
 from scheduler.workloads.profiles import build_profile
 from scheduler.workloads.traces import TraceJob
+from tests.helpers.legacy_models import legacy_models
 from topologies.errors import UserInputError
 from topologies.library import load_topology
 
 TOPO = load_topology("leaf-spine:2:1:2")
+MODELS = legacy_models()  # the figures of the hand case: compute, then one AllReduce
 TRACE = [
     TraceJob("a", "vgg16", 2, 20, 0.0),
     TraceJob("b", "resnet50", 2, 20, 0.0),
@@ -35,13 +38,13 @@ CYCLE = 100.0 + 88.576
 
 
 def _shared_segment_plans() -> dict[str, JobPlan]:
-    plan = plan_trace(TRACE, TOPO, ["nags"], 20)
+    plan = plan_trace(TRACE, TOPO, ["nags"], 20, models=MODELS)
     parts = segments(plan.of("nags").decisions)
     shared = [p for p in parts if p.runs.sharing]
     assert len(shared) == 1, [p.runs for p in parts]
     schedule = shared[0].runs.as_schedule()
     assert schedule.sharing == (("a", "c"),)
-    return {j.name: j for j in plan_jobs(schedule, TOPO)}
+    return {j.name: j for j in plan_jobs(schedule, TOPO, models=MODELS)}
 
 
 def test_a_nags_decision_plans_its_group_on_the_time_shared_profiles() -> None:
@@ -60,13 +63,13 @@ def test_a_nags_decision_plans_its_group_on_the_time_shared_profiles() -> None:
     assert a.period_ms == pytest.approx(CYCLE) and c.period_ms == pytest.approx(CYCLE)
     assert a.sharing == c.sharing == ("a", "c") and b.sharing == ()
     # the very layout the simulator runs (`scheduler.simulator.playout` shares the same way)
-    laid = share({n: build_profile(m, 2, nic_gbps=50.0) for n, m in (("a", "vgg16"),
+    laid = share({n: build_profile(m, 2, nic_gbps=50.0, models=MODELS) for n, m in (("a", "vgg16"),
                                                                    ("c", "vgg11"))},
                  order=("a", "c"))  # fmt: skip
     assert (a.profile, c.profile) == (laid.profiles["a"], laid.profiles["c"])
     assert (a.shift_ms, c.shift_ms) == (laid.offsets_ms["a"], laid.offsets_ms["c"])
     # a job in no group keeps its own profile and runs free
-    assert b.profile == build_profile("resnet50", 2, nic_gbps=50.0) and b.period_ms is None
+    assert b.profile == build_profile("resnet50", 2, nic_gbps=50.0, models=MODELS) and b.period_ms is None
 
 
 def test_two_replicas_on_one_host_compute_in_turns() -> None:
@@ -105,7 +108,7 @@ def test_a_decision_carries_the_allocations_groups() -> None:
 def test_a_schedule_file_names_its_groups_and_may_leave_the_layout_to_them() -> None:
     doc = {"placement": {"a": ["s01", "s02"], "c": ["s01", "s02"]},
            "models": {"a": "vgg16", "c": "vgg11"}, "sharing": [["a", "c"]]}  # fmt: skip
-    a, c = plan_jobs(parse_schedule(doc, "f.json"), TOPO)
+    a, c = plan_jobs(parse_schedule(doc, "f.json"), TOPO, models=MODELS)
     # no periods or shifts given: the layout's (cycle, stage offsets)
     assert (a.shift_ms, c.shift_ms) == (0.0, 100.0)
     assert a.period_ms == pytest.approx(CYCLE) == c.period_ms
@@ -130,8 +133,8 @@ def test_a_bad_sharing_field_is_named(sharing: object, message: str) -> None:
 def test_a_member_left_alone_by_a_departure_keeps_its_shared_profile() -> None:
     """(our choice, `launch` docstring) a's simulated departure (3.98 s) only frees its share:
     no boundary, so a, behind the simulator in the fabric, runs on to its iterations."""
-    plan = plan_trace(TRACE, TOPO, ["nags"], 20)
+    plan = plan_trace(TRACE, TOPO, ["nags"], 20, models=MODELS)
     parts = segments(plan.of("nags").decisions)
     assert [p.start_s for p in parts] == [0.0, 0.5] and parts[-1].end_s is None
-    jobs = {j.name: j for j in plan_jobs(parts[-1].runs.as_schedule(), TOPO)}
+    jobs = {j.name: j for j in plan_jobs(parts[-1].runs.as_schedule(), TOPO, models=MODELS)}
     assert jobs["c"].profile.phases[0].duration_ms == pytest.approx(88.576)

@@ -10,22 +10,28 @@ import pytest
 
 from emulation.cli import main
 from scheduler.workloads.profile_files import load_profiles_with_periods
-from scheduler.workloads.profiles import build_profile
+from scheduler.workloads.profiles import build_profile, load_models
 
 
 @pytest.mark.root
 def test_profile_one_small_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "profiles.json"
     began = time.monotonic()
+    # One Up phase per iteration (the sequential job model): what 10 ms samples resolve.
+    # DDP's bursts of 1-9 ms are not resolved yet: on ResNet50's the measured Up phase
+    # held 425 of its 820 Gbit-ms (an open gap of the measurement, not of this test).
     rc = main(
         ["profile", "--models", "resnet50", "--workers", "2", "--iterations", "8",
-         "--topology", "leaf-spine:2:1:2", "--runs", str(tmp_path / "runs"), "--out", str(out)]
+         "--topology", "leaf-spine:2:1:2", "--runs", str(tmp_path / "runs"), "--out", str(out),
+         "--jobs-model", "sequential-fp32"]
     )  # fmt: skip
     took = time.monotonic() - began
     assert rc == 0
     assert took < 60, f"took {took:.0f} s"
     ((prof, period),) = load_profiles_with_periods(out).values()
-    derived = build_profile("resnet50", 2, nic_gbps=50.0)
+    derived = build_profile(
+        "resnet50", 2, nic_gbps=50.0, models=load_models(jobs_model="sequential-fp32")
+    )
     # alone, a job runs near its derived profile: within 25% (host overheads lengthen it)
     assert derived.iteration_ms * 0.95 < prof.iteration_ms < derived.iteration_ms * 1.25
     assert period is not None and period >= prof.iteration_ms

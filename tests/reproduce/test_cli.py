@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from emulation.cli import main
 from emulation.reproduce.scenarios import scenario_names
+from scheduler.cassini.plans import plan_link
+from scheduler.workloads.profiles import build_profile
 
 
 def test_list_names_every_scenario_with_its_source_and_columns(
@@ -63,25 +66,34 @@ def test_quick_simulator_run_of_two_vgg19_end_to_end_then_resumed(
     doc = json.loads((out / "reproduction.json").read_text())
     (sc,) = doc["scenarios"]
     shift = sc["simulator"]["figures"]["vgg19+vgg19.shift_ms"]
-    # `cassini compat`'s: half the grid on which the pair's Up phases no longer slow each
-    # other (275.9 ms, `scheduler.cassini.holding`), not of the profile's 253 ms, on which they
-    # meet and each runs 275.9 ms, late every iteration
-    assert shift["n"] == 2 and shift["mean"] == pytest.approx(138.0, abs=0.1)
+    # `cassini compat`'s plan: the grid on which the pair holds its turns (318.8 ms,
+    # `scheduler.cassini.holding`: DDP's last bucket still meets the other's burst for a
+    # few ms a period, absorbed by the slot), and the solver's centred rotation on it
+    vgg19 = build_profile("vgg19", 4)
+    pair = [vgg19, replace(vgg19, name="vgg19#2")]
+    plan = plan_link(pair, 50.0, 5.0, "auto", pace=True)
+    period = plan.periods_ms["vgg19"]
+    assert period == pytest.approx(318.8, abs=0.5)
+    expected_shift = plan.solution.shifts_ms["vgg19#2"] - plan.solution.shifts_ms["vgg19"]
+    assert shift["n"] == 2 and shift["mean"] == pytest.approx(expected_shift % period, abs=0.1)
+    # 155 ms: outside the paper's 120 ms +-25%, so the shift is not reproduced (any shift
+    # that parks one burst in the other's 100.7 ms forward pass and 68.9 ms gap is as good)
     p90 = sc["simulator"]["figures"]["vgg19+vgg19.p90_ratio"]
-    # aligned both Up phases share the link (390.9 ms p90), shifted they hold the 275.9 ms grid;
-    # no jitter, so both seeds agree
-    assert p90["n"] == 2 and p90["mean"] == pytest.approx(390.9 / 275.9, abs=0.01)
+    # aligned, every burst shares the link at half rate (the gaps between keep their
+    # length: the profile's phases), shifted they hold the grid; no jitter, so both seeds
+    # agree
+    down0, up1, down2, up3 = (ph.duration_ms for ph in vgg19.phases)
+    aligned = down0 + 2 * up1 + down2 + 2 * up3
+    assert p90["n"] == 2 and p90["mean"] == pytest.approx(aligned / period, abs=0.01)
     assert p90["low"] == pytest.approx(p90["mean"]) == pytest.approx(p90["high"])
     share = sc["simulator"]["figures"]["vgg19+vgg19.aligned_share"]
     assert share["mean"] == pytest.approx(0.5, abs=0.005)
-    assert sc["simulator"]["checks"]["vgg19+vgg19.shift_ms"]["verdict"] == "reproduced"
-    assert sc["simulator"]["verdict"] == "reproduced"
+    assert sc["simulator"]["checks"]["vgg19+vgg19.shift_ms"]["verdict"] == "not reproduced"
+    assert sc["simulator"]["checks"]["vgg19+vgg19.p90_ratio"]["verdict"] == "reproduced"
+    assert sc["simulator"]["verdict"] == "partly"
     assert sc["emulation"]["verdict"] == "not run"
     md = (out / "reproduction.md").read_text()
-    assert (
-        "| Cassini's shift | 120 ms (±25%) | 138 ms [138, 138] n=2 | - | simulator: reproduced"
-        in md
-    )
+    assert "| Cassini's shift | 120 ms (±25%) | 155 ms [155, 155] n=2 | - | simulator: not reproduced" in md
     assert main(argv) == 0
     assert "cells: 0 ran, 2 already done, 0 failed" in capsys.readouterr().out
     assert json.loads((out / "reproduction.json").read_text())["scenarios"] == doc["scenarios"]

@@ -1,7 +1,8 @@
 """Delay scheduling with network-sensitive preemption: the timer, preemption, the auto-tuner.
 
-Shares used below (the built-in profiles at 4 workers): gpt3 0.93, vgg19
-0.545, bert 0.54 (sensitive, >= 0.5); resnet50 0.25, gpt2 0.21 (insensitive).
+Shares used below (the earlier sequential profiles at 4 workers,
+`tests/helpers/legacy_models.py`): gpt3 0.93, vgg19 0.545, bert 0.54 (sensitive,
+>= 0.5); resnet50 0.25, gpt2 0.21 (insensitive).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from scheduler.baselines.delay_tuner import DelayTuner, sensitivity_class, tune_
 from scheduler.simulator import SimSettings, simulate
 from scheduler.workloads.traces import TraceJob, poisson_trace
 from scheduler.workloads.types import Phase, Profile
+from tests.helpers.legacy_models import legacy_book
 from tests.helpers.schedulers import INFO, TOPO, cluster_view
 from tests.scheduler.simulator.test_simulator import HALF, FixedBook
 from topologies.generators import leaf_spine
 
-BOOK = ProfileBook()
+BOOK = legacy_book()  # the profiles these cases were computed on
 TIMERS = {"sensitive": 60.0, "insensitive": 15.0}
 
 

@@ -29,13 +29,14 @@ from scheduler.cassini.timeshare import (
 from scheduler.simulator import SimSettings, simulate
 from scheduler.workloads.traces import TraceJob, poisson_trace
 from scheduler.workloads.types import Phase, Profile
+from tests.helpers.legacy_models import legacy_book
 from tests.helpers.schedulers import INFO, TOPO, cluster_view
 from topologies.generators import leaf_spine
 
 A = Profile("a", "a", "data", 2, 100.0, (Phase(60.0, 0.0), Phase(40.0, 50.0)))
 B = Profile("b", "b", "data", 2, 80.0, (Phase(30.0, 0.0), Phase(50.0, 50.0)))
 C = Profile("c", "c", "data", 2, 30.0, (Phase(20.0, 0.0), Phase(10.0, 50.0)))
-BOOK = ProfileBook()
+BOOK = legacy_book()  # the profiles these cases were computed on
 
 
 class ModelBook(ProfileBook):

@@ -16,6 +16,7 @@ from scheduler.cassini.holding import (
 from scheduler.cassini.plans import plan_link
 from scheduler.workloads.profiles import build_profile
 from scheduler.workloads.types import Phase, Profile
+from tests.helpers.legacy_models import legacy_models
 
 
 def _job(name: str, down: float, up: float, gbps: float = 50.0) -> Profile:
@@ -66,7 +67,7 @@ def test_the_least_stretch_that_holds_is_found_and_none_past_the_limit() -> None
 
 
 def test_a_pair_that_cannot_hold_its_profile_grid_is_paced_on_a_longer_one() -> None:
-    v1, v2 = build_profile("vgg19", 4), build_profile("vgg19", 4)
+    v1, v2 = build_profile("vgg19", 4, models=legacy_models()), build_profile("vgg19", 4, models=legacy_models())
     v2 = Profile("v2", v2.model, v2.parallelism, v2.workers, v2.iteration_ms, v2.phases)
     own = v1.iteration_ms
     # on the profile's own grid, shifted by half of it, each VGG19 would run > 5% late
@@ -89,7 +90,7 @@ def test_a_pair_that_cannot_hold_its_profile_grid_is_paced_on_a_longer_one() -> 
 
 
 def test_a_pair_that_interleaves_keeps_its_own_periods() -> None:
-    r1 = build_profile("resnet50", 4)
+    r1 = build_profile("resnet50", 4, models=legacy_models())
     r2 = Profile("r2", r1.model, r1.parallelism, r1.workers, r1.iteration_ms, r1.phases)
     link = plan_link([r1, r2], 50.0, 5.0, "auto", pace=True)
     assert link.solution.score == pytest.approx(1.0)
@@ -99,7 +100,7 @@ def test_a_pair_that_interleaves_keeps_its_own_periods() -> None:
 def test_a_stretched_grid_is_kept_only_when_it_beats_running_free() -> None:
     # Two VGG11s (score 0.709 on their own 197.6 ms): held only at about 1.29x, still
     # faster than the fluid expects them to run free (1.42x), so paced on it.
-    v1 = build_profile("vgg11", 4)
+    v1 = build_profile("vgg11", 4, models=legacy_models())
     v2 = Profile("w2", v1.model, v1.parallelism, v1.workers, v1.iteration_ms, v1.phases)
     link = plan_link([v1, v2], 50.0, 5.0, "auto", pace=True)
     period = link.periods_ms[v1.name]
@@ -164,3 +165,21 @@ def test_a_pair_is_paced_on_a_circle_where_one_job_idles_for_its_ratio() -> None
     assert max(held) <= HOLD_TOLERANCE
     mean_stretch = (190.0 / 160.0 + 1.0) / 2
     assert mean_stretch < free_slowdown([a, b], 50.0) - 0.04
+
+
+def test_an_overlap_the_idle_absorbs_every_period_is_held_and_a_growing_one_is_not() -> None:
+    """Hand cases of `grid_slip` (our choice: a slowed Up phase is no slip while the
+    slot's idle absorbs it the same way every period).
+
+    a: 60 ms compute, then 40 ms at the whole link, paced at 110 ms (10 ms idle). With b
+    shifted 75 ms, b's Up (135-175) meets a's next one (170-210) for 5 ms: both at half
+    rate, b ends at 180 and a at 215, inside their slots (185, 220), and so every period:
+    held. The earlier rule counted the 5 ms as slip (5 / 110)."""
+    a = Profile("a", "m", "data", 2, 100.0, (Phase(60.0, 0.0), Phase(40.0, 50.0)))
+    assert grid_slip((a, a), (110.0, 110.0), (0.0, 75.0), 50.0) == (0.0, 0.0)
+    # Two Up phases of 40 ms on a 79 ms grid ask the link for 80 ms a period: each
+    # period's overlap is 1 ms longer than the last; idle hides it for a while, but the
+    # ends move later and it is slip. On 81 ms it fits, and holds.
+    b = Profile("b", "m", "data", 2, 70.0, (Phase(30.0, 0.0), Phase(40.0, 50.0)))
+    assert min(grid_slip((b, b), (79.0, 79.0), (0.0, 39.5), 50.0)) > HOLD_TOLERANCE
+    assert grid_slip((b, b), (81.0, 81.0), (0.0, 40.5), 50.0) == (0.0, 0.0)
