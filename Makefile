@@ -5,7 +5,7 @@ setup:
 	bash scripts/setup.sh
 
 demo: setup
-	.venv/bin/cassini emulate --topology cassini-testbed --trace four-jobs --schedulers themis,th+cassini --profile-first --out results/demo --force
+	.venv/bin/cassini emulate --topology cassini-testbed --trace snapshot2 --schedulers themis,th+cassini --profile-first --out results/demo --force
 
 test: setup
 	$(MAKE) lint
