@@ -90,7 +90,8 @@ def test_ctrl_c_leaves_a_partial_report_and_a_clean_machine(tmp_path: Path, pref
     # An older run's records in --out: with --force they must not be read as this run's.
     stale = out / "runs" / "themis" / "replicas" / "vgg19-a-w0.jsonl"
     stale.parent.mkdir(parents=True)
-    stale.write_text('{"job": "vgg19-a", "worker": 0, "iteration": 0, "ce_marks": 999}\n')
+    # (A marker no record of this run can hold: a bare number turned up in a timestamp.)
+    stale.write_text('{"job": "vgg19-a", "worker": 0, "iteration": 0, "stale": "older-run"}\n')
     argv = [sys.executable, "-m", "emulation", "emulate", "--trace", str(_trace(tmp_path)),
             "--iterations", "500", "--out", str(out), "--prefix", prefix, "--force"]  # fmt: skip
     proc = _running_with_records(argv, tmp_path)
@@ -104,7 +105,7 @@ def test_ctrl_c_leaves_a_partial_report_and_a_clean_machine(tmp_path: Path, pref
     themis = summary["schedulers"]["themis"]
     assert themis["interrupted"] == "SIGINT"
     assert themis["iterations"] > 0  # what completed is reported
-    assert "999" not in stale.read_text()  # the file is this run's alone
+    assert "older-run" not in stale.read_text()  # the file is this run's alone
     assert list(tmp_path.glob(".out.*")) == []
     assert (out / "report.html").exists()
     assert leftovers(prefix) == []
