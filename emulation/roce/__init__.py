@@ -1,4 +1,4 @@
-"""RoCEv2 with DCQCN for the job replicas, beside their TCP transport (not wired in yet).
+"""RoCEv2 with DCQCN for the job replicas, beside their TCP transport (`--transport roce`).
 
 - `bth`: the bytes of a RoCEv2 packet after UDP: BTH, AETH, CNP, ICRC.
 - `dcqcn`: DCQCN's notification point (CNPs) and reaction point (rates), on a caller's clock.
