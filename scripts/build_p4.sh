@@ -29,17 +29,17 @@ if [[ "$what" == bmv2 || "$what" == all ]]; then
     mkdir -p "$out/bmv2"
     p4c --target bmv2 --arch v1model --std p4-16 \
       -I "$src" -o "$out/bmv2" \
-      --p4runtime-files "$out/bmv2/cassini.p4info.txt" \
+      --p4runtime-files "$out/bmv2/cassini.p4info.txtpb" \
       "$src/cassini.p4"
-    echo "built $out/bmv2/cassini.json and cassini.p4info.txt (p4c)"
+    echo "built $out/bmv2/cassini.json and cassini.p4info.txtpb (p4c)"
     built=1
   elif command -v p4c-bm2-ss >/dev/null 2>&1; then
     mkdir -p "$out/bmv2"
     p4c-bm2-ss --arch v1model --std p4-16 \
       -I "$src" -o "$out/bmv2/cassini.json" \
-      --p4runtime-files "$out/bmv2/cassini.p4info.txt" \
+      --p4runtime-files "$out/bmv2/cassini.p4info.txtpb" \
       "$src/cassini.p4"
-    echo "built $out/bmv2/cassini.json and cassini.p4info.txt (p4c-bm2-ss)"
+    echo "built $out/bmv2/cassini.json and cassini.p4info.txtpb (p4c-bm2-ss)"
     built=1
   else
     missing+=("p4c (or p4c-bm2-ss) for cassini.p4: neither Debian nor PyPI has it; on Ubuntu, p4lang's own apt repository (home:p4lang on the openSUSE Build Service, see p4c's README) has the package p4lang-p4c; on Debian build p4c from its sources (github.com/p4lang/p4c; release 1.2.4.8 builds with Debian 12's libraries)")
@@ -51,7 +51,7 @@ if [[ "$what" == tofino || "$what" == all ]]; then
     mkdir -p "$out/tofino"
     bf-p4c --target tofino --arch tna --std p4-16 \
       -I "$src" -o "$out/tofino" \
-      --p4runtime-files "$out/tofino/cassini_tna.p4info.txt" \
+      --p4runtime-files "$out/tofino/cassini_tna.p4info.txtpb" \
       --bf-rt-schema "$out/tofino/bfrt.json" \
       "$src/cassini_tna.p4"
     echo "built $out/tofino (bf-p4c)"

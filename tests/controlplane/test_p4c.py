@@ -82,12 +82,12 @@ def _build(target: str, out: Path) -> None:
 def test_p4c_v1model_p4info_matches_ours(tmp_path):
     _build("bmv2", tmp_path)
     assert (tmp_path / "bmv2" / "cassini.json").exists()
-    compiled = load_p4info(tmp_path / "bmv2" / "cassini.p4info.txt")
+    compiled = load_p4info(tmp_path / "bmv2" / "cassini.p4info.txtpb")
     assert _summary(compiled) == _summary(load_p4info())
 
 
 @pytest.mark.skipif(shutil.which("bf-p4c") is None, reason="bf-p4c (Tofino SDE) is not installed")
 def test_bf_p4c_tna_p4info_matches_ours(tmp_path):
     _build("tofino", tmp_path)
-    compiled = load_p4info(tmp_path / "tofino" / "cassini_tna.p4info.txt")
+    compiled = load_p4info(tmp_path / "tofino" / "cassini_tna.p4info.txtpb")
     assert _summary(compiled) == _summary(load_p4info())
