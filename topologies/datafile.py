@@ -66,6 +66,23 @@ def read_capped_bytes(path: str | Path, what: str) -> bytes:
     return data
 
 
+class NotARegularFile(OSError):
+    """A FIFO, device, socket or folder where a regular file was expected."""
+
+
+def read_regular_file(path: str | Path, limit: int) -> tuple[bytes, os.stat_result]:
+    """Up to `limit` + 1 bytes of the regular file at `path` and its status, opened
+    without following a link (OSError ELOOP) and without blocking on a FIFO
+    (`NotARegularFile`): the one way this project reads a file someone else could
+    have planted (a cache, a sweep's store). The caller judges the size and owner."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotARegularFile(errno.EINVAL, "not a regular file")
+        return handle.read(limit + 1), info
+
+
 def read_private_file(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> str | None:
     """A file this program wrote for this user (a cache), or None when there is none.
 
@@ -75,23 +92,20 @@ def read_private_file(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYT
     """
     p = Path(path)
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        data, info = read_regular_file(p, max_bytes)
     except FileNotFoundError:
         return None
+    except NotARegularFile:
+        raise UserInputError(f"{p}: not a regular file, not a {what} file; remove it") from None
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise UserInputError(f"{p}: a symbolic link, not a {what} file; remove it") from None
         raise UserInputError(f"{p}: cannot read the {what} file: {err.strerror}") from None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise UserInputError(f"{p}: not a regular file, not a {what} file; remove it")
-        if info.st_uid != os.geteuid():
-            raise UserInputError(
-                f"{p}: owned by user {info.st_uid}, not by you ({os.geteuid()}); a {what} file "
-                "is only read from its owner: remove it"
-            )
-        data = fh.read(max_bytes + 1)
+    if info.st_uid != os.geteuid():
+        raise UserInputError(
+            f"{p}: owned by user {info.st_uid}, not by you ({os.geteuid()}); a {what} file "
+            "is only read from its owner: remove it"
+        )
     return _decoded(p, data, what, max_bytes)
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from topologies.datafile import read_regular_file
 from topologies.errors import UserInputError
 from topologies.outputs import write_file
 
@@ -140,15 +141,10 @@ def own_folder(path: Path, flag: str = "--out") -> None:
 
 def read_own_file(path: Path, limit: int) -> bytes:
     """The bytes of a regular file at `path`, never through a link (ELOOP) nor from a FIFO
-    or device; OSError(EFBIG) past `limit` bytes."""
+    or device (`topologies.datafile.read_regular_file`); OSError(EFBIG) past `limit` bytes."""
     import errno
 
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        data = handle.read(limit + 1)
+    data, _ = read_regular_file(path, limit)
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB")
     return data
