@@ -83,7 +83,9 @@ def write_record(stream: IO[str], record: IterationRecord) -> None:
 
 
 def read_records(path: str | Path) -> list[IterationRecord]:
-    """The records of a JSON-lines file (a torn last line, from a kill, is skipped)."""
+    """The records of a JSON-lines file. A line that is no record is skipped: a torn last
+    line from a kill (which may still parse, as a number), or an object without a
+    record's fields."""
     names = {f.name for f in fields(IterationRecord)}
     out = []
     for line in Path(path).read_text().splitlines():
@@ -91,10 +93,15 @@ def read_records(path: str | Path) -> list[IterationRecord]:
             raw = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if not isinstance(raw, dict):
+            continue
         known = {k: v for k, v in raw.items() if k in names}
         if isinstance(known.get("up_pace"), list):  # JSON has no tuples
             known["up_pace"] = tuple(known["up_pace"])
-        out.append(IterationRecord(**known))
+        try:
+            out.append(IterationRecord(**known))
+        except TypeError:  # a required field missing
+            continue
     return out
 
 

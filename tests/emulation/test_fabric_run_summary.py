@@ -193,3 +193,16 @@ def test_a_paced_step_counts_the_agents_idle_as_the_simulator_does() -> None:
     assert rec.iteration_ms == 230.0 and rec.busy_ms == 200.0
     unpaced = IterationRecord("vgg19-0", "vgg19", 0, 3, 1000.0, 1200.0, 100, 80.0, 0.0, False)
     assert unpaced.iteration_ms == unpaced.busy_ms == 200.0
+
+
+def test_lines_that_are_no_record_are_skipped_not_raised(tmp_path: Path) -> None:
+    """A line cut by a kill can still parse (as a number), and a file in a run folder may
+    hold a line of something else: neither is a record, and the rest still reads."""
+    from emulation.jobs.records import read_records, write_record
+
+    record = IterationRecord("j", "vgg19", 0, 1, 3.0, 4.0, 10, 0.5, 0.0, False)
+    path = tmp_path / "w0.jsonl"
+    path.write_text('12\n{"job": "j", "worker": 0}\n["a"]\n{"cut": \n')
+    with path.open("a") as fh:
+        write_record(fh, record)
+    assert read_records(path) == [record]
