@@ -49,6 +49,7 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
             job,
             j["model"],
             _fmt(j["workers"]),
+            *_grid_cells(s.get("schedule") or {}, job),
             _fmt(j["mean_iteration_ms"]),
             _fmt(j["p99_iteration_ms"]),
             _fmt(j["sim_mean_iteration_ms"]),
@@ -90,8 +91,8 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
          ups),
         (
             "Per job",
-            ["scheduler", "job", "model", "workers", "mean ms", "p99 ms", "simulated mean ms",
-             "CE received", "adjustments"],
+            ["scheduler", "job", "model", "workers", "shift ms", "grid ms", "mean ms", "p99 ms",
+             "simulated mean ms", "CE received", "adjustments"],
             jobs,
         ),
         (
@@ -103,6 +104,13 @@ def _tables(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
             fidelity,
         ),
     ]  # fmt: skip
+
+
+def _grid_cells(schedule: Mapping[str, Any], job: str) -> list[str]:
+    """A job's shift and the grid period its agent kept, from the schedule that ran:
+    "free" where no agent paced it (every job of a scheduler without Cassini)."""
+    shifts, periods = schedule.get("shifts_ms") or {}, schedule.get("periods_ms") or {}
+    return [_fmt(shifts.get(job)), _fmt(periods[job]) if job in periods else "free"]
 
 
 def _pct(value: Any) -> float | None:

@@ -67,6 +67,7 @@ def _run(
     decision = Decision(
         0.0, "arrival", {"a": ("s01", "s05"), "b": ("s02", "s06")}, {"a": "vgg19", "b": "vgg16"}
     )
+    paced = name.endswith("cassini")  # b shifted on a 310 ms grid, a left free
     plan = SchedulerPlan(name, (decision,), {"a": 300.0, "b": 280.0}, 290.0, 320.0)
     tel = TelemetryLog()
     for i, (link, m) in enumerate(link_marks.items()):
@@ -74,9 +75,11 @@ def _run(
             tel.ports.append(PortDelta(time_s=t, interval_s=0.1, port=10 + i, ecn_marked_packets=m))
             tel.links.append(_link(t, link, 10 + i, m))
     jobs = tuple(
-        JobPlan(j, m, decision.placement[j], build_profile(m, 2))
+        JobPlan(j, m, decision.placement[j], build_profile(m, 2),
+                shift_ms=150.0 if paced and j == "b" else 0.0,
+                period_ms=310.0 if paced and j == "b" else None)
         for j, m in decision.models.items()
-    )
+    )  # fmt: skip
     records = tuple(
         _records("a", "vgg19", 2, times, marks) + _records("b", "vgg16", 2, times, marks)
     )
@@ -169,6 +172,10 @@ def test_report_files(tmp_path: Path) -> None:
     md = (tmp_path / "report.md").read_text()
     for target in re.findall(r"\]\(([^)]+)\)", md):
         assert (tmp_path / target).exists(), target
+    # the per-job table says what ran: b shifted on its grid, a free, Themis's jobs free
+    assert "| th+cassini | b | vgg16 | 2 | 150.0 | 310.0 |" in md
+    assert "| th+cassini | a | vgg19 | 2 | 0.0 | free |" in md
+    assert "| themis | b | vgg16 | 2 | 0.0 | free |" in md
 
 
 def test_segments_merge_numbering_iterations_on_and_counters_on_one_clock() -> None:
