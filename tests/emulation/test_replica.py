@@ -163,6 +163,36 @@ def test_a_four_worker_job_runs_and_records_its_iterations(
 
 
 @pytest.mark.root
+def test_a_bucketed_profile_sends_each_burst_as_one_allreduce(
+    fabric: EmulatedFabric, tmp_path: Path
+) -> None:
+    """A DDP profile (`scheduler.workloads.buckets`: Down, then bursts with gaps) runs
+    burst by burst: each Up phase one ring AllReduce of its own bytes, each judged on
+    its own (`up_pace` has one entry per burst), the gap between them slept."""
+    bursts = (Phase(30.0, 0.0), Phase(30.0, 50.0), Phase(20.0, 0.0), Phase(25.0, 50.0))
+    job_specs = [
+        replace(s, phases=bursts, period_ms=130.0)
+        for s in specs(fabric, "ddp-0", tmp_path, 47100, 4)
+    ]
+    processes = [start(fabric, s) for s in job_specs]
+    for process in processes:
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err
+    for spec in job_specs:
+        expected = sum(
+            sum(step.send_bytes for step in ring_allreduce_plan(
+                gradient_bytes(phase_bytes(phase, SCALE), len(SERVERS)), len(SERVERS), spec.worker))
+            for phase in bursts if phase.gbps > 0
+        )  # fmt: skip
+        records = read_records(spec.out)
+        assert [r.iteration for r in records] == [0, 1, 2, 3]
+        assert all(r.bytes == expected for r in records), (expected, [r.bytes for r in records])
+        assert all(r.up_pace is not None and len(r.up_pace) == 2 for r in records)
+        # compute, both bursts and the gap between them: no iteration is shorter
+        assert all(r.end_ms - r.start_ms >= 105.0 - 1.0 for r in records)
+
+
+@pytest.mark.root
 def test_a_pipeline_job_follows_its_plan_and_stops_at_a_deadline_together(
     fabric: EmulatedFabric, tmp_path: Path
 ) -> None:
