@@ -62,7 +62,7 @@ def pair_plan(
 
     >>> p = pair_plan(("resnet50", "resnet50"))
     >>> p.jobs, round(p.score, 3), round(p.shift_ms, 1)
-    (('resnet50-0', 'resnet50-1'), 1.0, 49.8)
+    (('resnet50-0', 'resnet50-1'), 0.985, 30.5)
     """
     from scheduler.cassini.plans import best_option, group_problem, plan_link
     from scheduler.workloads.profile_files import load_profiles_with_periods, with_measured_profiles

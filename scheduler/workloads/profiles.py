@@ -382,8 +382,8 @@ def build_profile(
     """Derive a model's profile for `workers` workers (see the module docstring).
 
     >>> p = build_profile("vgg16", 4)
-    >>> [(round(ph.duration_ms, 1), ph.gbps) for ph in p.phases]
-    [(100.0, 0.0), (132.9, 50.0)]
+    >>> [(round(ph.duration_ms, 1), ph.gbps) for ph in p.phases]  # DDP: three bursts
+    [(100.1, 0.0), (125.5, 50.0), (1.6, 0.0), (6.8, 50.0), (66.1, 0.0), (0.5, 50.0)]
     """
     known = models if models is not None else load_models()
     key = normalize_model_name(model)

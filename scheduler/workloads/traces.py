@@ -266,7 +266,7 @@ def resolve_trace(
     >>> resolve_trace("poison", 24)
     Traceback (most recent call last):
     ...
-    topologies.errors.UserInputError: --trace: no trace kind named 'poison'. Did you mean 'poisson'? (known: dynamic, four-jobs, poisson, snapshot) or give a trace file
+    topologies.errors.UserInputError: --trace: no trace kind named 'poison'. Did you mean 'poisson'? (known: dynamic, four-jobs, poisson, snapshot, snapshot2) or give a trace file
     """
     if spec in kinds:
         trace = generate_trace(spec, total_gpus, jobs=jobs, load=load, seed=seed, models=models)
