@@ -34,7 +34,7 @@ from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from tests.helpers.client_envs import FINSY, ROOT, run_client
 from tests.helpers.leftovers import leftovers
-from tests.helpers.waiting import wait_for
+from tests.helpers.waiting import WAIT_S, wait_for
 from topologies.chip_mapping import ChipMap, map_to_chip
 from topologies.library import load_topology
 from topologies.model import Topology
@@ -222,6 +222,6 @@ def test_finsy_switch_reads_a_switch_process_that_forwarded(tmp_path: Path) -> N
     finally:
         if process is not None:
             process.send_signal(signal.SIGTERM)
-            assert process.wait(10) == 0
+            assert process.wait(WAIT_S) == 0
         lab.close()
         assert leftovers(lab.prefix) == []

@@ -16,6 +16,7 @@ from emulation.housekeeping.run_files import InterfaceLocks
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
 from tests.helpers.leftovers import leftovers
+from tests.helpers.waiting import WAIT_S
 
 
 @pytest.fixture
@@ -82,7 +83,7 @@ def test_a_second_switch_on_an_interface_is_refused_until_the_first_dies(
     first.wait()
     third, _ = start_switch(lab, ["-i", f"1@{b}", "--grpc-server-addr", "127.0.0.1:0"])
     third.send_signal(signal.SIGTERM)
-    assert third.wait(10) == 0
+    assert third.wait(WAIT_S) == 0
 
 
 @pytest.mark.root
@@ -107,7 +108,7 @@ def test_bmv2_syntax_starts_the_switch_and_names_what_it_ignores(
         assert READY_PATTERN.search(lines[-1]).group(1).startswith("127.0.0.1:")  # type: ignore[union-attr]
     finally:
         process.send_signal(signal.SIGTERM)
-        assert process.wait(10) == 0
+        assert process.wait(WAIT_S) == 0
 
 
 def test_the_shipped_tm_example_loads_and_the_readme_documents_it() -> None:
@@ -139,7 +140,7 @@ def test_sighup_stops_the_switch_as_sigterm_does_and_leaves_no_lock_files(
     )
     assert all(lock.exists() for lock in locks)
     os.killpg(process.pid, signal.SIGHUP)  # as a closed terminal: the group
-    assert process.wait(10) == 0
+    assert process.wait(WAIT_S) == 0
     assert process.stderr is not None
     assert "stopped in" in process.stderr.read()
     assert not any(lock.exists() for lock in locks)

@@ -37,7 +37,7 @@ from emulation.softswitch.switch import READY_PATTERN, SoftwareSwitch
 from emulation.softswitch.tm_config import LoopbackCable, PfcConfig, PortSettings, TmConfig
 from tests.helpers import CASSINI
 from tests.helpers.hosts import Host, mac_of, make_hosts, udp
-from tests.helpers.waiting import wait_for
+from tests.helpers.waiting import WAIT_S, wait_for
 
 pytestmark = pytest.mark.root
 
@@ -280,7 +280,7 @@ def test_cli_serve_forwards_and_stops_cleanly_on_sigterm(lab: NetnsLab) -> None:
         assert len(h2.received(expect=5)) == 5
 
     process.send_signal(signal.SIGTERM)
-    assert process.wait(10) == 0
+    assert process.wait(WAIT_S) == 0
     rest = process.stderr.read()
     assert "stopping" in rest and "Traceback" not in rest
 

@@ -36,6 +36,7 @@ from emulation.softswitch.p4runtime_service import RunningServer, is_loopback_ad
 from emulation.softswitch.port_stats import PortCounters, port_counters
 from emulation.softswitch.switch import READY_PATTERN
 from tests.helpers import CASSINI
+from tests.helpers.waiting import WAIT_S
 from topologies.errors import UserInputError
 
 TIMEOUT = 2.0
@@ -459,6 +460,6 @@ def test_cli_serve_with_tls_and_program_with_ssl(
             assert len(reader.read_table("logical_forward")) > 0
     finally:
         process.send_signal(signal.SIGTERM)
-        assert process.wait(10) == 0
+        assert process.wait(WAIT_S) == 0
     rest = process.stderr.read()
     assert "Traceback" not in rest
