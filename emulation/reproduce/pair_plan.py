@@ -57,14 +57,15 @@ def pair_plan(
     `profiles`: a profiles file (`cassini profile --out`); its models' measured
     profiles replace the derived ones, each paced at its measured grid period
     (`scheduler.workloads.profile_files.with_measured_profiles`) and planned with its Up phase at its
-    p95 (`scheduler.cassini.plans.group_problem`); the plan's Up and iteration times are the
+    p95 (`scheduler.cassini.pacing.group_problem`); the plan's Up and iteration times are the
     measured means (the grid's padding left out).
 
     >>> p = pair_plan(("resnet50", "resnet50"))
     >>> p.jobs, round(p.score, 3), round(p.shift_ms, 1)
     (('resnet50-0', 'resnet50-1'), 0.985, 30.5)
     """
-    from scheduler.cassini.plans import best_option, group_problem, plan_link
+    from scheduler.cassini.pacing import best_option, group_problem
+    from scheduler.cassini.plans import plan_link
     from scheduler.workloads.profile_files import load_profiles_with_periods, with_measured_profiles
     from scheduler.workloads.profiles import load_models, normalize_model_name, profiles_from_list
 

@@ -20,7 +20,7 @@ f <= `MAX_STRETCH` by which a group's periods are stretched (one factor for
 all, so their ratios and the links' perimeters stay exact) such that no
 job slips off its stretched grid by more than `HOLD_TOLERANCE` of its
 period over `SIMULATED` iterations, re-solving the shifts at each f.
-`scheduler.cassini.plans.plan_group` keeps a stretched grid only when the jobs run
+`scheduler.cassini.pacing.plan_group` keeps a stretched grid only when the jobs run
 faster on it than `free_slowdown` expects them to run free, and runs a
 group free when no stretch holds.
 

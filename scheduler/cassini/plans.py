@@ -32,12 +32,7 @@ from scheduler.cassini.compatibility import (
     compatibility,
     free_running_score,
 )
-from scheduler.cassini.pacing import FREE_RUNNING_MARGIN as FREE_RUNNING_MARGIN
-from scheduler.cassini.pacing import GroupPlan as GroupPlan
-from scheduler.cassini.pacing import LinkKey
-from scheduler.cassini.pacing import best_option as best_option
-from scheduler.cassini.pacing import group_problem as group_problem
-from scheduler.cassini.pacing import plan_group as plan_group
+from scheduler.cassini.pacing import LinkKey, plan_group
 from scheduler.cassini.periods import coupled_groups, paced_profile
 from scheduler.workloads.traffic import JobRouter
 from scheduler.workloads.types import Placement, Profile, Schedule

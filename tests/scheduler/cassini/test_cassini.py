@@ -13,8 +13,9 @@ import pytest
 from emulation.cli import main
 from scheduler.cassini.candidates import locality_candidates
 from scheduler.cassini.holding import HOLD_TOLERANCE
+from scheduler.cassini.pacing import plan_group
 from scheduler.cassini.periods import pacing_options
-from scheduler.cassini.plans import choose, evaluate_candidate, plan_group
+from scheduler.cassini.plans import choose, evaluate_candidate
 from scheduler.workloads.profiles import build_profile
 from scheduler.workloads.traffic import JobRouter as Router
 from scheduler.workloads.types import Job, Phase, Profile
