@@ -31,8 +31,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from scheduler.workloads.buckets import Layer, ddp_timeline, timeline_phases
@@ -101,6 +103,7 @@ def normalize_model_name(name: str) -> str:
 # simulator would run for ever.
 FIELD_MAXIMA: dict[str, float] = {
     "params_m": 1e7,
+    "gflops": 1e7,  # forward GFLOPs per sample of one layer (a GPT-3 layer at 2048 tokens: ~7,500)
     "batch_size": 1e6,
     "compute_ms": 1e7,
     "ref_workers": 1e5,
@@ -258,7 +261,7 @@ def _parse_layers(raw: Any, ctx: str) -> tuple[Layer, ...]:
         ok = isinstance(row, list | tuple) and len(row) == 3 and isinstance(row[0], str)
         if ok:
             params = _typed(row[1], float, f"{ctx}[{i}] params_m", "params_m")
-            gflops = _typed(row[2], float, f"{ctx}[{i}] gflops", "compute_ms")
+            gflops = _typed(row[2], float, f"{ctx}[{i}] gflops", "gflops")
             ok = params >= 0 and gflops >= 0
         if not ok:
             raise UserInputError(
@@ -270,14 +273,17 @@ def _parse_layers(raw: Any, ctx: str) -> tuple[Layer, ...]:
     return tuple(rows)
 
 
-def _builtin_layers() -> dict[str, tuple[Layer, ...]]:
-    """The built-in layer tables (`data/layers.yaml`), by model."""
+@cache
+def _builtin_layers() -> Mapping[str, tuple[Layer, ...]]:
+    """The built-in layer tables (`data/layers.yaml`), by model: parsed once per process
+    (the file ships with the package and never changes; parsing it took most of each
+    `load_models` call)."""
     text = resources.files("scheduler").joinpath("data/layers.yaml").read_text()
     doc = parse_data(text, "yaml", "layers.yaml")
-    return {
+    return MappingProxyType({
         normalize_model_name(str(k)): _parse_layers(v["layers"], f"layers.yaml: model '{k}'")
         for k, v in doc["models"].items()
-    }
+    })  # fmt: skip
 
 
 def _with_layers(spec: ModelSpec, tables: Mapping[str, tuple[Layer, ...]]) -> ModelSpec:
