@@ -113,8 +113,7 @@ def _play(
             else:
                 start, grid = starts[i][done[i]]
                 played[i].append((start, grid, now))
-                slip = max(start - grid, now - grid - periods_ms[i])
-                if slip > give_up * periods_ms[i]:
+                if _off_grid(start, grid, now, periods_ms[i]) > give_up * periods_ms[i]:
                     return played
                 done[i] += 1
                 phase[i] = -1
@@ -178,10 +177,15 @@ def grid_slip(
     return tuple(_slip(its, period) / period for its, period in zip(played, periods_ms, strict=True))
 
 
+def _off_grid(start: float, grid: float, end: float, period_ms: float) -> float:
+    """How far one iteration left its slot (ms): a start behind its grid point, or an
+    end past the next one."""
+    return max(start - grid, end - grid - period_ms)
+
+
 def _slip(its: Sequence[tuple[float, float, float]], period_ms: float) -> float:
     """One job's slip (ms) from its played (start, grid point, end) iterations."""
-    off_grid = max((max(start - grid, end - grid - period_ms) for start, grid, end in its),
-                   default=0.0)  # fmt: skip
+    off_grid = max((_off_grid(*it, period_ms) for it in its), default=0.0)
     ends = [end - grid for _, grid, end in its[WARM_UP:]]
     half = len(ends) // 2
     drift = max(ends[half:]) - max(ends[:half]) if half else 0.0
