@@ -60,7 +60,10 @@ class FixedBook(ProfileBook):
         return self.profile
 
 
-def _two_jobs(shift_b: float | None, fast: bool = True, iterations: int = 50):
+def _two_jobs(
+    shift_b: float | None, fast: bool = True, iterations: int = 50, profile: Profile = HALF
+) -> SimResult:
+    """Two jobs of `profile`, free or on a 200 ms grid with b shifted by `shift_b`."""
     # 2 leaves x 2 servers, one spine: both jobs' rings cross leaf1 <-> spine1 <-> leaf2
     topo = leaf_spine(2, 1, 2)
     trace = [TraceJob("a", "vgg16", 2, iterations), TraceJob("b", "vgg16", 2, iterations)]
@@ -69,7 +72,7 @@ def _two_jobs(shift_b: float | None, fast: bool = True, iterations: int = 50):
         {} if shift_b is None else {"a": 0.0, "b": shift_b},
         {} if shift_b is None else {"a": 200.0, "b": 200.0},
     )
-    return simulate(trace, topo, sched, SimSettings(fast_forward=fast), book=FixedBook(HALF))
+    return simulate(trace, topo, sched, SimSettings(fast_forward=fast), book=FixedBook(profile))
 
 
 def test_overlapped_jobs_stretch_by_hand_computed_amount() -> None:
@@ -295,26 +298,15 @@ BURSTS = Profile(
 )  # fmt: skip
 
 
-def _two_bucketed(shift_b: float | None) -> SimResult:
-    topo = leaf_spine(2, 1, 2)
-    trace = [TraceJob("a", "vgg16", 2, 20), TraceJob("b", "vgg16", 2, 20)]
-    sched = FixedScheduler(
-        {"a": ("s01", "s03"), "b": ("s02", "s04")},
-        {} if shift_b is None else {"a": 0.0, "b": shift_b},
-        {} if shift_b is None else {"a": 200.0, "b": 200.0},
-    )
-    return simulate(trace, topo, sched, SimSettings(fast_forward=False), book=FixedBook(BURSTS))
-
-
 def test_bucketed_profiles_share_burst_by_burst_and_take_turns_when_shifted() -> None:
     # Aligned, each burst meets the other job's: 25 Gbit/s each, 40 -> 80 ms and 20 -> 40
     # ms; the gap keeps its 20 ms (the profile's phases): 60 + 80 + 20 + 40 = 200 ms.
-    aligned = _two_bucketed(None)
+    aligned = _two_jobs(None, fast=False, iterations=20, profile=BURSTS)
     for job in aligned.jobs:
         assert job.iteration_ms == pytest.approx(np.full(20, 200.0))
     # On a 200 ms grid with b shifted 100 ms, b's bursts (160-200, 220-240 = 20-40) sit in
     # a's compute and idle: no link is ever asked for more than it carries.
-    shifted = _two_bucketed(100.0)
+    shifted = _two_jobs(100.0, fast=False, iterations=20, profile=BURSTS)
     a, b = shifted.jobs
     # a's first iteration starts on grid point 0 (140 ms); each after waits for its slot
     assert a.iteration_ms == pytest.approx(np.r_[140.0, np.full(19, 200.0)])
