@@ -124,15 +124,22 @@ def assign_buckets(
     return tuple(buckets)
 
 
+def ring_bytes(grad_bytes: float, workers: int) -> float:
+    """What one worker sends in a ring AllReduce of `grad_bytes`: 2(N-1)/N x S.
+
+    >>> ring_bytes(25e6, 4)
+    37500000.0
+    """
+    return 2.0 * (workers - 1) / workers * grad_bytes
+
+
 def ring_ms(grad_bytes: float, workers: int, nic_gbps: float) -> float:
     """How long a ring AllReduce of `grad_bytes` keeps one worker's NIC busy.
 
     >>> ring_ms(25e6, 4, 50.0)  # 2 x 3/4 x 25 MB at 50 Gbit/s
     6.0
     """
-    if workers < 2:
-        return 0.0
-    return 2.0 * (workers - 1) / workers * grad_bytes * 8.0 / (nic_gbps * 1e9) * 1e3
+    return ring_bytes(grad_bytes, workers) * 8.0 / (nic_gbps * 1e9) * 1e3
 
 
 def ddp_timeline(

@@ -37,7 +37,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from scheduler.workloads.buckets import Layer, ddp_timeline, timeline_phases
+from scheduler.workloads.buckets import Layer, ddp_timeline, ring_bytes, timeline_phases
 from scheduler.workloads.types import Phase, Profile
 from topologies.datafile import parse_data, read_data_file
 from topologies.errors import UserInputError, did_you_mean
@@ -325,7 +325,7 @@ def model_names(models: Mapping[str, ModelSpec] | None = None) -> list[str]:
 
 def allreduce_bytes_per_worker(params: float, workers: int) -> float:
     """Ring AllReduce: every worker sends 2(N-1)/N x S bytes, S = params x 4 (fp32)."""
-    return 2.0 * (workers - 1) / workers * params * BYTES_PER_PARAM
+    return ring_bytes(params * BYTES_PER_PARAM, workers)
 
 
 def _collective_factor(collective: str, workers: int) -> float:
