@@ -9,9 +9,11 @@ itself use the built-in models.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 
 import yaml
 
@@ -19,6 +21,7 @@ from scheduler.baselines.base import ProfileBook
 from scheduler.workloads.profiles import ModelSpec, load_models
 
 # model -> (batch size, compute ms) before issue 39; XLM was 270M parameters.
+EARLIER_XLM_PARAMS_M = 270.0
 EARLIER = {
     "vgg11": (64, 70.0),
     "vgg16": (64, 100.0),
@@ -34,13 +37,14 @@ EARLIER = {
 
 
 @cache
-def legacy_models() -> dict[str, ModelSpec]:
-    """The built-in models with the earlier data-parallel figures, derived sequentially."""
+def legacy_models() -> Mapping[str, ModelSpec]:
+    """The built-in models with the earlier data-parallel figures, derived sequentially
+    (read-only: one copy is shared by every test that asks)."""
     models = load_models(jobs_model="sequential-fp32")
     for key, (batch, compute) in EARLIER.items():
         models[key] = replace(models[key], batch_size=batch, compute_ms=compute)
-    models["xlm"] = replace(models["xlm"], params_m=270.0)
-    return models
+    models["xlm"] = replace(models["xlm"], params_m=EARLIER_XLM_PARAMS_M)
+    return MappingProxyType(models)
 
 
 def legacy_book() -> ProfileBook:
@@ -58,7 +62,7 @@ def legacy_cli_args(folder: Path) -> list[str]:
         spec = models[key]
         doc["models"][key] = {
             "display": spec.display,
-            "params_m": 270.0 if key == "xlm" else spec.params_m,
+            "params_m": EARLIER_XLM_PARAMS_M if key == "xlm" else spec.params_m,
             "parallelism": spec.parallelism,
             "batch_size": batch,
             "compute_ms": compute,
