@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 import networkx as nx
 
+from scheduler.cassini.holding import MAX_STRETCH
 from scheduler.workloads.types import Phase, Profile
 
 _REL_TOL = 1e-9
@@ -42,9 +43,8 @@ MAX_RATIO = 4
 # (our choice) At most 16 iterations of one job on its group's circle: the circle of a
 # group chaining several links is the LCM of them all.
 MAX_ITERATIONS = 16
-# (our choice) No job idles past half its iteration (`holding.MAX_STRETCH` bounds the
-# stretch that makes a grid hold by the same figure).
-MAX_STRETCH = 1.5
+# No job idles past half its iteration: the bound `holding.MAX_STRETCH` also puts on the
+# stretch that makes a grid hold (one figure for both, our choice).
 # (our choice) Circles offered per group, least idling first: each is solved and played
 # out, and the one with least idling that cannot interleave rarely beats a few more.
 OPTIONS = 6
